@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/register"
+)
+
+// apiTimeout bounds one call of a client command.
+const apiTimeout = 10 * time.Second
+
+// pluginJSON is a plugin as `list -o json` prints it; the keys are a
+// public contract.
+type pluginJSON struct {
+	Name         string   `json:"name"`
+	Type         string   `json:"type"`
+	Endpoint     string   `json:"endpoint"`
+	SocketPath   string   `json:"socketPath"`
+	Versions     []string `json:"versions"`
+	RegisteredAt string   `json:"registeredAt"` // RFC 3339
+}
+
+// runList is `plugreg list`.
+func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("list", "[flags]", stderr)
+	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the agent's API")
+	output := fs.String("o", "table", "output format: table or json")
+	typ := fs.String("type", "", "list only plugins of this `type`")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return usagef("invalid value %q for flag -o: want table or json", *output)
+	}
+	client, closeConn, err := dialAPI(*apiPath)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	resp, err := client.List(ctx, &plugregv1.ListRequest{Type: *typ})
+	if err != nil {
+		return fmt.Errorf("list plugins from %s: %w", *apiPath, err)
+	}
+	ps := make([]plugins.Plugin, len(resp.GetPlugins()))
+	for i, m := range resp.GetPlugins() {
+		ps[i] = plugins.FromProto(m)
+	}
+	if *output == "json" {
+		return writeJSON(stdout, ps)
+	}
+	return writeTable(stdout, ps)
+}
+
+func toJSON(p plugins.Plugin) pluginJSON {
+	v := p.Versions
+	if v == nil {
+		v = []string{}
+	}
+	return pluginJSON{
+		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
+		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano),
+	}
+}
+
+func writeJSON(w io.Writer, ps []plugins.Plugin) error {
+	out := make([]pluginJSON, len(ps))
+	for i, p := range ps {
+		out[i] = toJSON(p)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func writeTable(w io.Writer, ps []plugins.Plugin) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOCKET")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Type, p.Name, p.Endpoint,
+			strings.Join(p.Versions, ","), p.RegisteredAt.Local().Format(time.RFC3339), p.SocketPath)
+	}
+	return tw.Flush()
+}
+
+// dialAPI connects to the agent's API socket. When nobody listens there,
+// the error says so in one line instead of a stack of gRPC text.
+func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
+	conn, err := net.DialTimeout("unix", path, apiTimeout)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, nil, fmt.Errorf("no agent is listening on %s (is 'plugreg run' running, with the same --api?)", path)
+		}
+		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
+	}
+	conn.Close()
+	cc, err := register.Dial(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
+	}
+	return plugregv1.NewRegistryClient(cc), func() { cc.Close() }, nil
+}

@@ -1,0 +1,7 @@
+//go:build unix && !darwin
+
+package main
+
+// Default paths on linux and the other unix systems but macOS.
+func defaultDir() string { return "/var/lib/plugreg/plugins" }
+func defaultAPI() string { return "/run/plugreg/api.sock" }

@@ -1,0 +1,90 @@
+// Command plugreg is a portable plugin-registration agent: it finds the
+// unix sockets that node plugins put in a plugin directory and registers
+// them through the kubelet's pluginregistration v1 API, by polling instead
+// of inotify, on every OS Go supports with AF_UNIX.
+//
+// Usage:
+//
+//	plugreg run [flags]              run the agent
+//	plugreg list [flags]             list the registered plugins
+//	plugreg example-plugin [flags]   serve an example plugin
+//	plugreg version                  print the version
+//
+// Exit status: 0 on success and after a clean shutdown on SIGINT or
+// SIGTERM, 1 for a runtime failure, 2 for bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError is bad usage: exit status 2 with a one-line message.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// errHelp is returned after -h printed the usage: exit status 0.
+var errHelp = errors.New("help requested")
+
+func exitCode(err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "plugreg: %s\n", ue.msg)
+		fmt.Fprintln(stderr, "run 'plugreg help' for usage")
+		return 2
+	default:
+		fmt.Fprintf(stderr, "plugreg: %v\n", err)
+		return 1
+	}
+}
+
+const usage = `usage: plugreg <command> [flags]
+
+commands:
+  run              run the agent: discover and register plugins
+  list             list the registered plugins
+  example-plugin   serve an example plugin on DIR/NAME.sock
+  version          print the version
+
+Run 'plugreg <command> -h' for the flags of a command.
+`
+
+// run dispatches to a subcommand.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "run":
+		return runAgent(ctx, rest, stderr)
+	case "list":
+		return runList(ctx, rest, stdout, stderr)
+	case "example-plugin":
+		return runExample(ctx, rest, stderr)
+	case "version":
+		return runVersion(rest, stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usagef("unknown command %q", cmd)
+	}
+}

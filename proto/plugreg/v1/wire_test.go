@@ -1,0 +1,119 @@
+package plugregv1_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+)
+
+// These tests pin plugreg.v1's names, so that a rename or renumbering in
+// registry.proto, which would break existing clients, fails loudly.
+
+func TestMethodNames(t *testing.T) {
+	const service = "plugreg.v1.Registry"
+	sd := plugregv1.File_plugreg_v1_registry_proto.Services().ByName("Registry")
+	if sd == nil {
+		t.Fatalf("service Registry not found in %s", plugregv1.File_plugreg_v1_registry_proto.Path())
+	}
+	if got := string(sd.FullName()); got != service {
+		t.Errorf("service full name = %q, want %q", got, service)
+	}
+	if got, want := sd.Methods().Len(), 2; got != want {
+		t.Errorf("service %s has %d methods, want %d", service, got, want)
+	}
+	tests := []struct {
+		name      string
+		generated string // the generated *_FullMethodName constant
+		want      string
+		input     protoreflect.FullName
+		output    protoreflect.FullName
+	}{
+		{"List", plugregv1.Registry_List_FullMethodName, "/plugreg.v1.Registry/List", "plugreg.v1.ListRequest", "plugreg.v1.ListResponse"},
+		{"Get", plugregv1.Registry_Get_FullMethodName, "/plugreg.v1.Registry/Get", "plugreg.v1.GetRequest", "plugreg.v1.Plugin"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.generated != tc.want {
+				t.Errorf("generated full method name = %q, want %q", tc.generated, tc.want)
+			}
+			md := sd.Methods().ByName(protoreflect.Name(tc.name))
+			if md == nil {
+				t.Fatalf("method %s not found in service %s", tc.name, service)
+			}
+			if got := "/" + string(md.Parent().FullName()) + "/" + string(md.Name()); got != tc.want {
+				t.Errorf("descriptor full method name = %q, want %q", got, tc.want)
+			}
+			if got := md.Input().FullName(); got != tc.input {
+				t.Errorf("input = %q, want %q", got, tc.input)
+			}
+			if got := md.Output().FullName(); got != tc.output {
+				t.Errorf("output = %q, want %q", got, tc.output)
+			}
+		})
+	}
+}
+
+// field is the wire-relevant shape of one message field.
+type field struct {
+	Number      protoreflect.FieldNumber
+	Name        protoreflect.Name
+	Kind        protoreflect.Kind
+	Cardinality protoreflect.Cardinality
+	Message     protoreflect.FullName // message fields only
+}
+
+func TestMessages(t *testing.T) {
+	tests := []struct {
+		name   protoreflect.Name
+		fields []field
+	}{
+		{"Plugin", []field{
+			{1, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+			{2, "type", protoreflect.StringKind, protoreflect.Optional, ""},
+			{3, "endpoint", protoreflect.StringKind, protoreflect.Optional, ""},
+			{4, "socket_path", protoreflect.StringKind, protoreflect.Optional, ""},
+			{5, "versions", protoreflect.StringKind, protoreflect.Repeated, ""},
+			{6, "registered_at", protoreflect.MessageKind, protoreflect.Optional, "google.protobuf.Timestamp"},
+		}},
+		{"ListRequest", []field{
+			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
+		}},
+		{"ListResponse", []field{
+			{1, "plugins", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin"},
+		}},
+		{"GetRequest", []field{
+			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
+			{2, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+		}},
+	}
+	file := plugregv1.File_plugreg_v1_registry_proto
+	if got, want := file.Messages().Len(), len(tests); got != want {
+		t.Errorf("%s declares %d messages, want %d", file.Path(), got, want)
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.name), func(t *testing.T) {
+			md := file.Messages().ByName(tc.name)
+			if md == nil {
+				t.Fatalf("message %s not found in %s", tc.name, file.Path())
+			}
+			if got, want := md.FullName(), protoreflect.FullName("plugreg.v1").Append(tc.name); got != want {
+				t.Errorf("full name = %q, want %q", got, want)
+			}
+			var got []field
+			for i := range md.Fields().Len() {
+				fd := md.Fields().Get(i)
+				f := field{fd.Number(), fd.Name(), fd.Kind(), fd.Cardinality(), ""}
+				if fd.Message() != nil {
+					f.Message = fd.Message().FullName()
+				}
+				got = append(got, f)
+			}
+			if diff := cmp.Diff(tc.fields, got); diff != "" {
+				t.Errorf("fields of %s (-want +got):\n%s", md.FullName(), diff)
+			}
+		})
+	}
+}

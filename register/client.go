@@ -1,0 +1,233 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// Default timeouts of a Client, the kubelet's where it has one.
+const (
+	DefaultDialTimeout    = 10 * time.Second // kubelet: dialTimeoutDuration
+	DefaultGetInfoTimeout = 1 * time.Second  // kubelet: hard-coded 1 s
+	DefaultNotifyTimeout  = 5 * time.Second  // kubelet: notifyTimeoutDuration
+	DefaultHandlerTimeout = 2 * time.Minute  // kubelet: none; CSI's NodeGetInfo may take 2 min
+)
+
+// MaxInfoBytes bounds the GetInfo reply a plugin may send.
+const MaxInfoBytes = 64 << 10
+
+// Client runs the registration sequence against a plugin's registration
+// socket and calls the handler of the plugin's type. It is the real
+// Registrar; it is safe for concurrent use.
+type Client struct {
+	Handlers *plugins.Handlers
+
+	// Zero durations mean the Default* values.
+	DialTimeout    time.Duration // connecting to the socket
+	GetInfoTimeout time.Duration // the GetInfo call, HTTP/2 handshake included
+	NotifyTimeout  time.Duration // each NotifyRegistrationStatus call
+	HandlerTimeout time.Duration // waiting for the plugin name plus Validate and Register, or DeRegister
+
+	Log *slog.Logger // nil: discard
+}
+
+func (c *Client) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Register registers the plugin serving the pluginregistration v1 API on
+// the socket at path. A rejection (no handler, failed validation, failed
+// registration) was reported to the plugin and matches ErrRejected; any
+// other error is transient (a socket that is not ready yet, a plugin that
+// is slow or gone). Both are wrapped in an *OpError.
+func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
+	if n := len(path); n > scan.MaxSocketPath {
+		return plugins.Plugin{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+	}
+	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+	if err != nil {
+		return plugins.Plugin{}, &OpError{"dial", path, err}
+	}
+	cc, err := newClientConn(path, conn)
+	if err != nil {
+		conn.Close()
+		return plugins.Plugin{}, &OpError{"dial", path, err}
+	}
+	defer cc.Close()
+	rc := pluginregistration.NewRegistrationClient(cc)
+
+	infoCtx, cancel := context.WithTimeout(ctx, orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout))
+	info, err := rc.GetInfo(infoCtx, &pluginregistration.InfoRequest{})
+	cancel()
+	if err != nil {
+		return plugins.Plugin{}, &OpError{"get info", path, err}
+	}
+	p := plugins.Plugin{
+		Name:       info.GetName(),
+		Type:       info.GetType(),
+		Endpoint:   info.GetEndpoint(),
+		SocketPath: path,
+		Versions:   info.GetSupportedVersions(),
+	}
+	if p.Endpoint == "" {
+		p.Endpoint = path
+	}
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		msg := fmt.Sprintf("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s", p.Type, path)
+		return p, c.reject(ctx, rc, path, "find handler", msg, nil)
+	}
+
+	hctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
+	defer cancel()
+	unlock, err := c.Handlers.Lock(hctx, p.Type, p.Name)
+	if err != nil {
+		return p, &OpError{"validate", path, err}
+	}
+	defer unlock()
+	if err := validate(hctx, h, p); err != nil {
+		if ctx.Err() != nil || hctx.Err() != nil {
+			return p, &OpError{"validate", path, err}
+		}
+		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
+		return p, c.reject(ctx, rc, path, "validate", msg, err)
+	}
+	if err := h.Register(hctx, p.Name, p.Endpoint, p.Versions); err != nil {
+		if ctx.Err() != nil || hctx.Err() != nil {
+			return p, &OpError{"register", path, err}
+		}
+		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
+		return p, c.reject(ctx, rc, path, "register", msg, err)
+	}
+	if err := c.notify(ctx, rc, true, ""); err != nil {
+		// The plugin does not know it is registered: undo it and retry, as
+		// the kubelet does since v1.36.
+		h.DeRegister(hctx, p.Name, p.Endpoint)
+		return p, &OpError{"notify", path, err}
+	}
+	return p, nil
+}
+
+// validate checks what every plugin must satisfy, then asks the handler.
+func validate(ctx context.Context, h plugins.Handler, p plugins.Plugin) error {
+	if err := plugins.ValidateName(p.Name); err != nil {
+		return err
+	}
+	return h.Validate(ctx, p.Name, p.Endpoint, p.Versions)
+}
+
+// reject tells the plugin it was refused. A plugin may exit or stop serving
+// when told so (node-driver-registrar does, before it replies), so a failed
+// notification is only logged at debug level.
+func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationClient, path, op, msg string, cause error) error {
+	if err := c.notify(ctx, rc, false, msg); err != nil {
+		c.log().Debug("rejection not acknowledged", "path", path, "err", err)
+	}
+	return &OpError{op, path, &RejectError{Msg: msg, Err: cause}}
+}
+
+func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationClient, ok bool, msg string) error {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(c.NotifyTimeout, DefaultNotifyTimeout))
+	defer cancel()
+	_, err := rc.NotifyRegistrationStatus(ctx, &pluginregistration.RegistrationStatus{PluginRegistered: ok, Error: msg})
+	return err
+}
+
+// Deregister calls the DeRegister of p's handler, after any other call for
+// the same plugin name has finished. It never contacts the plugin.
+func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		return &OpError{"deregister", p.SocketPath, fmt.Errorf("no handler for plugin type %s", p.Type)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
+	defer cancel()
+	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
+	if err != nil {
+		return &OpError{"deregister", p.SocketPath, err}
+	}
+	defer unlock()
+	h.DeRegister(ctx, p.Name, p.Endpoint)
+	return nil
+}
+
+// Dial returns a gRPC client connection to the unix socket at path. The
+// target is "passthrough:///plugin" with a context dialer, so the path is
+// never parsed as a URI or resolved through DNS (Windows paths included).
+func Dial(path string) (*grpc.ClientConn, error) {
+	return newClientConn(path, nil)
+}
+
+// newClientConn returns a connection whose first dial hands out conn (when
+// not nil) and whose later dials reach path again.
+func newClientConn(path string, conn net.Conn) (*grpc.ClientConn, error) {
+	first := make(chan net.Conn, 1)
+	if conn != nil {
+		first <- conn
+	}
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+		select {
+		case c := <-first:
+			return c, nil
+		default:
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}
+	return grpc.NewClient("passthrough:///plugin",
+		grpc.WithContextDialer(dialer),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInfoBytes)),
+	)
+}
+
+// dialUnix connects to the socket at path. A socket file appears at bind,
+// before its owner calls listen, so "connection refused" is retried a few
+// times within a short window before it counts as a failure.
+func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	delay := 2 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || attempt == refusedAttempts {
+			return conn, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		delay *= 2
+	}
+}
+
+// refusedAttempts is how often dialUnix tries a socket that refuses: 2, 4,
+// 8 and 16 ms apart, 30 ms in all.
+const refusedAttempts = 5

@@ -1,0 +1,357 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// call is one Registrar call the fake hands to the test.
+type call struct {
+	kind   string // "register" or "deregister"
+	path   string
+	plugin plugins.Plugin // deregister: what is deregistered
+	reply  chan error
+}
+
+// fakeRegistrar passes every call to the test on calls and returns what the
+// test answers, or the context's error.
+type fakeRegistrar struct{ calls chan call }
+
+func (f *fakeRegistrar) do(ctx context.Context, c call) error {
+	c.reply = make(chan error, 1)
+	select {
+	case f.calls <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *fakeRegistrar) Register(ctx context.Context, path string) (plugins.Plugin, error) {
+	err := f.do(ctx, call{kind: "register", path: path})
+	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
+}
+
+func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p})
+}
+
+func nameOf(path string) string { return path[len("/p/"):] }
+
+// fakeDir is the scanner's view, set by the test.
+type fakeDir struct {
+	mu      sync.Mutex
+	entries map[string]uint64 // path -> inode
+}
+
+func (d *fakeDir) set(path string, ino uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ino == 0 {
+		delete(d.entries, path)
+		return
+	}
+	d.entries[path] = ino
+}
+
+func (d *fakeDir) Scan() (scan.Snapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var s scan.Snapshot
+	for p, ino := range d.entries {
+		s.Entries = append(s.Entries, scan.Entry{Path: p, ID: scan.ID{Ino: ino}})
+	}
+	sortEntries(s.Entries)
+	return s, nil
+}
+
+func sortEntries(es []scan.Entry) {
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j].Path < es[j-1].Path; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
+type env struct {
+	t      *testing.T
+	dir    *fakeDir
+	reg    *fakeRegistrar
+	plugs  *plugins.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a Reconciler with a 1 s interval inside the current synctest
+// bubble.
+func start(t *testing.T, maxInFlight int, initial map[string]uint64) *env {
+	t.Helper()
+	e := &env{
+		t:     t,
+		dir:   &fakeDir{entries: initial},
+		reg:   &fakeRegistrar{calls: make(chan call)},
+		plugs: plugins.NewRegistry(),
+		done:  make(chan error, 1),
+	}
+	if e.dir.entries == nil {
+		e.dir.entries = map[string]uint64{}
+	}
+	r := &Reconciler{
+		Scan:        e.dir.Scan,
+		Registrar:   e.reg,
+		Registry:    e.plugs,
+		Interval:    time.Second,
+		MaxInFlight: maxInFlight,
+		MaxBackoff:  8 * time.Second,
+		Log:         slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	e.cancel = cancel
+	go func() { e.done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-e.done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	})
+	return e
+}
+
+// next returns the call the reconciler makes now, failing if there is none
+// once every goroutine in the bubble is blocked.
+func (e *env) next(kind, path string) call {
+	e.t.Helper()
+	synctest.Wait()
+	select {
+	case c := <-e.reg.calls:
+		if c.kind != kind || c.path != path {
+			e.t.Fatalf("call %s %s, want %s %s", c.kind, c.path, kind, path)
+		}
+		return c
+	default:
+		e.t.Fatalf("no call, want %s %s", kind, path)
+		return call{}
+	}
+}
+
+// all returns the calls the reconciler makes now, keyed by path, and
+// checks they are exactly the given kind and paths. Goroutines make their
+// calls in any order.
+func (e *env) all(kind string, paths ...string) map[string]call {
+	e.t.Helper()
+	synctest.Wait()
+	got := map[string]call{}
+	for {
+		select {
+		case c := <-e.reg.calls:
+			if c.kind != kind {
+				e.t.Fatalf("call %s %s, want %s", c.kind, c.path, kind)
+			}
+			got[c.path] = c
+			synctest.Wait()
+			continue
+		default:
+		}
+		break
+	}
+	var gotPaths []string
+	for p := range got {
+		gotPaths = append(gotPaths, p)
+	}
+	slices.Sort(gotPaths)
+	if !slices.Equal(gotPaths, paths) {
+		e.t.Fatalf("%s calls for %v, want %v", kind, gotPaths, paths)
+	}
+	return got
+}
+
+// await advances fake time one second at a time until the reconciler
+// makes a call, for at most a minute.
+func (e *env) await(kind, path string) call {
+	e.t.Helper()
+	for t0 := time.Now(); time.Since(t0) < time.Minute; time.Sleep(time.Second) {
+		synctest.Wait()
+		select {
+		case c := <-e.reg.calls:
+			if c.kind != kind || c.path != path {
+				e.t.Fatalf("call %s %s, want %s %s", c.kind, c.path, kind, path)
+			}
+			return c
+		default:
+		}
+	}
+	e.t.Fatalf("no call within a minute, want %s %s", kind, path)
+	return call{}
+}
+
+// none checks that no call is pending.
+func (e *env) none() {
+	e.t.Helper()
+	synctest.Wait()
+	select {
+	case c := <-e.reg.calls:
+		e.t.Fatalf("unexpected call %s %s", c.kind, c.path)
+	default:
+	}
+}
+
+func (e *env) registered() []string {
+	synctest.Wait()
+	var names []string
+	for _, p := range e.plugs.List("") {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+func TestReconcilerRegistersAtStartWithoutWaitingForATick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, map[string]uint64{"/p/a": 1, "/p/b": 2})
+		t0 := time.Now()
+		for _, c := range e.all("register", "/p/a", "/p/b") {
+			c.reply <- nil
+		}
+		if got := e.registered(); !cmp.Equal(got, []string{"a", "b"}) {
+			t.Errorf("registered %v, want [a b]", got)
+		}
+		if d := time.Since(t0); d != 0 {
+			t.Errorf("registration took %v of fake time, want 0", d)
+		}
+		e.none()
+	})
+}
+
+func TestReconcilerFollowsTheScanner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, nil)
+		e.none()
+
+		e.dir.set("/p/a", 1)
+		time.Sleep(time.Second) // the next tick
+		e.next("register", "/p/a").reply <- nil
+		if got := e.registered(); !cmp.Equal(got, []string{"a"}) {
+			t.Fatalf("registered %v, want [a]", got)
+		}
+
+		// Replaced within one tick: deregister the old incarnation, then
+		// register the new one as soon as that is done, without a tick.
+		e.dir.set("/p/a", 2)
+		time.Sleep(time.Second)
+		c := e.next("deregister", "/p/a")
+		if c.plugin.Name != "a" {
+			t.Errorf("deregister %+v, want plugin a", c.plugin)
+		}
+		t0 := time.Now()
+		c.reply <- nil
+		e.next("register", "/p/a").reply <- nil
+		if d := time.Since(t0); d != 0 {
+			t.Errorf("re-registration waited %v, want 0", d)
+		}
+
+		e.dir.set("/p/a", 0)
+		time.Sleep(time.Second)
+		e.next("deregister", "/p/a").reply <- nil
+		if got := e.registered(); len(got) != 0 {
+			t.Errorf("registered %v after removal, want none", got)
+		}
+		time.Sleep(10 * time.Second)
+		e.none()
+	})
+}
+
+func TestReconcilerRetriesWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, map[string]uint64{"/p/a": 1})
+		var at []time.Duration
+		t0 := time.Now()
+		for range 6 {
+			e.await("register", "/p/a").reply <- errors.New("connection refused")
+			at = append(at, time.Since(t0))
+		}
+		e.await("register", "/p/a").reply <- nil
+		at = append(at, time.Since(t0))
+		// 1, 2, 4, 8 ticks apart, capped at 8 (MaxBackoff 8 s).
+		want := []time.Duration{0, 1, 3, 7, 15, 23, 31}
+		for i := range want {
+			want[i] *= time.Second
+		}
+		if diff := cmp.Diff(want, at); diff != "" {
+			t.Errorf("attempt times (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestReconcilerBackoffResetsWhenTheSocketIsReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, map[string]uint64{"/p/a": 1})
+		for range 4 {
+			e.next("register", "/p/a").reply <- errors.New("stale")
+			time.Sleep(8 * time.Second)
+		}
+		// Now in an 8 s backoff; a new socket at the path is tried at the
+		// next tick.
+		e.next("register", "/p/a").reply <- errors.New("stale")
+		e.dir.set("/p/a", 2)
+		time.Sleep(time.Second)
+		e.next("register", "/p/a").reply <- nil
+	})
+}
+
+func TestReconcilerHungPluginDoesNotDelayOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 2, map[string]uint64{"/p/hung": 1})
+		hung := e.next("register", "/p/hung") // never answered
+		e.dir.set("/p/ok", 2)
+		time.Sleep(time.Second)
+		e.next("register", "/p/ok").reply <- nil
+		if got := e.registered(); !cmp.Equal(got, []string{"ok"}) {
+			t.Errorf("registered %v, want [ok]", got)
+		}
+		_ = hung
+	})
+}
+
+func TestReconcilerBoundsOperationsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 2, map[string]uint64{"/p/a": 1, "/p/b": 2, "/p/c": 3})
+		calls := e.all("register", "/p/a", "/p/b") // c waits for a free slot
+		a, b := calls["/p/a"], calls["/p/b"]
+		a.reply <- nil
+		e.next("register", "/p/c").reply <- nil
+		b.reply <- nil
+		if got := e.registered(); !cmp.Equal(got, []string{"a", "b", "c"}) {
+			t.Errorf("registered %v, want [a b c]", got)
+		}
+	})
+}
+
+func TestReconcilerStopCancelsOperationsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, map[string]uint64{"/p/a": 1})
+		e.next("register", "/p/a") // hangs until cancelled
+		t0 := time.Now()
+		e.cancel()
+		if err := <-e.done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+		e.done <- nil // for the cleanup
+		if d := time.Since(t0); d != 0 {
+			t.Errorf("shutdown took %v, want 0", d)
+		}
+	})
+}

@@ -1,0 +1,92 @@
+package scan
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// socketTree makes n socket files, 100 per subdirectory, bound and closed so
+// that no descriptors stay open.
+func socketTree(b *testing.B, n int) string {
+	root := tempDir(b)
+	for i := range n {
+		p := filepath.Join(root, fmt.Sprintf("d%03d", i/100), fmt.Sprintf("s%03d.sock", i%100))
+		if i%100 == 0 {
+			socketFile(b, p) // makes the directory
+			continue
+		}
+		if err := makeSocketFile(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return root
+}
+
+func BenchmarkScan(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
+			needUnixSockets(b)
+			s, err := New([]string{socketTree(b, n)}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				snap, err := s.Scan()
+				if err != nil || len(snap.Entries) != n {
+					b.Fatalf("Scan() = %d entries, %v; want %d", len(snap.Entries), err, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+		})
+	}
+}
+
+// BenchmarkBareReadDirStat is the floor for BenchmarkScan: ReadDir and one
+// fstatat per socket, nothing else.
+func BenchmarkBareReadDirStat(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
+			if _, err := bareScan(""); errors.Is(err, errors.ErrUnsupported) {
+				b.Skip("no bare loop on this OS")
+			}
+			needUnixSockets(b)
+			root := socketTree(b, n)
+			for b.Loop() {
+				got, err := bareScan(root)
+				if err != nil || got != n {
+					b.Fatalf("bareScan() = %d, %v; want %d", got, err, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+		})
+	}
+}
+
+func BenchmarkDiff(b *testing.B) {
+	const n = 10000
+	var old, new Snapshot
+	for i := range n {
+		e := Entry{Path: fmt.Sprintf("/run/plugins/d%03d/s%03d.sock", i/100, i%100), ID: ID{Ino: uint64(i)}}
+		switch i % 100 {
+		case 0: // removed
+			old.Entries = append(old.Entries, e)
+		case 1: // added
+			new.Entries = append(new.Entries, e)
+		case 2: // replaced
+			old.Entries = append(old.Entries, e)
+			e.ID.Mtime++
+			new.Entries = append(new.Entries, e)
+		default:
+			old.Entries = append(old.Entries, e)
+			new.Entries = append(new.Entries, e)
+		}
+	}
+	for b.Loop() {
+		if c := Diff(old, new); len(c.Replaced) != n/100 {
+			b.Fatalf("Diff() replaced %d, want %d", len(c.Replaced), n/100)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+}

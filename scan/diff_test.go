@@ -1,0 +1,175 @@
+package scan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// snap builds a Snapshot from "path=id" pairs, where id is a small number
+// standing for a whole ID.
+func snap(pairs ...string) Snapshot {
+	var s Snapshot
+	for _, p := range pairs {
+		path, n, _ := strings.Cut(p, "=")
+		var ino uint64
+		fmt.Sscan(n, &ino)
+		s.Entries = append(s.Entries, Entry{Path: path, ID: ID{Ino: ino}})
+	}
+	return s
+}
+
+func TestDiff(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new Snapshot
+		want     Changes
+	}{
+		{name: "both empty"},
+		{
+			name: "same",
+			old:  snap("/a=1", "/b=2"),
+			new:  snap("/a=1", "/b=2"),
+		},
+		{
+			name: "from empty",
+			new:  snap("/a=1", "/b=2"),
+			want: Changes{Added: snap("/a=1", "/b=2").Entries},
+		},
+		{
+			name: "to empty",
+			old:  snap("/a=1", "/b=2"),
+			want: Changes{Removed: snap("/a=1", "/b=2").Entries},
+		},
+		{
+			name: "replaced keeps the new entry",
+			old:  snap("/a=1", "/b=2"),
+			new:  snap("/a=1", "/b=3"),
+			want: Changes{Replaced: snap("/b=3").Entries},
+		},
+		{
+			name: "interleaved",
+			old:  snap("/a=1", "/c=3", "/d=4", "/f=6"),
+			new:  snap("/b=2", "/c=3", "/d=5", "/e=7"),
+			want: Changes{
+				Added:    snap("/b=2", "/e=7").Entries,
+				Removed:  snap("/a=1", "/f=6").Entries,
+				Replaced: snap("/d=5").Entries,
+			},
+		},
+		{
+			name: "byte order, not walk order",
+			old:  snap("/p/a-b=1", "/p/a/x=2"),
+			new:  snap("/p/a-b=1", "/p/a.b=3", "/p/a/x=2"),
+			want: Changes{Added: snap("/p/a.b=3").Entries},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Diff(tc.old, tc.new)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("Diff(%v, %v) (-want +got):\n%s", tc.old, tc.new, d)
+			}
+			if got.Empty() != (len(tc.want.Added)+len(tc.want.Removed)+len(tc.want.Replaced) == 0) {
+				t.Errorf("Diff(%v, %v).Empty() = %v", tc.old, tc.new, got.Empty())
+			}
+			if d := cmp.Diff(tc.new, got.Apply(tc.old)); d != "" {
+				t.Errorf("Diff(old, new).Apply(old) (-new +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestApplyDoesNotModify(t *testing.T) {
+	old := snap("/a=1", "/b=2", "/c=3")
+	keep := slices.Clone(old.Entries)
+	c := Changes{
+		Added:    snap("/a0=9").Entries,
+		Removed:  snap("/b=2").Entries,
+		Replaced: snap("/c=4").Entries,
+	}
+	got := c.Apply(old)
+	if d := cmp.Diff(keep, old.Entries); d != "" {
+		t.Errorf("Apply modified its argument (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(snap("/a=1", "/a0=9", "/c=4"), got); d != "" {
+		t.Errorf("Apply (-want +got):\n%s", d)
+	}
+	got.Entries[0].Path = "/changed"
+	if old.Entries[0].Path != "/a" {
+		t.Errorf("Apply result shares its slice with the argument")
+	}
+}
+
+// TestApplyOther applies changes to a snapshot they were not computed from:
+// Removed drops a path if present, Added and Replaced put an entry in.
+func TestApplyOther(t *testing.T) {
+	c := Changes{
+		Added:    snap("/b=2").Entries,
+		Removed:  snap("/x=1").Entries,
+		Replaced: snap("/z=5").Entries,
+	}
+	got := c.Apply(snap("/b=1", "/y=1"))
+	if d := cmp.Diff(snap("/b=2", "/y=1", "/z=5"), got); d != "" {
+		t.Errorf("Apply (-want +got):\n%s", d)
+	}
+}
+
+// fuzzSnapshot turns fuzz bytes into a valid Snapshot: three bytes per
+// entry (two for the path, one for the ID), sorted, with duplicate paths
+// dropped. Paths come from a small alphabet so that the two snapshots share
+// many of them, and include '/' and '-' so that nested names sort unlike
+// walk order.
+func fuzzSnapshot(b []byte) Snapshot {
+	const alphabet = "ab-/.z"
+	var es []Entry
+	for ; len(b) >= 3; b = b[3:] {
+		p := []byte{'/', alphabet[b[0]%6], alphabet[b[0]/6%6], alphabet[b[1]%6]}
+		if b[1]&0x80 != 0 {
+			p = p[:3]
+		}
+		es = append(es, Entry{Path: string(p), ID: ID{Ino: uint64(b[2] % 4), Birth: int64(b[2] >> 2)}})
+	}
+	slices.SortStableFunc(es, func(x, y Entry) int { return strings.Compare(x.Path, y.Path) })
+	es = slices.CompactFunc(es, func(x, y Entry) bool { return x.Path == y.Path })
+	if len(es) == 0 {
+		return Snapshot{}
+	}
+	return Snapshot{Entries: es}
+}
+
+func FuzzDiff(f *testing.F) {
+	f.Add([]byte{}, []byte{})
+	f.Add([]byte{1, 2, 3}, []byte{})
+	f.Add([]byte{}, []byte{1, 2, 3, 4, 5, 6})
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, []byte{1, 2, 4, 4, 5, 6})
+	f.Add([]byte{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}, []byte{3, 3, 3, 2, 2, 9, 9, 9, 9})
+	f.Fuzz(func(t *testing.T, x, y []byte) {
+		a, b := fuzzSnapshot(x), fuzzSnapshot(y)
+		if c := Diff(a, a); !c.Empty() {
+			t.Errorf("Diff(a, a) = %v, want empty", c)
+		}
+		c := Diff(a, b)
+		if d := cmp.Diff(b, c.Apply(a)); d != "" {
+			t.Errorf("Diff(a, b).Apply(a) (-b +got):\n%s", d)
+		}
+		if c.Empty() != slices.Equal(a.Entries, b.Entries) {
+			t.Errorf("Diff(a, b).Empty() = %v, want %v", c.Empty(), !c.Empty())
+		}
+		seen := make(map[string]string)
+		for name, l := range map[string][]Entry{"Added": c.Added, "Removed": c.Removed, "Replaced": c.Replaced} {
+			if !slices.IsSortedFunc(l, func(x, y Entry) int { return strings.Compare(x.Path, y.Path) }) {
+				t.Errorf("%s not sorted: %v", name, l)
+			}
+			for _, e := range l {
+				if other, ok := seen[e.Path]; ok {
+					t.Errorf("%s in both %s and %s", e.Path, other, name)
+				}
+				seen[e.Path] = name
+			}
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package scan
+
+import (
+	"io/fs"
+	"os"
+)
+
+// osFS is the real file system behind the dir seam.
+type osFS struct{}
+
+// osDir is an open directory. Windows has no openat or fstatat in its Win32
+// API, so entries are stat'ed and subdirectories opened by their full path.
+type osDir struct {
+	f    *os.File
+	path string
+}
+
+func (*osFS) openRoot(path string) (dir, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, bare(err)
+	}
+	return &osDir{f: f, path: path}, nil
+}
+
+// sub opens the subdirectory at path. The walk only calls it for entries
+// that ReadDir reported as directories, which excludes symlinks and
+// junctions (Go ≥ 1.23 reports a junction as irregular, not as a directory).
+func (d *osDir) sub(_, path string) (dir, error) {
+	return (&osFS{}).openRoot(path)
+}
+
+func (d *osDir) entries() ([]fs.DirEntry, error) {
+	ents, err := d.f.ReadDir(-1)
+	return ents, bare(err)
+}
+
+func (d *osDir) isSocket(e fs.DirEntry) bool { return isSocket(e, d.path) }
+
+func (d *osDir) id(_, path string) (ID, error) { return entryID(path) }
+
+func (d *osDir) close() error { return d.f.Close() }

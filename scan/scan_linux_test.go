@@ -1,0 +1,151 @@
+package scan
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// unreadableEnv names the plugin dir for the child process of
+// TestScanUnreadableSubdirReal.
+const unreadableEnv = "PLUGREG_SCAN_UNREADABLE_DIR"
+
+// TestScanUnreadableSubdirReal scans a plugin dir with a mode 0700
+// subdirectory that the scanning user cannot read. Permission bits do not
+// stop root, so when the test runs as root it re-runs itself as user 65534
+// in a child process.
+func TestScanUnreadableSubdirReal(t *testing.T) {
+	if dir := os.Getenv(unreadableEnv); dir != "" {
+		unreadableChild(dir)
+		return
+	}
+	t.Parallel()
+	root := tempDir(t)
+	dir := filepath.Join(root, "plugins")
+	locked := filepath.Join(dir, "locked")
+	socketFile(t, filepath.Join(dir, "a.sock"))
+	socketFile(t, filepath.Join(dir, "open", "b.sock"))
+	socketFile(t, filepath.Join(locked, "c.sock"))
+	if err := os.Chmod(locked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	var out []byte
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(locked, 0o000); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(locked, 0o700) })
+		var buf bytes.Buffer
+		scanThrice(&buf, dir)
+		out = buf.Bytes()
+	} else {
+		out = runUnprivileged(t, root, dir)
+	}
+
+	var entries, logs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "entry "); ok {
+			entries = append(entries, p)
+		} else {
+			logs = append(logs, sc.Text())
+		}
+	}
+	want := join(dir, "a.sock", "open/b.sock")
+	want = append(append(want, want...), want...) // three scans
+	if d := cmp.Diff(want, entries); d != "" {
+		t.Errorf("entries of three scans (-want +got):\n%s", d)
+	}
+	wantLog := []string{fmt.Sprintf(`level=WARN msg="cannot read directory" path=%s err="permission denied"`, locked)}
+	if d := cmp.Diff(wantLog, logs); d != "" {
+		t.Errorf("log of three scans (-want +got):\n%s", d)
+	}
+}
+
+// runUnprivileged runs this test as user and group 65534 in a copy of the
+// test binary that user can execute, and returns its output.
+func runUnprivileged(t *testing.T, root, dir string) []byte {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(root, "scan.test")
+	if err := copyFile(exe, self); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestScanUnreadableSubdirReal$", "-test.count=1")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), unreadableEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s%s", err, out, &stderr)
+	}
+	// Drop the lines of the child's test framework ("PASS", "coverage: ...").
+	var keep []byte
+	for line := range bytes.Lines(out) {
+		if bytes.HasPrefix(line, []byte("entry ")) || bytes.HasPrefix(line, []byte("level=")) {
+			keep = append(keep, line...)
+		}
+	}
+	return keep
+}
+
+// unreadableChild is the child process of TestScanUnreadableSubdirReal.
+func unreadableChild(dir string) {
+	if err := scanThrice(os.Stdout, dir); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+}
+
+// scanThrice scans dir three times, writing each entry as "entry <path>"
+// and the log as text without times.
+func scanThrice(w io.Writer, dir string) error {
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	s, err := New([]string{dir}, log)
+	if err != nil {
+		return err
+	}
+	for range 3 {
+		snap, err := s.Scan()
+		if err != nil {
+			return err
+		}
+		for _, e := range snap.Entries {
+			fmt.Fprintf(w, "entry %s\n", e.Path)
+		}
+	}
+	return nil
+}
+
+func copyFile(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
+}

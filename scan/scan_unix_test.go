@@ -1,0 +1,118 @@
+//go:build unix
+
+package scan
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+// TestScanIgnores checks that FIFOs, devices and symlinks are not reported.
+// The scan completing at all shows that no FIFO was opened: opening one that
+// has no writer blocks.
+func TestScanIgnores(t *testing.T) {
+	t.Parallel()
+	root := tempDir(t)
+	dir := filepath.Join(root, "plugins")
+	outside := filepath.Join(root, "outside")
+	socketFile(t, filepath.Join(dir, "a.sock"))
+	socketFile(t, filepath.Join(outside, "real.sock"))
+	socketFile(t, filepath.Join(outside, "sub", "real.sock"))
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range join(dir, "fifo", "sub/fifo.sock") {
+		if err := unix.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"link.sock":      filepath.Join(outside, "real.sock"),
+		"sub/link.sock":  "../a.sock",
+		"linkdir":        outside,
+		"sub/linkdir":    "..", // a loop, were it followed
+		"dangling.sock":  filepath.Join(root, "nothing"),
+		"sub/self":       "self",
+		"sub/relsub.dir": "../../outside/sub",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, filepath.FromSlash(name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mknod(filepath.Join(dir, "null"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+		t.Logf("no device node (%v); FIFOs, files and symlinks only", err)
+	}
+	writeFile(t, filepath.Join(dir, "file.sock"))
+
+	s := mustNew(t, nil, dir)
+	if d := cmp.Diff(join(dir, "a.sock"), paths(mustScan(t, s))); d != "" {
+		t.Errorf("Scan() paths (-want +got):\n%s", d)
+	}
+}
+
+func TestNewDirMode(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(tempDir(t), "a", "b")
+	mustNew(t, nil, dir)
+	for _, p := range []string{dir, filepath.Dir(dir)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 0750 less the umask.
+		if perm := fi.Mode().Perm(); perm&^0o750 != 0 || perm&0o700 != 0o700 {
+			t.Errorf("New made %s with mode %v, want 0750 less the umask", p, perm)
+		}
+	}
+}
+
+// TestScanRebind binds a socket again and again at the same path. ext4
+// hands out the same inode every time, so the ID must differ by the times.
+//
+// With a coarse file system clock (Linux before 6.13, whose multigrain
+// timestamps are fine-grained once a scan has looked), two binds within one
+// tick get the same inode and the same times: no stat-based ID can tell them
+// apart. Such rounds are counted, not failed; a round whose stat data differ
+// must give a different ID.
+func TestScanRebind(t *testing.T) {
+	t.Parallel()
+	root := tempDir(t)
+	p := filepath.Join(root, "a.sock")
+	s := mustNew(t, nil, root)
+	var prev ID
+	var prevStat unix.Stat_t
+	same, inodes := 0, make(map[uint64]bool)
+	for i := range 20 {
+		socketFile(t, p)
+		got := mustScan(t, s)
+		if len(got.Entries) != 1 {
+			t.Fatalf("round %d: Scan() = %v, want one entry", i, got)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		id := got.Entries[0].ID
+		if i > 0 && id == prev {
+			if st.Ino == prevStat.Ino && st.Mtim == prevStat.Mtim && st.Ctim == prevStat.Ctim {
+				same++
+			} else {
+				t.Errorf("round %d: rebound socket has the same ID %+v, though its stat data changed", i, id)
+			}
+		}
+		prev, prevStat = id, st
+		inodes[uint64(st.Ino)] = true
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("20 binds used %d inodes", len(inodes))
+	if same > 0 {
+		t.Logf("%d of 19 rebinds had the same inode and times as the one before (coarse file system clock)", same)
+	}
+}

@@ -1,0 +1,29 @@
+package scan
+
+// ID is the identity of one incarnation of a socket file, built from stat
+// data at scan time. Two IDs are equal only when the same socket file was
+// seen: a socket removed and bound again at the same path gets a new ID even
+// when the file system hands back the same inode (ext4 does), because its
+// modification, change or birth time differs.
+//
+// The fields are filled per OS (see id_unix.go and id_windows.go); callers
+// only compare IDs for equality.
+type ID struct {
+	Dev   uint64 // device (unix) or volume serial number (Windows)
+	Ino   uint64 // inode (unix) or file index (Windows)
+	Mtime int64  // modification time, ns since the Unix epoch
+	Ctime int64  // status change time, ns since the Unix epoch (0 where the OS has none)
+	Birth int64  // creation time, ns since the Unix epoch (0 where the OS has none)
+}
+
+// Entry is one socket found by a scan.
+type Entry struct {
+	Path string // absolute, cleaned path of the socket file
+	ID   ID
+}
+
+// Snapshot is the set of sockets seen by one scan, sorted by Path, with no
+// duplicate paths.
+type Snapshot struct {
+	Entries []Entry
+}

@@ -1,0 +1,114 @@
+package statecache
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// FuzzCache drives the cache with random inputs and checks its promises:
+// at most one op per path in flight, deregistrations before registrations,
+// never a registration over a registered incarnation, and convergence once
+// the inputs stop and every op succeeds.
+func FuzzCache(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
+	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		c := New(4)
+		inFlight := map[string]Op{}
+		registered := map[string]scan.ID{} // what the test believes is registered
+		paths := []string{"/p/a", "/p/b", "/p/c"}
+		next := func(limit int) {
+			ops := c.Next(limit)
+			if limit > 0 && len(ops) > limit {
+				t.Fatalf("Next(%d) returned %d ops", limit, len(ops))
+			}
+			seenRegister := false
+			for _, op := range ops {
+				if _, dup := inFlight[op.Path]; dup {
+					t.Fatalf("two ops in flight for %s", op.Path)
+				}
+				switch op.Kind {
+				case Register:
+					seenRegister = true
+					if _, ok := registered[op.Path]; ok {
+						t.Fatalf("register %s while registered", op.Path)
+					}
+				case Deregister:
+					if seenRegister {
+						t.Fatalf("deregistration after a registration in %v", ops)
+					}
+					if registered[op.Path] != op.ID {
+						t.Fatalf("deregister %s ID %v, registered %v", op.Path, op.ID, registered[op.Path])
+					}
+				}
+				inFlight[op.Path] = op
+			}
+		}
+		done := func(path string, fail bool) {
+			op, ok := inFlight[path]
+			if !ok {
+				return
+			}
+			delete(inFlight, path)
+			var err error
+			if fail && op.Kind == Register {
+				err = errors.New("fail")
+			}
+			c.Done(op, plugins.Plugin{Name: path}, err)
+			switch {
+			case op.Kind == Deregister:
+				delete(registered, path)
+			case err == nil:
+				registered[path] = op.ID
+			}
+		}
+		for i := 0; i+1 < len(prog); i += 2 {
+			path := paths[int(prog[i+1])%len(paths)]
+			id := scan.ID{Ino: uint64(prog[i+1] >> 2)}
+			switch prog[i] % 8 {
+			case 0:
+				c.Observe(scan.Changes{Added: []scan.Entry{{Path: path, ID: id}}})
+			case 1:
+				c.Observe(scan.Changes{Replaced: []scan.Entry{{Path: path, ID: id}}})
+			case 2:
+				c.Observe(scan.Changes{Removed: []scan.Entry{{Path: path}}})
+			case 3:
+				c.Tick()
+			case 4:
+				next(int(prog[i+1] % 3))
+			case 5:
+				done(path, false)
+			case 6:
+				done(path, true)
+			case 7:
+				for range prog[i+1] % 16 {
+					c.Tick()
+				}
+			}
+		}
+		// Let everything succeed: the cache must converge within a bounded
+		// number of rounds.
+		for round := 0; !c.Idle(); round++ {
+			if round > 100 {
+				t.Fatalf("not idle after 100 rounds: %+v in flight %v", c.Stats(), inFlight)
+			}
+			for p := range inFlight {
+				done(p, false)
+			}
+			for range 5 {
+				c.Tick()
+			}
+			next(0)
+		}
+		if s := c.Stats(); s.Registered != s.Desired || s.InFlight != 0 {
+			t.Fatalf("idle but %+v", s)
+		}
+		if got, want := fmt.Sprint(len(registered)), fmt.Sprint(c.Stats().Registered); got != want {
+			t.Fatalf("registered %s, cache says %s", got, want)
+		}
+	})
+}

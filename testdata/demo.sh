@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make demo: the agent and two example plugins in a temporary directory.
+# One plugin is registered, one is rejected (no handler for its type); then
+# the registered one stops and is deregistered. Usage: demo.sh BINARY
+set -euo pipefail
+bin=$(cd "$(dirname "${1:?usage: demo.sh BINARY}")" && pwd)/$(basename "$1")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/plugreg-demo.XXXXXX")
+dir=$tmp/plugins
+api=$tmp/api.sock
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# until CMD...: retry CMD for up to 10 s.
+until_ok() {
+	for _ in $(seq 100); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	echo "demo: timed out waiting for: $*" >&2
+	return 1
+}
+listed() { "$bin" list --api "$api" -o json | grep -q "\"name\": \"$1\""; }
+not_listed() { ! listed "$1"; }
+
+step "start the agent: plugreg run --dir $dir --interval 100ms"
+"$bin" run --dir "$dir" --api "$api" --interval 100ms --log-format text > >(sed 's/^/  [agent] /') 2>&1 &
+agent=$!
+pids+=($agent)
+until_ok test -S "$api"
+
+step "start a CSI plugin (accepted) and a plugin of type GPUPlugin (no handler: rejected)"
+"$bin" example-plugin --dir "$dir" --name csi.example.com --type CSIPlugin --versions 1.0.0 --log-format text > >(sed 's/^/  [csi] /') 2>&1 &
+csi=$!
+pids+=($csi)
+"$bin" example-plugin --dir "$dir" --name gpu.example.com --type GPUPlugin --versions v1 --log-format text > >(sed 's/^/  [gpu] /') 2>&1 &
+gpu=$!
+pids+=($gpu)
+until_ok listed csi.example.com
+sleep 0.3 # let the log lines of both plugins arrive
+
+step "plugreg list"
+"$bin" list --api "$api"
+
+step "stop the CSI plugin: it removes its socket, the agent deregisters it"
+kill -TERM "$csi"
+wait "$csi" || true
+until_ok not_listed csi.example.com
+sleep 0.2
+step "plugreg list"
+"$bin" list --api "$api"
+
+step "stop everything (SIGTERM)"
+kill -TERM "$gpu" "$agent"
+wait "$gpu" || true
+status=0
+wait "$agent" || status=$?
+pids=()
+sleep 0.1 # the last log lines
+if [ "$status" -ne 0 ]; then echo "demo: the agent exited with status $status" >&2; exit 1; fi
+if [ -e "$api" ]; then echo "demo: the agent left its API socket behind" >&2; exit 1; fi
+step "done: the agent exited with status 0 and removed its API socket"
