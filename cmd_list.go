@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -101,7 +100,7 @@ func writeTable(w io.Writer, ps []plugins.Plugin) error {
 func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 	conn, err := net.DialTimeout("unix", path, apiTimeout)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		if errors.Is(err, fs.ErrNotExist) || plugins.IsRefused(err) {
 			return nil, nil, fmt.Errorf("no agent is listening on %s (is 'plugreg run' running, with the same --api?)", path)
 		}
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)

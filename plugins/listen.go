@@ -10,43 +10,65 @@ import (
 	"time"
 )
 
-// ErrInUse is returned by ListenUnix when a live server already listens on
-// the socket.
-var ErrInUse = errors.New("plugins: socket in use")
+// Errors of ListenUnix.
+var (
+	// ErrInUse: a live server already listens on the socket.
+	ErrInUse = errors.New("plugins: socket in use")
+	// ErrNotSocket: the path holds a file that is not a socket.
+	ErrNotSocket = errors.New("plugins: file exists and is not a socket")
+)
 
-// ListenUnix listens on a unix socket at path and sets its mode. Missing
-// parent directories are created (0750). A socket file left behind by a
-// process that died (dialling it is refused) is replaced; a live socket is
-// not touched (ErrInUse), and neither is a file that is not a socket.
-// Closing the listener removes the socket file.
+// staleDialTimeout bounds the dial that tells a stale socket from a live one.
+const staleDialTimeout = time.Second
+
+// ListenUnix listens on a unix socket at path and, unless mode is 0, sets
+// its mode. Missing parent directories are created (0750). A socket file
+// left behind by a process that died (dialling it is refused) is replaced;
+// a live socket is left alone (ErrInUse), and so is a file that is not a
+// socket (ErrNotSocket). Closing the listener removes the socket file.
 func ListenUnix(path string, mode fs.FileMode) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen %s: file exists and is not a socket", path)
-		}
-		conn, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			conn.Close()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		fi, statErr := os.Lstat(path)
+		switch {
+		case statErr != nil:
+			return nil, err // nothing there: the error is about something else
+		case fi.Mode().Type() != fs.ModeSocket:
+			return nil, fmt.Errorf("listen %s: %w", path, ErrNotSocket)
+		case !stale(path):
 			return nil, fmt.Errorf("listen %s: %w: another process is serving on it", path, ErrInUse)
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
 		}
+		if l, err = net.Listen("unix", path); err != nil {
+			return nil, err
+		}
 	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", path, err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	l.(*net.UnixListener).SetUnlinkOnClose(true)
+	if mode != 0 {
+		if err := os.Chmod(path, mode); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("chmod %s: %w", path, err)
+		}
 	}
 	return l, nil
 }
 
+// stale reports whether the socket at path refuses connections. Any other
+// outcome (it accepts, it times out, permission denied) counts as live.
+func stale(path string) bool {
+	c, err := net.DialTimeout("unix", path, staleDialTimeout)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return IsRefused(err)
+}
+
 // ListenAPI listens on the agent's API socket, mode 0600: only the agent's
-// user (root, as a rule) may list plugins.
+// user (root, as a rule) may use the API.
 func ListenAPI(path string) (net.Listener, error) { return ListenUnix(path, 0o600) }

@@ -2,11 +2,9 @@ package register
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -214,7 +212,7 @@ func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn
 	delay := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || attempt == refusedAttempts {
+		if err == nil || !plugins.IsRefused(err) || attempt == refusedAttempts {
 			return conn, err
 		}
 		t := time.NewTimer(delay)

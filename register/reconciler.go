@@ -40,14 +40,23 @@ type Reconciler struct {
 	MaxInFlight int           // operations at once; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
 
+	// Ticks, when not nil, replaces the ticker of Interval: each value
+	// received starts a scan. Interval still converts backoff to ticks.
+	Ticks <-chan time.Time
+
+	// Applied, when not nil, is called on Run's goroutine after the outcome
+	// of each operation was applied to the cache and the registry. It must
+	// not block for long: the loop waits for it.
+	Applied func(Result)
+
 	Log *slog.Logger // nil: discard
 }
 
-// result is the outcome of one op, sent back to the loop.
-type result struct {
-	op     statecache.Op
-	plugin plugins.Plugin
-	err    error
+// Result is the outcome of one operation.
+type Result struct {
+	Op     statecache.Op
+	Plugin plugins.Plugin // Register: what the plugin reported; Deregister: what was registered
+	Err    error
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
@@ -75,10 +84,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		log:      log,
 		interval: interval,
 		cache:    statecache.New(backoffTicks),
-		results:  make(chan result, maxInFlight),
+		results:  make(chan Result, maxInFlight),
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
+	ticks := r.Ticks
+	if ticks == nil {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		ticks = ticker.C
+	}
 
 	dispatch := func() {
 		free := maxInFlight - l.inFlight
@@ -96,13 +109,16 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticks:
 			l.cache.Tick()
 			l.scan()
 			dispatch()
 		case res := <-l.results:
 			l.inFlight--
-			l.apply(res)
+			l.apply(&res)
+			if r.Applied != nil {
+				r.Applied(res)
+			}
 			dispatch()
 		}
 	}
@@ -114,7 +130,7 @@ type loop struct {
 	log      *slog.Logger
 	interval time.Duration
 	cache    *statecache.Cache
-	results  chan result
+	results  chan Result
 	inFlight int
 	prev     scan.Snapshot
 	scanErr  string // the last scan error logged, to log each one once
@@ -139,42 +155,42 @@ func (l *loop) scan() {
 }
 
 // run executes one op; it runs in its own goroutine.
-func (l *loop) run(ctx context.Context, op statecache.Op) result {
+func (l *loop) run(ctx context.Context, op statecache.Op) Result {
 	if op.Kind == statecache.Deregister {
-		return result{op: op, err: l.r.Registrar.Deregister(ctx, op.Plugin)}
+		return Result{Op: op, Plugin: op.Plugin, Err: l.r.Registrar.Deregister(ctx, op.Plugin)}
 	}
 	p, err := l.r.Registrar.Register(ctx, op.Path)
-	return result{op: op, plugin: p, err: err}
+	return Result{Op: op, Plugin: p, Err: err}
 }
 
 // apply records an outcome in the cache and the registry, and logs it.
-func (l *loop) apply(res result) {
-	op, p := res.op, res.plugin
+func (l *loop) apply(res *Result) {
+	op, p := res.Op, res.Plugin
 	if op.Kind == statecache.Deregister {
 		l.cache.Done(op, plugins.Plugin{}, nil)
 		l.r.Registry.Remove(op.Path)
-		p = op.Plugin
 		msg := "plugin deregistered"
 		if op.Replaced {
 			msg = "plugin replaced"
 		}
 		attrs := []any{"path", op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", op.Gen}
-		if res.err != nil {
-			attrs = append(attrs, "err", res.err)
+		if res.Err != nil {
+			attrs = append(attrs, "err", res.Err)
 		}
 		l.log.Info(msg, attrs...)
 		return
 	}
-	if res.err == nil {
+	if res.Err == nil {
 		p.RegisteredAt = time.Now()
+		res.Plugin = p
 		l.cache.Done(op, p, nil)
 		l.r.Registry.Add(p)
 		l.log.Info("plugin registered", "path", op.Path, "plugin", p.Name, "type", p.Type,
 			"endpoint", p.Endpoint, "gen", op.Gen, "attempt", op.Attempt)
 		return
 	}
-	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, res.err)) * l.interval
-	attrs := []any{"path", op.Path, "gen", op.Gen, "attempt", op.Attempt, "err", res.err}
+	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, res.Err)) * l.interval
+	attrs := []any{"path", op.Path, "gen", op.Gen, "attempt", op.Attempt, "err", res.Err}
 	if p.Name != "" || p.Type != "" {
 		attrs = append(attrs, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint)
 	}
@@ -182,9 +198,9 @@ func (l *loop) apply(res result) {
 		attrs = append(attrs, "retry", retry)
 	}
 	switch {
-	case errors.Is(res.err, ErrRejected) && op.Attempt == 1:
+	case errors.Is(res.Err, ErrRejected) && op.Attempt == 1:
 		l.log.Info("plugin rejected", attrs...)
-	case errors.Is(res.err, ErrRejected):
+	case errors.Is(res.Err, ErrRejected):
 		l.log.Debug("plugin rejected", attrs...)
 	case retry > 0:
 		l.log.Warn("registration failed", attrs...)

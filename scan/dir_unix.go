@@ -25,11 +25,13 @@ type osDir struct {
 
 func (o *osFS) openRoot(path string) (dir, error) {
 	// EINTR is retried here and below, as package os does for these calls.
-	// A root may be a symlink again by now; following it is fine, as the
-	// paths reported stay under the root.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// New resolved the root's symlinks; should the root have been replaced
+	// by a symlink since, it is followed: the paths reported stay under the
+	// root either way.
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	fd, err := unix.Open(path, flags, 0)
 	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(path, flags, 0)
 	}
 	if err != nil {
 		return nil, err

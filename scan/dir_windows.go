@@ -3,6 +3,8 @@ package scan
 import (
 	"io/fs"
 	"os"
+
+	"golang.org/x/sys/windows"
 )
 
 // osFS is the real file system behind the dir seam.
@@ -16,18 +18,39 @@ type osDir struct {
 }
 
 func (*osFS) openRoot(path string) (dir, error) {
-	f, err := os.Open(path)
+	d, err := openDir(path)
 	if err != nil {
+		return nil, err
+	}
+	// os.Open opens a file as readily as a directory, and reading a file as a
+	// directory can fail with ERROR_PATH_NOT_FOUND (wine does), which would
+	// pass for a missing plugin dir; so does syscall.ENOTDIR, which is
+	// ERROR_PATH_NOT_FOUND on Windows.
+	fi, err := d.f.Stat()
+	if err == nil && !fi.IsDir() {
+		err = windows.ERROR_DIRECTORY
+	}
+	if err != nil {
+		d.close()
 		return nil, bare(err)
 	}
-	return &osDir{f: f, path: path}, nil
+	return d, nil
 }
 
 // sub opens the subdirectory at path. The walk only calls it for entries
 // that ReadDir reported as directories, which excludes symlinks and
 // junctions (Go ≥ 1.23 reports a junction as irregular, not as a directory).
+// Whatever replaced the directory since is, at worst, read as an empty one.
 func (d *osDir) sub(_, path string) (dir, error) {
-	return (&osFS{}).openRoot(path)
+	return openDir(path)
+}
+
+func openDir(path string) (*osDir, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, bare(err)
+	}
+	return &osDir{f: f, path: path}, nil
 }
 
 func (d *osDir) entries() ([]fs.DirEntry, error) {

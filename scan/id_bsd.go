@@ -21,7 +21,7 @@ func (*statter) entryID(dirfd int, name string) (ID, error) {
 	}
 	return ID{
 		Dev:   uint64(s.Dev),
-		Ino:   s.Ino,
+		Ino:   uint64(s.Ino),
 		Mtime: s.Mtim.Nano(),
 		Ctime: s.Ctim.Nano(),
 		Birth: s.Btim.Nano(),

@@ -46,8 +46,8 @@ func (st *statter) entryID(dirfd int, name string) (ID, error) {
 		return ID{}, unix.ENOENT
 	}
 	return ID{
-		Dev:   s.Dev,
-		Ino:   s.Ino,
+		Dev:   uint64(s.Dev),
+		Ino:   uint64(s.Ino),
 		Mtime: s.Mtim.Nano(),
 		Ctime: s.Ctim.Nano(),
 	}, nil

@@ -42,10 +42,10 @@ type Scanner struct {
 	log  *slog.Logger
 	open func(path string) (dir, error) // opens a root; the I/O seam, see dir
 
-	scans      uint64            // number of the scan in progress
-	unreadable map[string]uint64 // path warned about → last scan it failed in
-	tooLong    map[string]uint64 // socket path warned about → last scan it was seen in
-	lastLen    int               // entries in the previous snapshot, to size the next
+	scans   uint64            // number of the scan in progress
+	failing map[string]uint64 // path warned about → last scan it failed in
+	tooLong map[string]uint64 // socket path warned about → last scan it was seen in
+	lastLen int               // entries in the previous snapshot, to size the next
 }
 
 // New returns a Scanner for dirs. Each dir is made absolute and its symlinks
@@ -65,7 +65,7 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 	for _, d := range dirs {
 		p, err := resolve(d)
 		if err != nil {
-			return nil, fmt.Errorf("plugin dir %q: %w", d, err)
+			return nil, fmt.Errorf("plugin dir %s: %w", d, err)
 		}
 		if !slices.Contains(resolved, p) {
 			resolved = append(resolved, p)
@@ -78,11 +78,11 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 // open.
 func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, error)) *Scanner {
 	return &Scanner{
-		dirs:       dirs,
-		log:        log,
-		open:       open,
-		unreadable: make(map[string]uint64),
-		tooLong:    make(map[string]uint64),
+		dirs:    dirs,
+		log:     log,
+		open:    open,
+		failing: make(map[string]uint64),
+		tooLong: make(map[string]uint64),
 	}
 }
 
@@ -106,8 +106,8 @@ func (s *Scanner) Dirs() []string {
 // Scan walks every dir recursively and returns the sockets found, sorted by
 // path.
 //
-// Scan never follows symlinks and skips every name that starts with '.' (see
-// the package documentation). A dir or socket that vanishes while it is read
+// Below the plugin dirs, Scan follows no symlinks and skips every name that
+// starts with '.' (see the package documentation). A dir or socket that vanishes while it is read
 // is simply absent: a missing plugin dir contributes no entries and no error,
 // and is read again once it reappears (Scan does not recreate it).
 //
@@ -119,7 +119,7 @@ func (s *Scanner) Dirs() []string {
 // Scan returns a non-nil error only when a plugin dir exists but cannot be
 // read. The error is an *fs.PathError naming the dir (several are joined), and
 // the snapshot still holds the entries of the other dirs. The sockets under
-// an unreadable dir are then missing from the snapshot: a caller that would
+// an failing dir are then missing from the snapshot: a caller that would
 // rather keep its previous view of that dir must check the error.
 func (s *Scanner) Scan() (Snapshot, error) {
 	s.scans++
@@ -132,7 +132,7 @@ func (s *Scanner) Scan() (Snapshot, error) {
 			errs = append(errs, err)
 		}
 	}
-	s.forget(s.unreadable)
+	s.forget(s.failing)
 	s.forget(s.tooLong)
 
 	// Each dir's walk follows directory order, not path order, and nested
@@ -143,7 +143,13 @@ func (s *Scanner) Scan() (Snapshot, error) {
 	if len(out) == 0 {
 		out = nil
 	}
-	return Snapshot{Entries: out}, errors.Join(errs...)
+	var err error
+	if len(errs) == 1 {
+		err = errs[0]
+	} else {
+		err = errors.Join(errs...) // nil if there are none
+	}
+	return Snapshot{Entries: out}, err
 }
 
 func (s *Scanner) scanRoot(root string, out []Entry) ([]Entry, error) {
@@ -200,8 +206,8 @@ func (s *Scanner) walk(d dir, path string, out []Entry) ([]Entry, error) {
 				}
 				continue
 			}
-			if len(s.unreadable) > 0 {
-				delete(s.unreadable, p)
+			if len(s.failing) > 0 {
+				delete(s.failing, p)
 			}
 			out = append(out, Entry{Path: p, ID: id})
 		}
@@ -210,26 +216,27 @@ func (s *Scanner) walk(d dir, path string, out []Entry) ([]Entry, error) {
 }
 
 // gone reports whether err means that the entry vanished or changed type
-// between the directory read and its use; the next scan sees what replaced it.
+// between the directory read and its use (ELOOP: a directory replaced by a
+// symlink, opened with O_NOFOLLOW); the next scan sees what replaced it.
 func gone(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
 }
 
 // warn logs a failure at path once while it persists.
 func (s *Scanner) warn(path, msg string, err error) {
-	if _, ok := s.unreadable[path]; !ok {
+	if _, ok := s.failing[path]; !ok {
 		s.log.Warn(msg, "path", path, "err", err)
 	}
-	s.unreadable[path] = s.scans
+	s.failing[path] = s.scans
 }
 
 // readable notes that the directory at path was read.
 func (s *Scanner) readable(path string) {
-	if len(s.unreadable) == 0 {
+	if len(s.failing) == 0 {
 		return
 	}
-	if _, ok := s.unreadable[path]; ok {
-		delete(s.unreadable, path)
+	if _, ok := s.failing[path]; ok {
+		delete(s.failing, path)
 		s.log.Info("directory readable again", "path", path)
 	}
 }

@@ -14,7 +14,24 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
+
+func TestScanIgnoresDevice(t *testing.T) {
+	t.Parallel()
+	dir := tempDir(t)
+	socketFile(t, filepath.Join(dir, "a.sock"))
+	if err := unix.Mknod(filepath.Join(dir, "null.sock"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+		t.Skipf("cannot make a device node: %v", err)
+	}
+	if err := unix.Mknod(filepath.Join(dir, "blk.sock"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))); err != nil {
+		t.Skipf("cannot make a device node: %v", err)
+	}
+	s := mustNew(t, nil, dir)
+	if d := cmp.Diff(join(dir, "a.sock"), paths(mustScan(t, s))); d != "" {
+		t.Errorf("Scan() paths (-want +got):\n%s", d)
+	}
+}
 
 // unreadableEnv names the plugin dir for the child process of
 // TestScanUnreadableSubdirReal.

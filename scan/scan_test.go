@@ -122,6 +122,10 @@ func TestNewSymlinkDir(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Skipf("cannot create a symlink: %v", err)
 	}
+	if r, err := filepath.EvalSymlinks(link); r != target {
+		// wine creates symlinks that it then cannot find.
+		t.Skipf("filepath.EvalSymlinks does not resolve symlinks here: %q, %v", r, err)
+	}
 	s := mustNew(t, nil, link)
 	if d := cmp.Diff([]string{target}, s.Dirs()); d != "" {
 		t.Errorf("Dirs() (-want +got):\n%s", d)

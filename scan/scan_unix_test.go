@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestScanIgnores checks that FIFOs, devices and symlinks are not reported.
+// TestScanIgnores checks that FIFOs, regular files and symlinks are not
+// reported (devices: TestScanIgnoresDevice).
 // The scan completing at all shows that no FIFO was opened: opening one that
 // has no writer blocks.
 func TestScanIgnores(t *testing.T) {
@@ -43,9 +44,6 @@ func TestScanIgnores(t *testing.T) {
 		if err := os.Symlink(target, filepath.Join(dir, filepath.FromSlash(name))); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := unix.Mknod(filepath.Join(dir, "null"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
-		t.Logf("no device node (%v); FIFOs, files and symlinks only", err)
 	}
 	writeFile(t, filepath.Join(dir, "file.sock"))
 
@@ -115,4 +113,43 @@ func TestScanRebind(t *testing.T) {
 	if same > 0 {
 		t.Logf("%d of 19 rebinds had the same inode and times as the one before (coarse file system clock)", same)
 	}
+}
+
+// TestScanSubdirBecomesSymlink replaces a subdirectory with a symlink
+// between the directory read and the open: the link is not followed, and
+// that is no error.
+func TestScanSubdirBecomesSymlink(t *testing.T) {
+	t.Parallel()
+	root := tempDir(t)
+	plugins, outside := filepath.Join(root, "plugins"), filepath.Join(root, "outside")
+	socketFile(t, filepath.Join(plugins, "a.sock"))
+	socketFile(t, filepath.Join(plugins, "sub", "b.sock"))
+	socketFile(t, filepath.Join(outside, "c.sock"))
+	log, buf := testLog(t)
+	s := mustNew(t, log, plugins)
+	open := s.open
+	s.open = func(p string) (dir, error) {
+		d, err := open(p)
+		return swapDir{d}, err
+	}
+	if d := cmp.Diff(join(plugins, "a.sock"), paths(mustScan(t, s))); d != "" {
+		t.Errorf("Scan() paths (-want +got):\n%s", d)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("Scan() logged:\n%s\nwant nothing", buf)
+	}
+}
+
+// swapDir replaces each subdirectory with a symlink to ../outside just
+// before opening it.
+type swapDir struct{ dir }
+
+func (d swapDir) sub(name, path string) (dir, error) {
+	if err := os.Rename(path, path+".moved"); err != nil {
+		return nil, err
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(path), "..", "outside"), path); err != nil {
+		return nil, err
+	}
+	return d.dir.sub(name, path)
 }

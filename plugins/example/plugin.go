@@ -19,8 +19,10 @@ type Plugin struct {
 	// Info is what GetInfo returns; every call gets its own copy. Nil
 	// answers with an empty PluginInfo, which an agent rejects.
 	Info *pluginregistration.PluginInfo
-	// Log receives one record per call: "get info", and "registration
-	// status" with registered and error attributes. Nil discards them.
+	// Log receives "serving" and "stopped" (with path), and one record per
+	// call: "get info", and "registration status" with the registered and
+	// error attributes (Warn when not registered). Every record carries the
+	// plugin (name) and type attributes from Info. Nil discards them.
 	Log *slog.Logger
 	// Status, if not nil, receives every RegistrationStatus the agent
 	// sends. The send blocks, so NotifyRegistrationStatus returns only once

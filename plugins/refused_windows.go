@@ -1,4 +1,4 @@
-package example
+package plugins
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// isRefused reports whether err means that nothing listens on the socket.
+// IsRefused reports whether err means that nothing listens on the socket.
 // Winsock reports WSAECONNREFUSED, which syscall.ECONNREFUSED does not match.
-func isRefused(err error) bool {
+func IsRefused(err error) bool {
 	return errors.Is(err, windows.WSAECONNREFUSED)
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package example
+package plugins
 
 import (
 	"net"
@@ -8,10 +8,6 @@ import (
 	"syscall"
 	"testing"
 )
-
-// afUnixUnsupported reports whether err means the system has no AF_UNIX
-// sockets; every Unix has them.
-func afUnixUnsupported(error) bool { return false }
 
 func TestIsRefused(t *testing.T) {
 	tests := []struct {
@@ -23,8 +19,8 @@ func TestIsRefused(t *testing.T) {
 		{&net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EAGAIN)}, false},
 	}
 	for _, tc := range tests {
-		if got := isRefused(tc.err); got != tc.want {
-			t.Errorf("isRefused(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := IsRefused(tc.err); got != tc.want {
+			t.Errorf("IsRefused(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,455 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// The integration tests run the real scanner, reconciler and gRPC client
+// against real plugins on real unix sockets. Time is real, but the ticks
+// are driven by the test, and every wait is for an event (a handler call,
+// a status the plugin received) bounded by a deadline.
+
+const eventTimeout = 10 * time.Second
+
+// recorder is a Handler that accepts CSIPlugin=1.* and reports each call on
+// events as "validate NAME", "register NAME ENDPOINT", "deregister NAME
+// ENDPOINT". It fails the test if two calls for one name overlap.
+type recorder struct {
+	t       *testing.T
+	accept  *plugins.Accept
+	events  chan string
+	mu      sync.Mutex
+	active  map[string]int
+	failReg error // returned by Register
+}
+
+func newRecorder(t *testing.T) *recorder {
+	return &recorder{t: t, accept: &plugins.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}},
+		events: make(chan string, 100), active: map[string]int{}}
+}
+
+func (r *recorder) enter(name string) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active[name]++
+	if r.active[name] > 1 {
+		r.t.Errorf("handler calls for %s overlap", name)
+	}
+	return func() { r.mu.Lock(); r.active[name]--; r.mu.Unlock() }
+}
+
+func (r *recorder) Validate(ctx context.Context, name, endpoint string, versions []string) error {
+	defer r.enter(name)()
+	r.events <- "validate " + name
+	return r.accept.Validate(ctx, name, endpoint, versions)
+}
+
+func (r *recorder) Register(ctx context.Context, name, endpoint string, versions []string) error {
+	defer r.enter(name)()
+	r.events <- "register " + name + " " + endpoint
+	return r.failReg
+}
+
+func (r *recorder) DeRegister(ctx context.Context, name, endpoint string) {
+	defer r.enter(name)()
+	r.events <- "deregister " + name + " " + endpoint
+}
+
+// expect receives the next handler events and compares them.
+func (r *recorder) expect(want ...string) {
+	r.t.Helper()
+	for _, w := range want {
+		select {
+		case got := <-r.events:
+			if got != w {
+				r.t.Fatalf("handler event %q, want %q", got, w)
+			}
+		case <-time.After(eventTimeout):
+			r.t.Fatalf("no handler event, want %q", w)
+		}
+	}
+}
+
+type rig struct {
+	t        *testing.T
+	dir      string
+	handler  *recorder
+	registry *plugins.Registry
+	ticks    chan time.Time
+	applied  chan Result
+	client   *Client
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// newRig starts a reconciler on a fresh plugin directory.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "reg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if l, err := net.Listen("unix", filepath.Join(dir, "probe.sock")); err != nil {
+		t.Skipf("no AF_UNIX sockets here: %v", err)
+	} else {
+		l.Close()
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sc, err := scan.New([]string{dir}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, dir: dir, handler: newRecorder(t), registry: plugins.NewRegistry(),
+		ticks: make(chan time.Time), applied: make(chan Result, 100), done: make(chan error, 1)}
+	h := plugins.NewHandlers()
+	h.Add("CSIPlugin", r.handler)
+	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
+	rec := &Reconciler{Scan: sc.Scan, Registrar: r.client, Registry: r.registry,
+		Interval: time.Second, Ticks: r.ticks, Log: log,
+		Applied: func(res Result) { r.applied <- res }}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- rec.Run(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// tick makes the reconciler scan once.
+func (r *rig) tick() {
+	r.t.Helper()
+	select {
+	case r.ticks <- time.Now():
+	case <-time.After(eventTimeout):
+		r.t.Fatal("reconciler does not take a tick")
+	}
+}
+
+// registered waits until the reconciler has applied the successful
+// registration of a plugin called name.
+func (r *rig) registered(name string) {
+	r.t.Helper()
+	for {
+		select {
+		case res := <-r.applied:
+			if res.Op.Kind == statecache.Register && res.Err == nil && res.Plugin.Name == name {
+				return
+			}
+		case <-time.After(eventTimeout):
+			r.t.Fatalf("%s not registered", name)
+		}
+	}
+}
+
+// stop stops the reconciler and waits for it; the registry is final then.
+func (r *rig) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Errorf("Run = %v", err)
+		}
+	case <-time.After(eventTimeout):
+		r.t.Fatal("Run did not return after cancel")
+	}
+}
+
+// plugin serves an example plugin at dir/name.sock until the returned stop
+// is called; its statuses arrive on the returned channel.
+func (r *rig) plugin(name, typ, endpoint string, versions ...string) (path string, status chan *pluginregistration.RegistrationStatus, stop func()) {
+	r.t.Helper()
+	path = filepath.Join(r.dir, name+".sock")
+	status = make(chan *pluginregistration.RegistrationStatus, 10)
+	p := &example.Plugin{
+		Info:   &pluginregistration.PluginInfo{Type: typ, Name: name, Endpoint: endpoint, SupportedVersions: versions},
+		Status: status,
+	}
+	l, err := example.Listen(path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { p.ServeListener(ctx, l); close(served) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-served }) }
+	r.t.Cleanup(stop)
+	return path, status, stop
+}
+
+func expectStatus(t *testing.T, ch <-chan *pluginregistration.RegistrationStatus, registered bool, msg string) {
+	t.Helper()
+	select {
+	case st := <-ch:
+		if st.GetPluginRegistered() != registered || st.GetError() != msg {
+			t.Fatalf("plugin told (%t, %q), want (%t, %q)", st.GetPluginRegistered(), st.GetError(), registered, msg)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatalf("plugin not told, want (%t, %q)", registered, msg)
+	}
+}
+
+func TestIntegrationAcceptedThenRemoved(t *testing.T) {
+	r := newRig(t)
+	path, status, stop := r.plugin("a", "CSIPlugin", "/run/a/csi.sock", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /run/a/csi.sock")
+	expectStatus(t, status, true, "")
+	r.registered("a")
+
+	stop() // removes the socket
+	r.tick()
+	r.handler.expect("deregister a /run/a/csi.sock")
+	r.stop()
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins after removal, want 0", n)
+	}
+	_ = path
+}
+
+func TestIntegrationEmptyEndpointIsTheSocketPath(t *testing.T) {
+	r := newRig(t)
+	path, status, _ := r.plugin("a", "CSIPlugin", "", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a "+path)
+	expectStatus(t, status, true, "")
+	r.registered("a")
+	r.stop()
+	ps := r.registry.List("")
+	if len(ps) != 1 || ps[0].Endpoint != path || ps[0].SocketPath != path || ps[0].Name != "a" || ps[0].Type != "CSIPlugin" {
+		t.Errorf("registry %+v, want plugin a with endpoint and socket %s", ps, path)
+	}
+}
+
+func TestIntegrationRejections(t *testing.T) {
+	for _, tc := range []struct {
+		name, typ, version string
+		want               string
+	}{
+		{"gpu", "GPUPlugin", "v1", "RegisterPlugin error -- no handler registered for plugin type: GPUPlugin at socket %s"},
+		{"old", "CSIPlugin", "0.3.0", `RegisterPlugin error -- plugin validation failed with err: none of the supported versions ["0.3.0"] matches the accepted versions ["1.*"] for type CSIPlugin`},
+		{"bad\x07name", "CSIPlugin", "1.0.0", "RegisterPlugin error -- plugin validation failed with err: plugin name contains control character U+0007 at byte 3"},
+	} {
+		t.Run(tc.typ+"/"+tc.version, func(t *testing.T) {
+			r := newRig(t)
+			path, status, _ := r.plugin(tc.name, tc.typ, "", tc.version)
+			r.tick()
+			want := tc.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, path)
+			}
+			expectStatus(t, status, false, want)
+			r.stop()
+			if n := r.registry.Len(); n != 0 {
+				t.Errorf("registry holds %d plugins, want 0", n)
+			}
+		})
+	}
+}
+
+func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
+	r := newRig(t)
+	r.handler.failReg = errors.New("driver not ready")
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: driver not ready")
+	r.stop()
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins, want 0", n)
+	}
+}
+
+func TestIntegrationReplacedWithinOneTick(t *testing.T) {
+	r := newRig(t)
+	_, status1, stop1 := r.plugin("a", "CSIPlugin", "/e1", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e1")
+	expectStatus(t, status1, true, "")
+	r.registered("a")
+
+	// Between two ticks the plugin restarts at the same path.
+	stop1()
+	_, status2, _ := r.plugin("a", "CSIPlugin", "/e2", "1.0.0")
+	r.tick()
+	r.handler.expect("deregister a /e1", "validate a", "register a /e2")
+	expectStatus(t, status2, true, "")
+	r.registered("a")
+	r.stop()
+	if ps := r.registry.List(""); len(ps) != 1 || ps[0].Endpoint != "/e2" {
+		t.Errorf("registry %+v, want the new incarnation only", ps)
+	}
+}
+
+// staleSocket leaves a socket file at path with nobody listening, as a
+// plugin that crashed does.
+func staleSocket(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+}
+
+func TestIntegrationStaleSocketThenHealthyPlugin(t *testing.T) {
+	r := newRig(t)
+	path := filepath.Join(r.dir, "a.sock")
+	staleSocket(t, path)
+	r.tick()
+	// The stale socket refuses connections: a retry, never a rejection, and
+	// no handler call. Its backoff must not delay the plugin that comes
+	// next at the same path.
+	for range 3 {
+		r.tick()
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, true, "")
+}
+
+// hungServer accepts GetInfo calls and never answers them.
+type hungServer struct {
+	pluginregistration.UnimplementedRegistrationServer
+	called chan struct{}
+}
+
+func (h *hungServer) GetInfo(ctx context.Context, _ *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	h.called <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestIntegrationHungPluginBesideHealthyOne(t *testing.T) {
+	r := newRig(t)
+	r.client.GetInfoTimeout = time.Hour // the hung call ends only when the agent stops
+	l, err := net.Listen("unix", filepath.Join(r.dir, "hung.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := &hungServer{called: make(chan struct{}, 10)}
+	srv := grpc.NewServer()
+	pluginregistration.RegisterRegistrationServer(srv, hung)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+
+	r.tick()
+	select {
+	case <-hung.called:
+	case <-time.After(eventTimeout):
+		t.Fatal("hung plugin never called")
+	}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, true, "")
+
+	// Stopping the agent cancels the hung call at once.
+	t0 := time.Now()
+	r.stop()
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("stop took %v with a hung call in flight", d)
+	}
+}
+
+// failingNotify answers GetInfo and fails NotifyRegistrationStatus(true).
+type failingNotify struct {
+	pluginregistration.UnimplementedRegistrationServer
+}
+
+func (failingNotify) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}, nil
+}
+
+func (failingNotify) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	return nil, errors.New("not now")
+}
+
+func TestIntegrationFailedNotifyRollsBack(t *testing.T) {
+	r := newRig(t)
+	l, err := net.Listen("unix", filepath.Join(r.dir, "a.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pluginregistration.RegisterRegistrationServer(srv, failingNotify{})
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	r.tick()
+	r.handler.expect("validate a", "register a /e", "deregister a /e")
+	r.stop()
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins, want 0", n)
+	}
+}
+
+func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
+	r := newRig(t)
+	// Two instances of one plugin name (a DRA-style rolling update): the
+	// recorder fails the test if their handler calls overlap.
+	for _, sock := range []string{"a-1", "a-2"} {
+		path := filepath.Join(r.dir, sock+".sock")
+		p := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: path, SupportedVersions: []string{"1.0.0"}}}
+		l, err := example.Listen(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { p.ServeListener(ctx, l); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	r.tick()
+	got := map[string]bool{}
+	for range 4 {
+		select {
+		case e := <-r.handler.events:
+			got[e] = true
+		case <-time.After(eventTimeout):
+			t.Fatalf("handler events %v, want 4", got)
+		}
+	}
+	r.registered("a")
+	r.registered("a")
+	r.stop()
+	if n := r.registry.Len(); n != 2 {
+		t.Errorf("registry holds %d plugins, want both instances", n)
+	}
+}
+
+func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
+	c := &Client{Handlers: plugins.NewHandlers()}
+	path := "/" + strings.Repeat("x", scan.MaxSocketPath)
+	_, err := c.Register(context.Background(), path)
+	var tl *scan.PathTooLongError
+	if !errors.As(err, &tl) || tl.Limit != scan.MaxSocketPath {
+		t.Fatalf("Register(long path) = %v, want a PathTooLongError naming the limit", err)
+	}
+}
