@@ -15,6 +15,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# prefix NAME: tag each line as it arrives, so the streams interleave in order.
+prefix() { while IFS= read -r line; do printf '  [%s] %s\n' "$1" "$line"; done; }
+# settle: give the log lines of what just happened time to arrive.
+settle() { sleep 0.5; }
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 # until CMD...: retry CMD for up to 10 s.
 until_ok() {
@@ -26,20 +30,21 @@ listed() { "$bin" list --api "$api" -o json | grep -q "\"name\": \"$1\""; }
 not_listed() { ! listed "$1"; }
 
 step "start the agent: plugreg run --dir $dir --interval 100ms"
-"$bin" run --dir "$dir" --api "$api" --interval 100ms --log-format text > >(sed 's/^/  [agent] /') 2>&1 &
+"$bin" run --dir "$dir" --api "$api" --interval 100ms --log-format text > >(prefix agent) 2>&1 &
 agent=$!
 pids+=($agent)
 until_ok test -S "$api"
+settle
 
 step "start a CSI plugin (accepted) and a plugin of type GPUPlugin (no handler: rejected)"
-"$bin" example-plugin --dir "$dir" --name csi.example.com --type CSIPlugin --versions 1.0.0 --log-format text > >(sed 's/^/  [csi] /') 2>&1 &
+"$bin" example-plugin --dir "$dir" --name csi.example.com --type CSIPlugin --versions 1.0.0 --log-format text > >(prefix csi) 2>&1 &
 csi=$!
 pids+=($csi)
-"$bin" example-plugin --dir "$dir" --name gpu.example.com --type GPUPlugin --versions v1 --log-format text > >(sed 's/^/  [gpu] /') 2>&1 &
+"$bin" example-plugin --dir "$dir" --name gpu.example.com --type GPUPlugin --versions v1 --log-format text > >(prefix gpu) 2>&1 &
 gpu=$!
 pids+=($gpu)
 until_ok listed csi.example.com
-sleep 0.3 # let the log lines of both plugins arrive
+settle
 
 step "plugreg list"
 "$bin" list --api "$api"
@@ -48,7 +53,7 @@ step "stop the CSI plugin: it removes its socket, the agent deregisters it"
 kill -TERM "$csi"
 wait "$csi" || true
 until_ok not_listed csi.example.com
-sleep 0.2
+settle
 step "plugreg list"
 "$bin" list --api "$api"
 
@@ -58,7 +63,7 @@ wait "$gpu" || true
 status=0
 wait "$agent" || status=$?
 pids=()
-sleep 0.1 # the last log lines
+settle
 if [ "$status" -ne 0 ]; then echo "demo: the agent exited with status $status" >&2; exit 1; fi
 if [ -e "$api" ]; then echo "demo: the agent left its API socket behind" >&2; exit 1; fi
 step "done: the agent exited with status 0 and removed its API socket"

@@ -1,0 +1,81 @@
+package register
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// BenchmarkBurst measures how long the agent takes to register n plugins
+// found at once: from the start of Run, whose first scan finds them, to
+// the last registration applied. The plugins are real gRPC servers on real unix
+// sockets; each iteration starts a fresh reconciler over them.
+func BenchmarkBurst(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("plugins=%d", n), func(b *testing.B) { benchmarkBurst(b, n) })
+	}
+}
+
+func benchmarkBurst(b *testing.B, n int) {
+	dir, err := os.MkdirTemp("", "bst")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	for i := range n {
+		path := filepath.Join(dir, fmt.Sprintf("p%d", i%10), fmt.Sprintf("csi%d.sock", i))
+		l, err := example.Listen(path)
+		if err != nil {
+			b.Skipf("cannot listen on a unix socket: %v", err)
+		}
+		p := &example.Plugin{Info: &pluginregistration.PluginInfo{
+			Type: "CSIPlugin", Name: fmt.Sprintf("csi%d.example.com", i), SupportedVersions: []string{"1.0.0"}}}
+		go p.ServeListener(ctx, l)
+	}
+	sc, err := scan.New([]string{dir}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := plugins.NewHandlers()
+	for _, a := range plugins.DefaultAccept() {
+		h.Add(a.Type, a)
+	}
+	var total time.Duration
+	for b.Loop() {
+		ticks := make(chan time.Time)
+		applied := make(chan Result, n)
+		reg := plugins.NewRegistry()
+		rec := &Reconciler{Scan: sc.Scan, Registrar: &Client{Handlers: h}, Registry: reg,
+			Ticks: ticks, Applied: func(r Result) { applied <- r }}
+		// Run scans at once when it starts, so the clock starts with it.
+		rctx, rcancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() { done <- rec.Run(rctx) }()
+		for registered := 0; registered < n; {
+			if r := <-applied; r.Err == nil {
+				registered++
+			} else {
+				b.Fatalf("registration failed: %v", r.Err)
+			}
+		}
+		total += time.Since(t0)
+		rcancel()
+		<-done
+		if reg.Len() != n {
+			b.Fatalf("registry holds %d, want %d", reg.Len(), n)
+		}
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/burst")
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N*n), "µs/plugin")
+}
