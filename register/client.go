@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +14,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Default timeouts of a Client, the kubelet's where it has one.
@@ -61,36 +63,14 @@ func orDefault(d, def time.Duration) time.Duration {
 // other error is transient (a socket that is not ready yet, a plugin that
 // is slow or gone). Both are wrapped in an *OpError.
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
-	if n := len(path); n > scan.MaxSocketPath {
-		return plugins.Plugin{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
-	}
-	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+	cc, rc, err := c.connect(ctx, path)
 	if err != nil {
-		return plugins.Plugin{}, &OpError{"dial", path, err}
-	}
-	cc, err := newClientConn(path, conn)
-	if err != nil {
-		conn.Close()
-		return plugins.Plugin{}, &OpError{"dial", path, err}
+		return plugins.Plugin{}, err
 	}
 	defer cc.Close()
-	rc := pluginregistration.NewRegistrationClient(cc)
-
-	infoCtx, cancel := context.WithTimeout(ctx, orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout))
-	info, err := rc.GetInfo(infoCtx, &pluginregistration.InfoRequest{})
-	cancel()
+	p, err := c.getInfo(ctx, rc, path)
 	if err != nil {
-		return plugins.Plugin{}, &OpError{"get info", path, err}
-	}
-	p := plugins.Plugin{
-		Name:       info.GetName(),
-		Type:       info.GetType(),
-		Endpoint:   info.GetEndpoint(),
-		SocketPath: path,
-		Versions:   info.GetSupportedVersions(),
-	}
-	if p.Endpoint == "" {
-		p.Endpoint = path
+		return p, err
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -126,6 +106,102 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		return p, &OpError{"notify", path, err}
 	}
 	return p, nil
+}
+
+// connect opens a client connection to the registration socket at path.
+func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pluginregistration.RegistrationClient, error) {
+	if n := len(path); n > scan.MaxSocketPath {
+		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+	}
+	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+	if err != nil {
+		return nil, nil, &OpError{"dial", path, err}
+	}
+	cc, err := newClientConn(path, conn)
+	if err != nil {
+		conn.Close()
+		return nil, nil, &OpError{"dial", path, err}
+	}
+	return cc, pluginregistration.NewRegistrationClient(cc), nil
+}
+
+// getInfo calls GetInfo and returns what the plugin says, with the
+// endpoint defaulted to the socket path.
+func (c *Client) getInfo(ctx context.Context, rc pluginregistration.RegistrationClient, path string) (plugins.Plugin, error) {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout))
+	defer cancel()
+	info, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
+	if err != nil {
+		return plugins.Plugin{}, &OpError{"get info", path, err}
+	}
+	p := plugins.Plugin{
+		Name:       info.GetName(),
+		Type:       info.GetType(),
+		Endpoint:   info.GetEndpoint(),
+		SocketPath: path,
+		Versions:   info.GetSupportedVersions(),
+	}
+	if p.Endpoint == "" {
+		p.Endpoint = path
+	}
+	return p, nil
+}
+
+// Verify checks a registration restored from an earlier run of the agent:
+// the plugin must answer GetInfo as it did then, and its handler must still
+// accept it (the agent may run with other --accept flags now). A handler
+// that implements plugins.Restorer is then told the plugin is restored. An
+// error wrapping statecache.ErrChanged means the plugin answered
+// differently or is no longer accepted; any other error, that it did not
+// answer. The plugin is not notified: it already was, by the earlier run.
+func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
+	path := old.SocketPath
+	cc, rc, err := c.connect(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	p, err := c.getInfo(ctx, rc, path)
+	if err != nil {
+		return err
+	}
+	if p.Name != old.Name || p.Type != old.Type || p.Endpoint != old.Endpoint || !slices.Equal(p.Versions, old.Versions) {
+		return &OpError{"verify", path, fmt.Errorf("%w: now %s %q at %s, versions %q", statecache.ErrChanged, p.Type, p.Name, p.Endpoint, p.Versions)}
+	}
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		return &OpError{"verify", path, fmt.Errorf("%w: no handler for plugin type %s", statecache.ErrChanged, p.Type)}
+	}
+	hctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
+	defer cancel()
+	unlock, err := c.Handlers.Lock(hctx, p.Type, p.Name)
+	if err != nil {
+		return &OpError{"verify", path, err}
+	}
+	defer unlock()
+	if err := validate(hctx, h, p); err != nil {
+		if hctx.Err() != nil {
+			return &OpError{"verify", path, err}
+		}
+		return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
+	}
+	if r, ok := h.(plugins.Restorer); ok {
+		if err := r.Restore(hctx, p.Name, p.Endpoint, p.Versions); err != nil {
+			return &OpError{"restore", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
+		}
+	}
+	return nil
+}
+
+// Probe checks that a registered plugin still answers GetInfo.
+func (c *Client) Probe(ctx context.Context, p plugins.Plugin) error {
+	cc, rc, err := c.connect(ctx, p.SocketPath)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	_, err = c.getInfo(ctx, rc, p.SocketPath)
+	return err
 }
 
 // validate checks what every plugin must satisfy, then asks the handler.

@@ -1,6 +1,7 @@
 package statecache
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,6 +16,8 @@ type Kind uint8
 const (
 	Register   Kind = iota + 1 // register the socket's current incarnation
 	Deregister                 // deregister what is registered at the socket
+	Verify                     // check that a restored registration still answers the same
+	Probe                      // check that a registered plugin still answers
 )
 
 func (k Kind) String() string {
@@ -23,8 +26,45 @@ func (k Kind) String() string {
 		return "register"
 	case Deregister:
 		return "deregister"
+	case Verify:
+		return "verify"
+	case Probe:
+		return "probe"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Reason says why a Deregister is due.
+type Reason uint8
+
+// Reasons for a Deregister.
+const (
+	Removed   Reason = iota + 1 // the socket is gone
+	Replaced                    // a new incarnation of the socket waits, or a restored plugin answers differently
+	Unhealthy                   // the plugin stopped answering while its socket stayed
+)
+
+func (r Reason) String() string {
+	switch r {
+	case Removed:
+		return "removed"
+	case Replaced:
+		return "replaced"
+	case Unhealthy:
+		return "unhealthy"
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// ErrChanged, wrapped in the error given to Done for a Verify, says that
+// the plugin answered, but not as it did when it was registered.
+var ErrChanged = errors.New("statecache: plugin changed")
+
+// Config tunes a Cache. Durations are in ticks.
+type Config struct {
+	MaxBackoff    uint64 // cap of the retry delay (at least 1)
+	ProbeEvery    uint64 // ticks between two liveness probes of a plugin; 0 disables probing
+	ProbeFailures int    // consecutive failed probes that make a plugin unhealthy (at least 1)
 }
 
 // Op is one operation the cache wants run.
@@ -36,11 +76,17 @@ type Op struct {
 	// Attempt counts the registrations of this incarnation, 1 for the
 	// first; always 1 for Deregister.
 	Attempt int
-	// Plugin is what is registered at Path, set for Deregister only.
+	// Plugin is what is registered at Path; set for Deregister, Verify and
+	// Probe.
 	Plugin plugins.Plugin
-	// Replaced is set on a Deregister when a new incarnation of the socket
-	// waits to be registered, and clear when the socket is gone.
-	Replaced bool
+	// Reason is why a Deregister is due.
+	Reason Reason
+	// Recovering is set on a Register when the socket's last registration
+	// ended because the plugin was unhealthy.
+	Recovering bool
+	// Restored is set on a Deregister of a restored registration that was
+	// never verified: the socket went or changed while the agent was down.
+	Restored bool
 }
 
 // entry is everything the cache knows about one socket path.
@@ -56,12 +102,41 @@ type entry struct {
 	haveGen    uint64
 	plugin     plugins.Plugin
 
+	// restored registrations are unverified until a Verify succeeds.
+	unverified bool
+	// verifyFailed: the restored plugin did not answer (reason Unhealthy)
+	// or answered differently (reason Replaced); deregister it.
+	verifyFailed Reason
+
+	probeFails int    // consecutive failed probes
+	probeAt    uint64 // tick of the next probe
+	unhealthy  bool   // probes failed: deregister, then register again
+	recovering bool   // the last registration ended unhealthy
+
 	inFlight bool
 	fails    int    // consecutive failed registrations of want
 	retryAt  uint64 // tick from which the next registration may start
 }
 
-// converged reports whether the entry needs no operation, now or later.
+// deregisterReason returns why the registration must go, or 0 if it stays.
+func (e *entry) deregisterReason() Reason {
+	switch {
+	case !e.registered:
+		return 0
+	case !e.desired:
+		return Removed
+	case e.have != e.want:
+		return Replaced
+	case e.verifyFailed != 0:
+		return e.verifyFailed
+	case e.unhealthy:
+		return Unhealthy
+	}
+	return 0
+}
+
+// converged reports whether the entry needs no operation, now or later;
+// probes are scheduled separately.
 func (e *entry) converged() bool {
 	if e.inFlight {
 		return false
@@ -69,35 +144,57 @@ func (e *entry) converged() bool {
 	if !e.desired {
 		return !e.registered
 	}
-	return e.registered && e.have == e.want
+	return e.registered && e.deregisterReason() == 0 && !e.unverified
 }
 
 // Cache holds the desired and actual state. The zero value is not usable;
 // call New. Not safe for concurrent use.
 type Cache struct {
-	maxBackoff uint64 // cap of the retry delay, in ticks
-	tick       uint64
-	gen        uint64
-	entries    map[string]*entry
-	// pending holds the paths whose entry is not converged, so that an idle
-	// Next costs nothing however many plugins are registered.
+	cfg     Config
+	tick    uint64
+	gen     uint64
+	entries map[string]*entry
+	// pending holds the paths whose entry is not converged, or whose probe
+	// is due, so that an idle Next costs nothing however many plugins are
+	// registered.
 	pending map[string]struct{}
+	// probes holds, per tick, the paths whose probe falls due then.
+	probes map[uint64][]string
+	// observed is set by the first Observe: until the scanner has
+	// reported, restored registrations must be left alone.
+	observed bool
 }
 
 // New returns an empty cache whose retry delay doubles from one tick up to
-// maxBackoff ticks (at least 1).
-func New(maxBackoff uint64) *Cache {
+// cfg.MaxBackoff ticks.
+func New(cfg Config) *Cache {
+	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
+	cfg.ProbeFailures = max(cfg.ProbeFailures, 1)
 	return &Cache{
-		maxBackoff: max(maxBackoff, 1),
-		entries:    make(map[string]*entry),
-		pending:    make(map[string]struct{}),
+		cfg:     cfg,
+		entries: make(map[string]*entry),
+		pending: make(map[string]struct{}),
+		probes:  make(map[uint64][]string),
 	}
+}
+
+// Restore records a registration that an earlier run of the agent made,
+// with the identity its socket had then. Call it before the first Observe.
+// Once the scanner has reported, a restored plugin whose socket is gone or
+// changed is deregistered; one whose socket is unchanged is verified
+// (Verify) and stays registered if it answers the same.
+func (c *Cache) Restore(path string, id scan.ID, p plugins.Plugin) {
+	c.gen++
+	en := &entry{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
+	c.entries[path] = en
+	c.update(path, en)
 }
 
 // Observe records the changes the scanner saw. An added or replaced socket
 // becomes a new incarnation with a fresh generation and no backoff; a
 // removed one is no longer desired.
 func (c *Cache) Observe(ch scan.Changes) {
+	c.observed = true
 	for _, e := range ch.Removed {
 		if en, ok := c.entries[e.Path]; ok {
 			en.desired = false
@@ -117,24 +214,41 @@ func (c *Cache) Observe(ch scan.Changes) {
 			}
 			c.gen++
 			en.desired, en.want, en.wantGen = true, e.ID, c.gen
-			en.fails, en.retryAt = 0, 0
+			en.fails, en.retryAt, en.recovering = 0, 0, false
 			c.update(e.Path, en)
 		}
 	}
 }
 
 // Tick advances logical time by one tick.
-func (c *Cache) Tick() { c.tick++ }
+func (c *Cache) Tick() {
+	c.tick++
+	for _, p := range c.probes[c.tick] {
+		if en, ok := c.entries[p]; ok && en.probeAt == c.tick {
+			c.pending[p] = struct{}{}
+		}
+	}
+	delete(c.probes, c.tick)
+}
+
+// scheduleProbe files the entry's next probe ProbeEvery ticks from now.
+func (c *Cache) scheduleProbe(path string, en *entry) {
+	if c.cfg.ProbeEvery == 0 {
+		return
+	}
+	en.probeAt = c.tick + c.cfg.ProbeEvery
+	c.probes[en.probeAt] = append(c.probes[en.probeAt], path)
+}
 
 // Now returns the current tick, which starts at 0.
 func (c *Cache) Now() uint64 { return c.tick }
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations, each sorted by path. Every returned op must be reported
-// back with Done.
+// registrations and verifications, then probes, each group sorted by path.
+// Every returned op must be reported back with Done.
 func (c *Cache) Next(limit int) []Op {
-	if len(c.pending) == 0 {
+	if len(c.pending) == 0 || !c.observed {
 		return nil
 	}
 	paths := make([]string, 0, len(c.pending))
@@ -149,31 +263,53 @@ func (c *Cache) Next(limit int) []Op {
 			break
 		}
 		en := c.entries[p]
-		if en.inFlight || !en.registered || (en.desired && en.have == en.want) {
+		r := en.deregisterReason()
+		if en.inFlight || r == 0 {
 			continue
 		}
 		en.inFlight = true
-		ops = append(ops, Op{Kind: Deregister, Path: p, ID: en.have, Gen: en.haveGen, Attempt: 1, Plugin: en.plugin, Replaced: en.desired})
+		ops = append(ops, Op{Kind: Deregister, Path: p, ID: en.have, Gen: en.haveGen, Attempt: 1, Plugin: en.plugin, Reason: r, Restored: en.unverified})
 	}
 	for _, p := range paths {
 		if full() {
 			break
 		}
 		en := c.entries[p]
-		if en.inFlight || !en.desired || en.registered || c.tick < en.retryAt {
+		switch {
+		case en.inFlight || !en.desired:
+		case en.registered && en.unverified && en.deregisterReason() == 0:
+			en.inFlight = true
+			ops = append(ops, Op{Kind: Verify, Path: p, ID: en.have, Gen: en.haveGen, Attempt: 1, Plugin: en.plugin})
+		case !en.registered && c.tick >= en.retryAt:
+			en.inFlight = true
+			ops = append(ops, Op{Kind: Register, Path: p, ID: en.want, Gen: en.wantGen, Attempt: en.fails + 1, Recovering: en.recovering})
+		}
+	}
+	for _, p := range paths {
+		if full() {
+			break
+		}
+		en := c.entries[p]
+		if en.inFlight || !en.registered || en.unverified || en.deregisterReason() != 0 ||
+			c.cfg.ProbeEvery == 0 || en.probeAt == 0 || c.tick < en.probeAt {
 			continue
 		}
 		en.inFlight = true
-		ops = append(ops, Op{Kind: Register, Path: p, ID: en.want, Gen: en.wantGen, Attempt: en.fails + 1})
+		ops = append(ops, Op{Kind: Probe, Path: p, ID: en.have, Gen: en.haveGen, Attempt: en.probeFails + 1, Plugin: en.plugin})
 	}
 	return ops
 }
 
-// Done records the outcome of an op returned by Next. For a Register, p is
-// the plugin that was registered (ignored when err is not nil); a failure
-// schedules a retry and Done returns its delay in ticks, or 0 when no retry
-// is scheduled because the incarnation is gone. A Deregister always
-// succeeds: the plugin is no longer registered, whatever its handler said.
+// Done records the outcome of an op returned by Next.
+//
+// For a Register, p is the plugin that was registered (ignored when err is
+// not nil); a failure schedules a retry and Done returns its delay in ticks,
+// or 0 when no retry is scheduled because the incarnation is gone. A
+// Deregister always succeeds: the plugin is no longer registered, whatever
+// its handler said. A failed Verify deregisters the restored plugin, as
+// replaced if err wraps ErrChanged, else as unhealthy. A failed Probe counts
+// towards ProbeFailures; reaching it makes the plugin unhealthy: it is
+// deregistered, then registered again with backoff once it answers.
 func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 	en, ok := c.entries[op.Path]
 	if !ok || !en.inFlight {
@@ -189,21 +325,61 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 				en.fails, en.retryAt = 0, 0
 			}
 		case en.desired && en.want == op.ID:
-			en.fails++
-			retryTicks = min(uint64(1)<<min(en.fails-1, 62), c.maxBackoff)
-			en.retryAt = c.tick + retryTicks
+			retryTicks = c.backoff(en)
+		}
+		if err == nil {
+			en.recovering, en.probeFails = false, 0
+			c.scheduleProbe(op.Path, en)
 		}
 	case Deregister:
 		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, plugins.Plugin{}
+		en.unverified, en.verifyFailed = false, 0
+		if op.Reason == Unhealthy {
+			en.unhealthy, en.recovering = false, true
+			if en.desired {
+				retryTicks = c.backoff(en)
+			}
+		}
+	case Verify:
+		en.unverified = false
+		switch {
+		case err == nil:
+			c.scheduleProbe(op.Path, en)
+		case errors.Is(err, ErrChanged):
+			en.verifyFailed = Replaced
+		default:
+			en.verifyFailed = Unhealthy
+		}
+	case Probe:
+		switch {
+		case err == nil:
+			en.probeFails = 0
+			c.scheduleProbe(op.Path, en)
+		case en.registered && en.have == op.ID:
+			en.probeFails++
+			if en.probeFails >= c.cfg.ProbeFailures {
+				en.unhealthy, en.probeFails = true, 0
+			} else {
+				c.scheduleProbe(op.Path, en)
+			}
+		}
 	}
 	c.update(op.Path, en)
 	return retryTicks
 }
 
+// backoff counts a failed registration and schedules the next attempt.
+func (c *Cache) backoff(en *entry) uint64 {
+	en.fails++
+	d := min(uint64(1)<<min(en.fails-1, 62), c.cfg.MaxBackoff)
+	en.retryAt = c.tick + d
+	return d
+}
+
 // update files the entry under pending, or forgets it once it is converged
 // and holds nothing.
 func (c *Cache) update(path string, en *entry) {
-	if !en.converged() {
+	if !en.converged() || (en.registered && en.probeAt != 0 && c.tick >= en.probeAt && c.cfg.ProbeEvery > 0) {
 		c.pending[path] = struct{}{}
 		return
 	}

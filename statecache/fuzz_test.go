@@ -17,10 +17,21 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New(4)
+		c := New(Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2})
 		inFlight := map[string]Op{}
 		registered := map[string]scan.ID{} // what the test believes is registered
 		paths := []string{"/p/a", "/p/b", "/p/c"}
+		// The first byte says which paths were registered by an earlier run.
+		if len(prog) > 0 {
+			for i, p := range paths {
+				if prog[0]&(1<<i) != 0 {
+					id := scan.ID{Ino: uint64(prog[0] >> 4)}
+					c.Restore(p, id, plugins.Plugin{Name: p})
+					registered[p] = id
+				}
+			}
+			prog = prog[1:]
+		}
 		next := func(limit int) {
 			ops := c.Next(limit)
 			if limit > 0 && len(ops) > limit {
@@ -36,6 +47,11 @@ func FuzzCache(f *testing.F) {
 					seenRegister = true
 					if _, ok := registered[op.Path]; ok {
 						t.Fatalf("register %s while registered", op.Path)
+					}
+				case Verify, Probe:
+					seenRegister = true
+					if id, ok := registered[op.Path]; !ok || id != op.ID {
+						t.Fatalf("%s %s ID %v, registered %v (%t)", op.Kind, op.Path, op.ID, id, ok)
 					}
 				case Deregister:
 					if seenRegister {
@@ -55,14 +71,17 @@ func FuzzCache(f *testing.F) {
 			}
 			delete(inFlight, path)
 			var err error
-			if fail && op.Kind == Register {
+			if fail && op.Kind != Deregister {
 				err = errors.New("fail")
+				if op.Kind == Verify && op.ID.Ino%2 == 0 {
+					err = fmt.Errorf("other: %w", ErrChanged)
+				}
 			}
 			c.Done(op, plugins.Plugin{Name: path}, err)
 			switch {
 			case op.Kind == Deregister:
 				delete(registered, path)
-			case err == nil:
+			case op.Kind == Register && err == nil:
 				registered[path] = op.ID
 			}
 		}
@@ -92,12 +111,16 @@ func FuzzCache(f *testing.F) {
 		}
 		// Let everything succeed: the cache must converge within a bounded
 		// number of rounds.
-		for round := 0; !c.Idle(); round++ {
+		c.Observe(scan.Changes{}) // the scanner has reported at least once
+		for round := 0; ; round++ {
 			if round > 100 {
 				t.Fatalf("not idle after 100 rounds: %+v in flight %v", c.Stats(), inFlight)
 			}
 			for p := range inFlight {
 				done(p, false)
+			}
+			if c.Idle() {
+				break
 			}
 			for range 5 {
 				c.Tick()

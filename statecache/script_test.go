@@ -18,13 +18,18 @@ import (
 // commands, one per line; the lines after a command that start with "> "
 // are what the command must print, in order. Commands:
 //
-//	new MAXBACKOFF           start a fresh cache (the default is New(8))
+//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES]
+//	                         start a fresh cache (the default: MaxBackoff 8, no probes)
+//	restore PATH INO NAME    a registration restored from an earlier run
 //	add PATH INO             the scanner saw a new socket with identity INO
 //	replace PATH INO         the socket at PATH got identity INO
 //	remove PATH              the socket at PATH is gone
 //	tick [N]                 advance logical time by N ticks (default 1)
-//	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A" or "deregister PATH ino=I name=N [replaced]"
-//	done PATH [ok NAME|fail] report the op in flight for PATH; prints "retry in N" after a failure with a retry
+//	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A [recovering]",
+//	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N",
+//	                         "probe PATH ino=I name=N attempt=A"
+//	done PATH [ok NAME|fail|changed]
+//	                         report the op in flight for PATH; prints "retry in N" when a retry is scheduled
 //	stats                    print "desired=D registered=R inflight=F backoff=B idle=true|false"
 //
 // Blank lines and lines starting with # are ignored.
@@ -74,12 +79,12 @@ type harness struct {
 	inFlight map[string]Op
 }
 
-func newHarness(maxBackoff uint64) *harness {
-	return &harness{c: New(maxBackoff), inFlight: map[string]Op{}}
+func newHarness(cfg Config) *harness {
+	return &harness{c: New(cfg), inFlight: map[string]Op{}}
 }
 
 func runScript(t *testing.T, text string) {
-	h := newHarness(8)
+	h := newHarness(Config{MaxBackoff: 8})
 	for _, s := range parseScript(text) {
 		got, err := h.exec(s.cmd)
 		if err != nil {
@@ -107,11 +112,19 @@ func (h *harness) exec(cmd string) ([]string, error) {
 	}
 	switch f[0] {
 	case "new":
-		n, err := num(1, 8)
-		if err != nil {
+		n, err1 := num(1, 8)
+		every, err2 := num(2, 0)
+		fails, err3 := num(3, 1)
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, err
 		}
-		*h = *newHarness(n)
+		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, ProbeFailures: int(fails)})
+	case "restore":
+		ino, err := num(2, 0)
+		if err != nil || arg(3) == "" {
+			return nil, fmt.Errorf("want restore PATH INO NAME")
+		}
+		h.c.Restore(arg(1), scan.ID{Ino: ino}, plugins.Plugin{Name: arg(3), SocketPath: arg(1)})
 	case "add", "replace":
 		ino, err := num(2, 0)
 		if err != nil || arg(1) == "" {
@@ -160,8 +173,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 			p = plugins.Plugin{Name: arg(3), SocketPath: op.Path}
 		case "fail":
 			err = errors.New("unavailable")
+		case "changed":
+			err = fmt.Errorf("other name: %w", ErrChanged)
 		default:
-			return nil, fmt.Errorf("want done PATH [ok NAME|fail]")
+			return nil, fmt.Errorf("want done PATH [ok NAME|fail|changed]")
 		}
 		if r := h.c.Done(op, p, err); r > 0 {
 			return []string{fmt.Sprintf("retry in %d", r)}, nil
@@ -177,12 +192,21 @@ func (h *harness) exec(cmd string) ([]string, error) {
 }
 
 func formatOp(op Op) string {
-	if op.Kind == Deregister {
-		s := fmt.Sprintf("deregister %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin.Name)
-		if op.Replaced {
-			s += " replaced"
+	switch op.Kind {
+	case Deregister:
+		s := fmt.Sprintf("deregister %s ino=%d name=%s reason=%s", op.Path, op.ID.Ino, op.Plugin.Name, op.Reason)
+		if op.Restored {
+			s += " restored"
 		}
 		return s
+	case Verify:
+		return fmt.Sprintf("verify %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin.Name)
+	case Probe:
+		return fmt.Sprintf("probe %s ino=%d name=%s attempt=%d", op.Path, op.ID.Ino, op.Plugin.Name, op.Attempt)
 	}
-	return fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
+	s := fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
+	if op.Recovering {
+		s += " recovering"
+	}
+	return s
 }
