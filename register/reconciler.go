@@ -83,7 +83,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r:        r,
 		log:      log,
 		interval: interval,
-		cache:    statecache.New(backoffTicks),
+		cache:    statecache.New(statecache.Config{MaxBackoff: backoffTicks}),
 		results:  make(chan Result, maxInFlight),
 	}
 	ticks := r.Ticks
@@ -170,7 +170,7 @@ func (l *loop) apply(res *Result) {
 		l.cache.Done(op, plugins.Plugin{}, nil)
 		l.r.Registry.Remove(op.Path)
 		msg := "plugin deregistered"
-		if op.Replaced {
+		if op.Reason == statecache.Replaced {
 			msg = "plugin replaced"
 		}
 		attrs := []any{"path", op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", op.Gen}
