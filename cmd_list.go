@@ -80,9 +80,13 @@ func writeJSON(w io.Writer, ps []plugins.Plugin) error {
 	for i, p := range ps {
 		out[i] = toJSON(p)
 	}
+	return writeJSONValue(w, out)
+}
+
+func writeJSONValue(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return enc.Encode(v)
 }
 
 func writeTable(w io.Writer, ps []plugins.Plugin) error {

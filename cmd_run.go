@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,6 +22,12 @@ import (
 // shutdownGrace bounds how long in-flight API calls may run at shutdown.
 const shutdownGrace = time.Second
 
+// Defaults of `run` that no package owns.
+const (
+	defaultProbeInterval = 30 * time.Second
+	healthStale          = 10 // ticks without a loop beat before /healthz fails
+)
+
 // runAgent is `plugreg run`.
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("run", "[flags]", stderr)
@@ -26,6 +36,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Var(&accepts, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
 	interval := fs.Duration("interval", register.DefaultInterval, "time between two scans")
 	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the local API")
+	apiGroup := fs.String("api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
+	statePath := fs.String("state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")
+	metricsAddr := fs.String("metrics", "", "serve /metrics, /healthz and /readyz on this `address` (e.g. 127.0.0.1:9402; off when empty)")
+	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a --metrics address that is not loopback")
+	probeInterval := fs.Duration("probe-interval", defaultProbeInterval, "time between two liveness probes (GetInfo) of a registered plugin (0: no probes)")
+	probeFailures := fs.Int("probe-failures", register.DefaultProbeFailures, "failed probes in a row that make a plugin unhealthy")
 	logFormat := fs.String("log-format", "auto", "log format: auto, text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	dialTimeout := fs.Duration("dial-timeout", register.DefaultDialTimeout, "timeout to connect to a plugin's socket")
@@ -48,6 +64,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *maxInFlight <= 0 {
 		return usagef("invalid value \"%d\" for flag -max-in-flight: must be positive", *maxInFlight)
+	}
+	if *probeInterval < 0 {
+		return usagef("invalid value %q for flag -probe-interval: must be 0 (off) or positive", *probeInterval)
+	}
+	if *probeFailures <= 0 {
+		return usagef("invalid value \"%d\" for flag -probe-failures: must be positive", *probeFailures)
 	}
 	handlers := plugins.NewHandlers()
 	if len(accepts) == 0 {
@@ -77,17 +99,30 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	registry := plugins.NewRegistry()
-	lis, err := plugins.ListenAPI(*apiPath)
+	registry := loadRegistry(*statePath, log)
+	defer registry.Close()
+	lis, err := plugins.ListenAPI(*apiPath, *apiGroup)
 	if err != nil {
 		return err
 	}
+	var metrics *register.Metrics
+	var metricsSrv *http.Server
+	if *metricsAddr != "" {
+		ml, err := register.ListenMetrics(*metricsAddr, *metricsRemote)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		metrics = register.NewMetrics()
+		metricsSrv = &http.Server{Handler: metrics.Handler(healthStale**interval, time.Now), ReadHeaderTimeout: 5 * time.Second}
+		go metricsSrv.Serve(ml)
+	}
+
 	srv := grpc.NewServer()
 	plugregv1.RegisterRegistryServer(srv, plugins.NewAPIServer(registry))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 
-	log.Info("agent started", "dirs", scanner.Dirs(), "api", *apiPath, "interval", *interval, "types", handlers.Types())
 	rec := &register.Reconciler{
 		Scan: scanner.Scan,
 		Registrar: &register.Client{
@@ -98,12 +133,28 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			HandlerTimeout: *handlerTimeout,
 			Log:            log,
 		},
-		Registry:    registry,
-		Interval:    *interval,
-		MaxInFlight: *maxInFlight,
-		MaxBackoff:  *maxBackoff,
-		Log:         log,
+		Registry:      registry,
+		Interval:      *interval,
+		MaxInFlight:   *maxInFlight,
+		MaxBackoff:    *maxBackoff,
+		ProbeInterval: *probeInterval,
+		ProbeFailures: *probeFailures,
+		Metrics:       metrics,
+		Log:           log,
 	}
+	var wg sync.WaitGroup
+	saveCtx, stopSaver := context.WithCancel(context.WithoutCancel(ctx))
+	var saver *plugins.Saver
+	if *statePath != "" {
+		saver = &plugins.Saver{Registry: registry, Path: *statePath, Log: log}
+		wg.Go(func() { saver.Run(saveCtx) })
+	}
+	if metrics != nil {
+		metrics.SetSources(sources(rec, registry, saver))
+	}
+
+	log.Info("agent started", "dirs", scanner.Dirs(), "api", *apiPath, "state", *statePath,
+		"interval", *interval, "types", handlers.Types(), "restored", registry.Len())
 	runErr := rec.Run(ctx)
 
 	stopped := make(chan struct{})
@@ -114,9 +165,66 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		srv.Stop()
 		<-stopped
 	}
+	if metricsSrv != nil {
+		metricsSrv.Close()
+	}
+	stopSaver() // a final save of the latest state, then the saver returns
+	wg.Wait()
 	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		runErr = errors.Join(runErr, fmt.Errorf("serve api: %w", err))
 	}
 	log.Info("agent stopped")
 	return runErr
+}
+
+// loadRegistry restores the registry from the state file. A missing file
+// starts empty; a corrupt one is moved aside, logged, and the agent starts
+// empty and rebuilds from the scan.
+func loadRegistry(path string, log *slog.Logger) *plugins.Registry {
+	if path == "" {
+		return plugins.NewRegistry()
+	}
+	st, err := plugins.Load(path)
+	switch {
+	case err == nil:
+		return plugins.NewRegistryFrom(st)
+	case errors.Is(err, fs.ErrNotExist):
+		return plugins.NewRegistry()
+	default:
+		// Corrupt or unreadable: keep it for a post-mortem, never
+		// overwrite it, and rebuild from the scan.
+		aside, qerr := plugins.QuarantineCorrupt(path, time.Now())
+		log.Error("state file unusable, starting empty", "path", path, "moved_to", aside, "err", errors.Join(err, qerr))
+	}
+	return plugins.NewRegistry()
+}
+
+// sources feeds the metrics' scrape-time gauges.
+func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Saver) register.Sources {
+	s := register.Sources{
+		Registered: func() map[string]int {
+			n := map[string]int{}
+			for _, p := range reg.List("") {
+				n[p.Type]++
+			}
+			return n
+		},
+		InFlight: func() int { return rec.Status().InFlightOps },
+		Backoff:  func() int { return rec.Status().Backoff },
+		Watchers: reg.Watchers,
+		Resyncs:  reg.Resyncs,
+		Sockets: func() (desired, actual []string) {
+			for _, e := range rec.Status().Sockets {
+				desired = append(desired, e.Path)
+			}
+			for _, p := range reg.List("") {
+				actual = append(actual, p.SocketPath)
+			}
+			return desired, actual
+		},
+	}
+	if saver != nil {
+		s.StateWrites, s.StateWriteErrors = saver.Writes, saver.Errors
+	}
+	return s
 }

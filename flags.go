@@ -26,8 +26,21 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; -h prints the usage and returns errHelp.
+// parse parses args, which must be flags only; -h prints the usage and
+// returns errHelp.
 func parse(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// parseFlags parses the flags in args, leaving the arguments after them in
+// fs.Args.
+func parseFlags(fs *flag.FlagSet, args []string) error {
 	usage := fs.Usage
 	fs.Usage = func() {} // flag calls Usage on every error; print it for -h only
 	err := fs.Parse(args)
@@ -38,9 +51,6 @@ func parse(fs *flag.FlagSet, args []string) error {
 			return errHelp
 		}
 		return usagef("%s: %v", fs.Name(), err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	return nil
 }

@@ -7,7 +7,10 @@
 //
 //	plugreg run [flags]              run the agent
 //	plugreg list [flags]             list the registered plugins
+//	plugreg get [flags] TYPE NAME    show one registered plugin
+//	plugreg watch [flags]            stream registry events
 //	plugreg example-plugin [flags]   serve an example plugin
+//	plugreg service ACTION           manage the Windows service
 //	plugreg version                  print the version
 //
 // Exit status: 0 on success and after a clean shutdown on SIGINT or
@@ -25,6 +28,9 @@ import (
 )
 
 func main() {
+	if code, ok := serviceMain(os.Args[1:]); ok { // started by the Windows service manager
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -61,7 +67,10 @@ const usage = `usage: plugreg <command> [flags]
 commands:
   run              run the agent: discover and register plugins
   list             list the registered plugins
+  get TYPE NAME    show one registered plugin
+  watch            stream registry events
   example-plugin   serve an example plugin on DIR/NAME.sock
+  service          install, uninstall, start or stop the Windows service
   version          print the version
 
 Run 'plugreg <command> -h' for the flags of a command.
@@ -77,8 +86,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAgent(ctx, rest, stderr)
 	case "list":
 		return runList(ctx, rest, stdout, stderr)
+	case "get":
+		return runGet(ctx, rest, stdout, stderr)
+	case "watch":
+		return runWatch(ctx, rest, stdout, stderr)
 	case "example-plugin":
 		return runExample(ctx, rest, stderr)
+	case "service":
+		return runService(ctx, rest, stdout, stderr)
 	case "version":
 		return runVersion(rest, stdout)
 	case "help", "-h", "-help", "--help":

@@ -31,6 +31,7 @@ func plugregBin(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
+	needUnixSockets(t) // the agent and the plugins serve on unix sockets
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "plugreg-bin")
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -41,6 +42,68 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return ToProto(p), nil
+}
+
+// Watch streams the registry's events, as [Registry.Watch] does from
+// req.since_revision, until the client goes away (the stream then ends
+// with its context's status) or the registry is closed (Unavailable). A
+// client that reads slowly holds up only its own stream: it gets a resync
+// event once it falls QueueSize events behind.
+func (s *APIServer) Watch(req *plugregv1.WatchRequest, stream grpc.ServerStreamingServer[plugregv1.Event]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	events := s.reg.Watch(ctx, req.GetSinceRevision())
+	defer func() {
+		cancel()
+		for range events { // until the watch has ended: no goroutine outlives the call
+		}
+	}()
+	for ev := range events {
+		if err := stream.Send(EventToProto(ev)); err != nil {
+			return err
+		}
+	}
+	if err := stream.Context().Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Unavailable, "registry closed")
+}
+
+// EventToProto converts an Event to its API message. A zero Time is left
+// unset.
+func EventToProto(ev Event) *plugregv1.Event {
+	m := &plugregv1.Event{Revision: ev.Revision, Kind: string(ev.Kind), Error: ev.Error}
+	if !ev.Time.IsZero() {
+		m.Time = timestamppb.New(ev.Time)
+	}
+	if ev.Kind != Snapshot && ev.Kind != Resync {
+		m.Plugin = ToProto(ev.Plugin)
+	}
+	if len(ev.Plugins) > 0 {
+		m.Plugins = make([]*plugregv1.Plugin, len(ev.Plugins))
+		for i, p := range ev.Plugins {
+			m.Plugins[i] = ToProto(p)
+		}
+	}
+	return m
+}
+
+// EventFromProto converts an API message to an Event. An unset time is the
+// zero Time. A snapshot or resync always has a non-nil Plugins.
+func EventFromProto(m *plugregv1.Event) Event {
+	ev := Event{Revision: m.GetRevision(), Kind: EventKind(m.GetKind()), Error: m.GetError()}
+	if m.GetTime() != nil {
+		ev.Time = m.GetTime().AsTime()
+	}
+	if m.GetPlugin() != nil {
+		ev.Plugin = FromProto(m.GetPlugin())
+	}
+	if ev.Kind == Snapshot || ev.Kind == Resync || len(m.GetPlugins()) > 0 {
+		ev.Plugins = make([]Plugin, len(m.GetPlugins()))
+		for i, p := range m.GetPlugins() {
+			ev.Plugins[i] = FromProto(p)
+		}
+	}
+	return ev
 }
 
 // ToProto converts a Plugin to its API message.

@@ -22,16 +22,48 @@ kubelet's built-in version rules. [ValidateName] checks a plugin name.
 
 [Registry] holds the registered plugins as plain [Plugin] values, one per
 registration socket. It is the one type here that others read concurrently:
-List and Get return deep copies, so callers may keep and modify them.
+List, Get and State return deep copies, so callers may keep and modify
+them.
+
+The Registry is event-sourced. Every change goes through [Registry.Apply]
+as an [Event] of one [EventKind] (registered, deregistered, replaced,
+rejected, unhealthy, healthy) and gets the next revision. Removing a
+plugin that is not there is a no-op without an event. The last
+[HistorySize] events are kept.
+
+[Registry.Watch] streams a Snapshot, then every change in order; a watcher
+that passes the revision it last saw resumes from the history without a
+snapshot. Apply never waits for a watcher: each has its own bounded queue
+([QueueSize]) and its own goroutine, and one that falls behind loses its
+queue and gets a Resync snapshot instead, at a revision after which the
+events follow without gap or repeat. The goroutine ends with the watch's
+context.
+
+[Registry.Dispense] hands out a shared gRPC connection to a plugin's
+endpoint ([Dial]), closed when no registered plugin uses that endpoint any
+more.
 
 [APIServer] serves the Registry as the plugreg.v1.Registry gRPC service on
-the agent's API socket ([ListenAPI]), for `plugreg list` and other clients.
+the agent's API socket ([ListenAPI]), for `plugreg list`, `plugreg watch`
+and other clients.
+
+# State file
+
+[Save] writes a [State] (the plugins and the revision) as a versioned JSON
+document, atomically: temporary file, fsync, rename, directory fsync.
+[Load] reads it back; a file that is not a valid document matches
+[ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
+anything. [NewRegistryFrom] restores a Registry from a State, revision
+included, so watchers can resume across an agent restart. A [Saver] keeps
+the file up to date, coalescing bursts of changes into few writes.
 
 # What this package does not do
 
 It does not scan plugin directories (package scan does), dial registration
-sockets or plugin endpoints, or call GetInfo and NotifyRegistrationStatus
-(package register does). It holds no clock: callers set
-[Plugin.RegisteredAt]. It logs nothing.
+sockets, or call GetInfo and NotifyRegistrationStatus (package register
+does), and it does not check that restored plugins are still there. It
+reads no clock: callers pass the time of each change and set
+[Plugin.RegisteredAt]; only the Saver waits, between retries of a failed
+write. Only the Saver logs.
 */
 package plugins

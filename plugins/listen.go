@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -21,12 +22,22 @@ var (
 // staleDialTimeout bounds the dial that tells a stale socket from a live one.
 const staleDialTimeout = time.Second
 
+// maxSocketPath is the longest socket path, in bytes, that this OS can bind:
+// sun_path less its terminating NUL (107 on Linux and Windows, 103 on the
+// BSDs and macOS).
+const maxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
 // ListenUnix listens on a unix socket at path and, unless mode is 0, sets
 // its mode. Missing parent directories are created (0750). A socket file
 // left behind by a process that died (dialling it is refused) is replaced;
 // a live socket is left alone (ErrInUse), and so is a file that is not a
 // socket (ErrNotSocket). Closing the listener removes the socket file.
+// A path longer than the OS's sun_path limit is refused before anything is
+// created.
 func ListenUnix(path string, mode fs.FileMode) (net.Listener, error) {
+	if n := len(path); n > maxSocketPath {
+		return nil, fmt.Errorf("listen %s: socket path is %d bytes, longer than the %d-byte limit of this OS (sun_path)", path, n, maxSocketPath)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
@@ -68,7 +79,3 @@ func stale(path string) bool {
 	}
 	return IsRefused(err)
 }
-
-// ListenAPI listens on the agent's API socket, mode 0600: only the agent's
-// user (root, as a rule) may use the API.
-func ListenAPI(path string) (net.Listener, error) { return ListenUnix(path, 0o600) }

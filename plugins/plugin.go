@@ -3,6 +3,8 @@ package plugins
 import (
 	"context"
 	"time"
+
+	"github.com/plugreg/plugreg/scan"
 )
 
 // Plugin is a registered plugin as the registry stores and lists it.
@@ -11,6 +13,7 @@ type Plugin struct {
 	Type         string    // from GetInfo, e.g. "CSIPlugin"
 	Endpoint     string    // from GetInfo; the socket path when the plugin sent none
 	SocketPath   string    // the registration socket the plugin was found at
+	SocketID     scan.ID   // identity of that socket when the plugin registered; compare to a new scan to tell whether it is still the same socket
 	Versions     []string  // supported versions from GetInfo
 	RegisteredAt time.Time // when the registration completed
 }

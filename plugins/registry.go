@@ -7,52 +7,212 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
 )
 
-// ErrNotFound is returned, wrapped with the plugin's type and name, by
-// [Registry.Get] when no such plugin is registered.
-var ErrNotFound = errors.New("plugins: not found")
+// Errors of a Registry.
+var (
+	// ErrNotFound is returned, wrapped with the plugin's type and name, by
+	// [Registry.Get] and [Registry.Dispense] when no such plugin is
+	// registered.
+	ErrNotFound = errors.New("plugins: not found")
+	// ErrClosed is returned by [Registry.Dispense] after [Registry.Close].
+	ErrClosed = errors.New("plugins: registry closed")
+)
+
+// Bounds of a Registry's memory.
+const (
+	// HistorySize is how many of the latest events a Registry keeps so
+	// that a watcher can resume where it left off (see [Registry.Watch]).
+	HistorySize = 4096
+	// QueueSize is how many events may wait for one watcher. A watcher
+	// that falls further behind loses its queue and gets a Resync instead.
+	QueueSize = 1024
+)
 
 // Registry is the in-memory set of registered plugins, one per registration
-// socket. It stores and returns deep copies, so callers never share a
-// Versions slice with it or with each other.
+// socket, kept as a sequence of events: every change made with Apply gets
+// the next revision, is kept in a bounded history and goes to every
+// watcher (see Watch). It stores and returns deep copies, so callers never
+// share a Versions slice with it or with each other.
 //
-// Registry is safe for concurrent use. Create it with NewRegistry.
+// Registry is safe for concurrent use. Create it with NewRegistry, or with
+// NewRegistryFrom to restore a saved State.
 type Registry struct {
-	mu      sync.RWMutex
-	plugins map[string]Plugin // by SocketPath
+	mu       sync.RWMutex
+	plugins  map[string]Plugin // by SocketPath
+	rev      uint64            // revision of the latest event
+	lastTime time.Time         // time of the latest event
+	history  []Event           // ring of the latest events, at most HistorySize
+	head     int               // index in history of the oldest event
+	watchers map[*watcher]struct{}
+	conns    map[string]*grpc.ClientConn // Dispense's, by endpoint
+	closed   bool
+	done     chan struct{} // closed by Close: watchers end
+	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
+	resyncs  atomic.Uint64
 }
 
-// NewRegistry returns an empty Registry.
+// NewRegistry returns an empty Registry at revision 0.
 func NewRegistry() *Registry {
-	return &Registry{plugins: make(map[string]Plugin)}
-}
-
-// Add inserts p, replacing any plugin registered at p.SocketPath. It stores
-// a copy of p, so later changes to p.Versions do not reach the Registry.
-func (r *Registry) Add(p Plugin) {
-	p.Versions = slices.Clone(p.Versions)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.plugins[p.SocketPath] = p
-}
-
-// Remove removes the plugin registered at socketPath and returns it, and
-// reports whether there was one.
-func (r *Registry) Remove(socketPath string) (Plugin, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p, ok := r.plugins[socketPath]
-	if ok {
-		delete(r.plugins, socketPath)
+	return &Registry{
+		plugins:  make(map[string]Plugin),
+		watchers: make(map[*watcher]struct{}),
+		conns:    make(map[string]*grpc.ClientConn),
+		done:     make(chan struct{}),
+		changed:  make(chan struct{}, 1),
 	}
-	return p, ok // no longer shared with the Registry
+}
+
+// NewRegistryFrom returns a Registry holding the plugins of s at
+// s.Revision: the next event gets revision s.Revision+1. Its history is
+// empty, so a watcher that resumes from s.Revision gets the new events, and
+// one that resumes from an earlier revision gets a Resync. If s lists two
+// plugins at one socket path, the later one wins; [Load] never returns such
+// a State.
+//
+// The restored plugins are only as true as the file was: the caller should
+// verify each of them (is the socket at SocketPath still the one with
+// SocketID, does the plugin still answer) and remove the ones that fail.
+func NewRegistryFrom(s State) *Registry {
+	r := NewRegistry()
+	for _, p := range s.Plugins {
+		p.Versions = slices.Clone(p.Versions)
+		r.plugins[p.SocketPath] = p
+	}
+	r.rev = s.Revision
+	return r
+}
+
+// Apply records one change and returns its event, with the next revision.
+//
+//   - Registered and Healthy insert p, replacing any plugin registered at
+//     p.SocketPath.
+//   - Deregistered, Replaced and Unhealthy remove the plugin registered at
+//     p.SocketPath; the event carries the plugin as it was registered. If
+//     none is, nothing happens: Apply returns ok == false and no event is
+//     made, so late or repeated removals never reach watchers.
+//   - Rejected changes nothing but is an event with a revision, carrying p
+//     and errMsg, the message sent to the plugin.
+//
+// now is the event's time. Apply stores a copy of p, so later changes to
+// p.Versions do not reach the Registry. It never waits for a watcher or
+// for the Saver, and closes the Dispense connection of a removed plugin's
+// endpoint once no registered plugin uses that endpoint any more. Apply
+// panics if kind is Snapshot, Resync or unknown.
+func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time) (ev Event, ok bool) {
+	if !kind.change() {
+		panic(fmt.Sprintf("plugins: Apply of event kind %q", kind))
+	}
+	p.Versions = slices.Clone(p.Versions)
+	ev = Event{Kind: kind, Time: now, Plugin: p}
+	var stale *grpc.ClientConn
+	r.mu.Lock()
+	switch kind {
+	case Registered, Healthy:
+		old, had := r.plugins[p.SocketPath]
+		r.plugins[p.SocketPath] = p
+		if had {
+			stale = r.unusedConnLocked(old.Endpoint)
+		}
+	case Rejected:
+		ev.Error = errMsg
+	default: // a removal
+		old, had := r.plugins[p.SocketPath]
+		if !had {
+			r.mu.Unlock()
+			return Event{}, false
+		}
+		delete(r.plugins, p.SocketPath)
+		stale = r.unusedConnLocked(old.Endpoint)
+		ev.Plugin = old
+	}
+	r.rev++
+	ev.Revision = r.rev
+	r.lastTime = now
+	r.record(ev)
+	for w := range r.watchers {
+		w.push(ev)
+	}
+	r.mu.Unlock()
+
+	select {
+	case r.changed <- struct{}{}:
+	default: // the Saver has a signal pending already
+	}
+	if stale != nil {
+		stale.Close() // only fails if it was closed already
+	}
+	return ev.clone(), true
+}
+
+// unusedConnLocked forgets and returns the Dispense connection to endpoint
+// if no registered plugin uses that endpoint; it returns nil otherwise.
+func (r *Registry) unusedConnLocked(endpoint string) *grpc.ClientConn {
+	cc, ok := r.conns[endpoint]
+	if !ok {
+		return nil
+	}
+	for _, p := range r.plugins {
+		if p.Endpoint == endpoint {
+			return nil
+		}
+	}
+	delete(r.conns, endpoint)
+	return cc
+}
+
+// record appends ev to the history, dropping the oldest event when it is
+// full.
+func (r *Registry) record(ev Event) {
+	if len(r.history) < HistorySize {
+		r.history = append(r.history, ev)
+		return
+	}
+	r.history[r.head] = ev
+	r.head = (r.head + 1) % len(r.history)
+}
+
+// eventsAfterLocked returns the events after revision since, oldest first,
+// and reports whether the history holds all of them.
+func (r *Registry) eventsAfterLocked(since uint64) ([]Event, bool) {
+	n := uint64(len(r.history)) // the history holds revisions r.rev-n+1 .. r.rev
+	if since > r.rev || since < r.rev-n {
+		return nil, false
+	}
+	k := int(r.rev - since)
+	evs := make([]Event, 0, k)
+	for i := len(r.history) - k; i < len(r.history); i++ {
+		evs = append(evs, r.history[(r.head+i)%len(r.history)])
+	}
+	return evs, true
+}
+
+// snapshotLocked returns a Snapshot or Resync event of the registry.
+func (r *Registry) snapshotLocked(kind EventKind) Event {
+	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.listLocked("")}
+}
+
+// Revision returns the revision of the latest event: 0 for a new Registry,
+// State.Revision for a restored one until the first Apply.
+func (r *Registry) Revision() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.rev
 }
 
 // List returns copies of the registered plugins of type typ, or of all
 // types when typ is "", sorted by Type, Name and SocketPath.
 func (r *Registry) List(typ string) []Plugin {
 	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.listLocked(typ)
+}
+
+func (r *Registry) listLocked(typ string) []Plugin {
 	list := make([]Plugin, 0, len(r.plugins))
 	for _, p := range r.plugins {
 		if typ == "" || p.Type == typ {
@@ -60,7 +220,6 @@ func (r *Registry) List(typ string) []Plugin {
 			list = append(list, p)
 		}
 	}
-	r.mu.RUnlock()
 	slices.SortFunc(list, comparePlugins)
 	return list
 }
@@ -82,6 +241,16 @@ func comparePlugins(a, b Plugin) int {
 func (r *Registry) Get(typ, name string) (Plugin, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	p, ok := r.getLocked(typ, name)
+	if !ok {
+		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
+	}
+	p.Versions = slices.Clone(p.Versions)
+	return p, nil
+}
+
+// getLocked returns the plugin Get returns, shared with the registry.
+func (r *Registry) getLocked(typ, name string) (Plugin, bool) {
 	var best Plugin
 	found := false
 	for _, p := range r.plugins {
@@ -92,11 +261,7 @@ func (r *Registry) Get(typ, name string) (Plugin, error) {
 			best, found = p, true
 		}
 	}
-	if !found {
-		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
-	}
-	best.Versions = slices.Clone(best.Versions)
-	return best, nil
+	return best, found
 }
 
 // newer reports whether Get prefers a to b.
@@ -112,4 +277,36 @@ func (r *Registry) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.plugins)
+}
+
+// State returns the registry's contents and revision, read at one instant,
+// as a State for [Save]. The Plugins are copies sorted like List.
+func (r *Registry) State() State {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked("")}
+}
+
+// Close closes the connections Dispense made and ends every watch: their
+// channels are closed. Later Dispense calls fail with [ErrClosed] and later
+// Watch channels are closed at once; Apply and the readers keep working.
+// Close is idempotent; it returns the errors of closing connections.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	var errs []error
+	for _, cc := range conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -43,7 +43,7 @@ var (
 func newRegistry(ps ...Plugin) *Registry {
 	r := NewRegistry()
 	for _, p := range ps {
-		r.Add(p)
+		r.Apply(Registered, p, "", t0)
 	}
 	return r
 }
@@ -114,44 +114,72 @@ func TestRegistryGet(t *testing.T) {
 	}
 }
 
-func TestRegistryAddRemove(t *testing.T) {
+func TestRegistryApply(t *testing.T) {
 	r := NewRegistry()
-	if n := r.Len(); n != 0 {
-		t.Errorf("Len() of a new Registry = %d, want 0", n)
+	if n, rev := r.Len(), r.Revision(); n != 0 || rev != 0 {
+		t.Errorf("Len(), Revision() of a new Registry = %d, %d; want 0, 0", n, rev)
 	}
-	r.Add(csiHostpath)
-	r.Add(draOld)
-	if n := r.Len(); n != 2 {
-		t.Errorf("Len() = %d, want 2", n)
-	}
-
-	// Same socket, new incarnation: replaced, not added.
-	replaced := csiHostpath
+	replaced := csiHostpath // same socket, new incarnation
 	replaced.Versions = []string{"1.1.0"}
 	replaced.RegisteredAt = t0.Add(time.Hour)
-	r.Add(replaced)
-	if n := r.Len(); n != 2 {
-		t.Errorf("Len() after replacing = %d, want 2", n)
-	}
-	if diff := cmp.Diff([]Plugin{replaced, draOld}, r.List("")); diff != "" {
-		t.Errorf("List after replacing (-want +got):\n%s", diff)
-	}
+	t1 := t0.Add(time.Second)
 
-	got, ok := r.Remove(csiHostpath.SocketPath)
-	if !ok {
-		t.Fatalf("Remove(%q) found nothing", csiHostpath.SocketPath)
+	steps := []struct {
+		kind   EventKind
+		p      Plugin
+		errMsg string
+		want   Event // Revision 0: no event
+		list   []Plugin
+	}{
+		{Registered, csiHostpath, "", Event{Revision: 1, Kind: Registered, Time: t1, Plugin: csiHostpath}, []Plugin{csiHostpath}},
+		{Registered, draOld, "", Event{Revision: 2, Kind: Registered, Time: t1, Plugin: draOld}, []Plugin{csiHostpath, draOld}},
+		// Registered at a known socket replaces the plugin there.
+		{Registered, replaced, "", Event{Revision: 3, Kind: Registered, Time: t1, Plugin: replaced}, []Plugin{replaced, draOld}},
+		// Rejected changes nothing but counts.
+		{Rejected, Plugin{SocketPath: "/r.sock", Name: "bad"}, "no handler",
+			Event{Revision: 4, Kind: Rejected, Time: t1, Plugin: Plugin{SocketPath: "/r.sock", Name: "bad"}, Error: "no handler"},
+			[]Plugin{replaced, draOld}},
+		// A removal reports the plugin as registered, whatever the caller passed.
+		{Unhealthy, Plugin{SocketPath: draOld.SocketPath}, "", Event{Revision: 5, Kind: Unhealthy, Time: t1, Plugin: draOld}, []Plugin{replaced}},
+		{Healthy, draOld, "", Event{Revision: 6, Kind: Healthy, Time: t1, Plugin: draOld}, []Plugin{replaced, draOld}},
+		{Replaced, csiHostpath, "", Event{Revision: 7, Kind: Replaced, Time: t1, Plugin: replaced}, []Plugin{draOld}},
+		// Removing an unknown socket is a no-op: no event, no revision.
+		{Deregistered, csiHostpath, "", Event{}, []Plugin{draOld}},
+		{Replaced, sriov, "", Event{}, []Plugin{draOld}},
+		{Unhealthy, sriov, "", Event{}, []Plugin{draOld}},
+		{Deregistered, draOld, "", Event{Revision: 8, Kind: Deregistered, Time: t1, Plugin: draOld}, []Plugin{}},
+		{Deregistered, draOld, "", Event{}, []Plugin{}},
 	}
-	if diff := cmp.Diff(replaced, got); diff != "" {
-		t.Errorf("Remove(%q) (-want +got):\n%s", csiHostpath.SocketPath, diff)
+	for i, st := range steps {
+		got, ok := r.Apply(st.kind, st.p, st.errMsg, t1)
+		if wantOK := st.want.Revision != 0; ok != wantOK {
+			t.Errorf("step %d: Apply(%s, %s) ok = %t, want %t", i, st.kind, st.p.SocketPath, ok, wantOK)
+		}
+		if diff := cmp.Diff(st.want, got); diff != "" {
+			t.Errorf("step %d: Apply(%s, %s) (-want +got):\n%s", i, st.kind, st.p.SocketPath, diff)
+		}
+		if diff := cmp.Diff(st.list, r.List("")); diff != "" {
+			t.Errorf("step %d: List after Apply(%s, %s) (-want +got):\n%s", i, st.kind, st.p.SocketPath, diff)
+		}
 	}
-	if got, ok := r.Remove(csiHostpath.SocketPath); ok {
-		t.Errorf("second Remove(%q) = %+v, true; want false", csiHostpath.SocketPath, got)
+	if rev := r.Revision(); rev != 8 {
+		t.Errorf("Revision() = %d, want 8", rev)
 	}
 	if _, err := r.Get("CSIPlugin", csiHostpath.Name); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after Remove = %v, want ErrNotFound", err)
+		t.Errorf("Get after removal = %v, want ErrNotFound", err)
 	}
-	if n := r.Len(); n != 1 {
-		t.Errorf("Len() after Remove = %d, want 1", n)
+}
+
+func TestRegistryApplyPanics(t *testing.T) {
+	for _, kind := range []EventKind{Snapshot, Resync, "", "added"} {
+		t.Run(string(kind), func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Apply(%q) did not panic", kind)
+				}
+			}()
+			NewRegistry().Apply(kind, csiHostpath, "", t0)
+		})
 	}
 }
 
@@ -160,7 +188,7 @@ func TestRegistryCopies(t *testing.T) {
 		name   string
 		mutate func(t *testing.T, r *Registry, p *Plugin)
 	}{
-		{"slice passed to Add", func(t *testing.T, r *Registry, p *Plugin) {
+		{"slice passed to Apply", func(t *testing.T, r *Registry, p *Plugin) {
 			p.Versions[0] = "changed"
 		}},
 		{"List result", func(t *testing.T, r *Registry, p *Plugin) {
@@ -168,6 +196,13 @@ func TestRegistryCopies(t *testing.T) {
 		}},
 		{"List by type result", func(t *testing.T, r *Registry, p *Plugin) {
 			r.List(p.Type)[0].Versions[0] = "changed"
+		}},
+		{"Apply result", func(t *testing.T, r *Registry, p *Plugin) {
+			ev, _ := r.Apply(Rejected, *p, "", t0)
+			ev.Plugin.Versions[0] = "changed"
+		}},
+		{"State result", func(t *testing.T, r *Registry, p *Plugin) {
+			r.State().Plugins[0].Versions[0] = "changed"
 		}},
 		{"Get result", func(t *testing.T, r *Registry, p *Plugin) {
 			got, err := r.Get(p.Type, p.Name)
@@ -190,14 +225,15 @@ func TestRegistryCopies(t *testing.T) {
 		})
 	}
 
-	// Remove hands back the stored copy; the caller's original is untouched.
+	// A removal hands back a copy of the stored plugin; the caller's
+	// original is untouched.
 	p := sriov
 	p.Versions = []string{"v1beta1"}
 	r := newRegistry(p)
-	got, _ := r.Remove(p.SocketPath)
-	got.Versions[0] = "changed"
+	ev, _ := r.Apply(Deregistered, p, "", t0)
+	ev.Plugin.Versions[0] = "changed"
 	if p.Versions[0] != "v1beta1" {
-		t.Errorf("mutating Remove's result changed the plugin passed to Add: %q", p.Versions)
+		t.Errorf("mutating a removal's event changed the plugin passed to Apply: %q", p.Versions)
 	}
 }
 
@@ -225,9 +261,9 @@ func TestRegistryConcurrent(t *testing.T) {
 			p.SocketPath = fmt.Sprintf("/r/%d-reg.sock", i%7)
 			p.RegisteredAt = t0.Add(time.Duration(i) * time.Second)
 			p.Versions = []string{fmt.Sprint(i)}
-			r.Add(p)
+			r.Apply(Registered, p, "", t0)
 			if i%3 == 0 {
-				r.Remove(fmt.Sprintf("/r/%d-reg.sock", (i+1)%7))
+				r.Apply(Deregistered, Plugin{SocketPath: fmt.Sprintf("/r/%d-reg.sock", (i+1)%7)}, "", t0)
 			}
 		}
 	})

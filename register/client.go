@@ -250,9 +250,7 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
 // Dial returns a gRPC client connection to the unix socket at path. The
 // target is "passthrough:///plugin" with a context dialer, so the path is
 // never parsed as a URI or resolved through DNS (Windows paths included).
-func Dial(path string) (*grpc.ClientConn, error) {
-	return newClientConn(path, nil)
-}
+func Dial(path string) (*grpc.ClientConn, error) { return plugins.Dial(path) }
 
 // newClientConn returns a connection whose first dial hands out conn (when
 // not nil) and whose later dials reach path again.

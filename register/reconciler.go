@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -20,13 +21,19 @@ type Registrar interface {
 	Register(ctx context.Context, path string) (plugins.Plugin, error)
 	// Deregister deregisters a registered plugin.
 	Deregister(ctx context.Context, p plugins.Plugin) error
+	// Verify checks a plugin restored from the state file; an error
+	// wrapping statecache.ErrChanged means it answers differently now.
+	Verify(ctx context.Context, p plugins.Plugin) error
+	// Probe checks that a registered plugin still answers.
+	Probe(ctx context.Context, p plugins.Plugin) error
 }
 
 // Defaults of a Reconciler.
 const (
-	DefaultInterval    = time.Second
-	DefaultMaxInFlight = 64
-	DefaultMaxBackoff  = 30 * time.Second
+	DefaultInterval      = time.Second
+	DefaultMaxInFlight   = 64
+	DefaultMaxBackoff    = 30 * time.Second
+	DefaultProbeFailures = 3
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -34,14 +41,25 @@ const (
 type Reconciler struct {
 	Scan      func() (scan.Snapshot, error) // one scan of the plugin directories
 	Registrar Registrar
-	Registry  *plugins.Registry // receives every registration and deregistration
+	// Registry receives every change as an event. The plugins it holds when
+	// Run starts (restored from a state file) are verified, not registered
+	// again.
+	Registry *plugins.Registry
 
 	Interval    time.Duration // between scans; 0: DefaultInterval
 	MaxInFlight int           // operations at once; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
 
+	// ProbeInterval is the time between two liveness probes (GetInfo) of a
+	// registered plugin; 0 disables probing. After ProbeFailures (0:
+	// DefaultProbeFailures) failures in a row, while its socket is still
+	// there, a plugin is unhealthy: deregistered, and registered again once
+	// it answers.
+	ProbeInterval time.Duration
+	ProbeFailures int
+
 	// Ticks, when not nil, replaces the ticker of Interval: each value
-	// received starts a scan. Interval still converts backoff to ticks.
+	// received starts a scan. Interval still converts durations to ticks.
 	Ticks <-chan time.Time
 
 	// Applied, when not nil, is called on Run's goroutine after the outcome
@@ -49,13 +67,31 @@ type Reconciler struct {
 	// not block for long: the loop waits for it.
 	Applied func(Result)
 
-	Log *slog.Logger // nil: discard
+	Metrics *Metrics     // nil: no metrics
+	Log     *slog.Logger // nil: discard
+
+	status atomic.Pointer[Status]
+}
+
+// Status is a summary of the reconciler's state, refreshed at every tick.
+type Status struct {
+	statecache.Stats
+	InFlightOps int          // operations running now
+	Sockets     []scan.Entry // what the last scan saw; do not modify
+}
+
+// Status returns the latest summary; safe for concurrent use.
+func (r *Reconciler) Status() Status {
+	if s := r.status.Load(); s != nil {
+		return *s
+	}
+	return Status{}
 }
 
 // Result is the outcome of one operation.
 type Result struct {
 	Op     statecache.Op
-	Plugin plugins.Plugin // Register: what the plugin reported; Deregister: what was registered
+	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
 	Err    error
 }
 
@@ -69,8 +105,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	interval := cmpOr(r.Interval, DefaultInterval)
 	maxInFlight := cmpOr(r.MaxInFlight, DefaultMaxInFlight)
-	maxBackoff := cmpOr(r.MaxBackoff, DefaultMaxBackoff)
-	backoffTicks := uint64((maxBackoff + interval - 1) / interval)
+	ticksOf := func(d time.Duration) uint64 { return uint64((d + interval - 1) / interval) }
+	cfg := statecache.Config{
+		MaxBackoff:    ticksOf(cmpOr(r.MaxBackoff, DefaultMaxBackoff)),
+		ProbeFailures: cmpOr(r.ProbeFailures, DefaultProbeFailures),
+	}
+	if r.ProbeInterval > 0 {
+		cfg.ProbeEvery = ticksOf(r.ProbeInterval)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -83,8 +125,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r:        r,
 		log:      log,
 		interval: interval,
-		cache:    statecache.New(statecache.Config{MaxBackoff: backoffTicks}),
+		cache:    statecache.New(cfg),
 		results:  make(chan Result, maxInFlight),
+		rejected: make(map[string]string),
+	}
+	for _, p := range r.Registry.List("") {
+		l.cache.Restore(p.SocketPath, p.SocketID, p)
 	}
 	ticks := r.Ticks
 	if ticks == nil {
@@ -94,13 +140,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 
 	dispatch := func() {
-		free := maxInFlight - l.inFlight
-		if free <= 0 {
-			return
+		if free := maxInFlight - l.inFlight; free > 0 {
+			for _, op := range l.cache.Next(free) {
+				l.inFlight++
+				wg.Go(func() { l.results <- l.run(ctx, op) })
+			}
 		}
-		for _, op := range l.cache.Next(free) {
-			l.inFlight++
-			wg.Go(func() { l.results <- l.run(ctx, op) })
+		if !l.ready && l.inFlight == 0 {
+			l.ready = true
+			l.publish()
+			if r.Metrics != nil {
+				r.Metrics.SetReady()
+			}
+			log.Debug("first pass complete")
 		}
 	}
 	l.scan()
@@ -113,6 +165,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			l.cache.Tick()
 			l.scan()
 			dispatch()
+			l.publish()
 		case res := <-l.results:
 			l.inFlight--
 			l.apply(&res)
@@ -133,11 +186,24 @@ type loop struct {
 	results  chan Result
 	inFlight int
 	prev     scan.Snapshot
-	scanErr  string // the last scan error logged, to log each one once
+	scanErr  string            // the last scan error logged, to log each one once
+	rejected map[string]string // socket path -> the last rejection reported
+	ready    bool              // the first scan's operations have completed
+}
+
+// publish refreshes the reconciler's Status. It costs O(sockets), so it
+// runs once per tick, not per operation.
+func (l *loop) publish() {
+	l.r.status.Store(&Status{Stats: l.cache.Stats(), InFlightOps: l.inFlight, Sockets: l.prev.Entries})
 }
 
 func (l *loop) scan() {
+	t0 := time.Now()
 	snap, err := l.r.Scan()
+	if m := l.r.Metrics; m != nil {
+		m.ObserveScan(time.Since(t0), len(snap.Entries))
+		m.Beat(t0)
+	}
 	switch {
 	case err != nil && err.Error() != l.scanErr:
 		l.log.Warn("scan incomplete", "err", err)
@@ -150,62 +216,118 @@ func (l *loop) scan() {
 	l.prev = snap
 	if !ch.Empty() {
 		l.log.Debug("scan changed", "added", len(ch.Added), "removed", len(ch.Removed), "replaced", len(ch.Replaced))
-		l.cache.Observe(ch)
+		for _, list := range [][]scan.Entry{ch.Removed, ch.Replaced} {
+			for _, e := range list {
+				delete(l.rejected, e.Path)
+			}
+		}
 	}
+	l.cache.Observe(ch)
 }
 
 // run executes one op; it runs in its own goroutine.
 func (l *loop) run(ctx context.Context, op statecache.Op) Result {
-	if op.Kind == statecache.Deregister {
-		return Result{Op: op, Plugin: op.Plugin, Err: l.r.Registrar.Deregister(ctx, op.Plugin)}
+	reg := l.r.Registrar
+	switch op.Kind {
+	case statecache.Deregister:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Deregister(ctx, op.Plugin)}
+	case statecache.Verify:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
+	case statecache.Probe:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Probe(ctx, op.Plugin)}
 	}
-	p, err := l.r.Registrar.Register(ctx, op.Path)
+	p, err := reg.Register(ctx, op.Path)
 	return Result{Op: op, Plugin: p, Err: err}
 }
 
 // apply records an outcome in the cache and the registry, and logs it.
 func (l *loop) apply(res *Result) {
-	op, p := res.Op, res.Plugin
-	if op.Kind == statecache.Deregister {
+	op, p, err := res.Op, res.Plugin, res.Err
+	now := time.Now()
+	m := l.r.Metrics
+	attrs := []any{"path", op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", op.Gen}
+	switch op.Kind {
+	case statecache.Deregister:
 		l.cache.Done(op, plugins.Plugin{}, nil)
-		l.r.Registry.Remove(op.Path)
-		msg := "plugin deregistered"
-		if op.Reason == statecache.Replaced {
-			msg = "plugin replaced"
+		kind, msg := plugins.Deregistered, "plugin deregistered"
+		switch {
+		case op.Reason == statecache.Replaced && !op.Restored:
+			kind, msg = plugins.Replaced, "plugin replaced"
+		case op.Reason == statecache.Unhealthy:
+			kind, msg = plugins.Unhealthy, "plugin unhealthy"
 		}
-		attrs := []any{"path", op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", op.Gen}
-		if res.Err != nil {
-			attrs = append(attrs, "err", res.Err)
+		l.r.Registry.Apply(kind, p, "", now)
+		if m != nil {
+			m.Deregistration(p.Type, op.Reason.String())
 		}
-		l.log.Info(msg, attrs...)
-		return
-	}
-	if res.Err == nil {
-		p.RegisteredAt = time.Now()
-		res.Plugin = p
-		l.cache.Done(op, p, nil)
-		l.r.Registry.Add(p)
-		l.log.Info("plugin registered", "path", op.Path, "plugin", p.Name, "type", p.Type,
-			"endpoint", p.Endpoint, "gen", op.Gen, "attempt", op.Attempt)
-		return
-	}
-	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, res.Err)) * l.interval
-	attrs := []any{"path", op.Path, "gen", op.Gen, "attempt", op.Attempt, "err", res.Err}
-	if p.Name != "" || p.Type != "" {
-		attrs = append(attrs, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint)
-	}
-	if retry > 0 {
-		attrs = append(attrs, "retry", retry)
-	}
-	switch {
-	case errors.Is(res.Err, ErrRejected) && op.Attempt == 1:
-		l.log.Info("plugin rejected", attrs...)
-	case errors.Is(res.Err, ErrRejected):
-		l.log.Debug("plugin rejected", attrs...)
-	case retry > 0:
-		l.log.Warn("registration failed", attrs...)
-	default:
-		l.log.Debug("registration failed", attrs...)
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		l.log.Info(msg, append(attrs, "reason", op.Reason.String())...)
+
+	case statecache.Verify:
+		l.cache.Done(op, plugins.Plugin{}, err)
+		if err != nil {
+			l.log.Info("restored plugin not verified", append(attrs, "err", err)...)
+			return
+		}
+		l.log.Info("plugin restored", attrs...)
+
+	case statecache.Probe:
+		l.cache.Done(op, plugins.Plugin{}, err)
+		if err != nil {
+			l.log.Warn("probe failed", append(attrs, "attempt", op.Attempt, "err", err)...)
+		} else if op.Attempt > 1 {
+			l.log.Info("probe succeeded again", attrs...)
+		}
+
+	case statecache.Register:
+		if err == nil {
+			p.SocketID, p.RegisteredAt = op.ID, now
+			res.Plugin = p
+			l.cache.Done(op, p, nil)
+			delete(l.rejected, op.Path)
+			kind, msg := plugins.Registered, "plugin registered"
+			if op.Recovering {
+				kind, msg = plugins.Healthy, "plugin healthy again"
+			}
+			l.r.Registry.Apply(kind, p, "", now)
+			if m != nil {
+				m.Registration(p.Type, "registered")
+			}
+			l.log.Info(msg, append(attrs, "attempt", op.Attempt)...)
+			return
+		}
+		retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
+		attrs = append(attrs, "attempt", op.Attempt, "err", err)
+		if retry > 0 {
+			attrs = append(attrs, "retry", retry)
+		}
+		var rej *RejectError
+		if errors.As(err, &rej) {
+			if m != nil {
+				m.Registration(p.Type, "rejected")
+			}
+			// Report a rejection once per socket and message, not at
+			// every retry.
+			if l.rejected[op.Path] == rej.Msg {
+				l.log.Debug("plugin rejected", attrs...)
+				return
+			}
+			l.rejected[op.Path] = rej.Msg
+			p.SocketID = op.ID
+			l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, now)
+			l.log.Info("plugin rejected", attrs...)
+			return
+		}
+		if m != nil {
+			m.Registration(p.Type, "failed")
+		}
+		if retry > 0 {
+			l.log.Warn("registration failed", attrs...)
+		} else {
+			l.log.Debug("registration failed", attrs...)
+		}
 	}
 }
 

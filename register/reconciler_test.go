@@ -51,6 +51,14 @@ func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin) error 
 	return f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p})
 }
 
+func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "verify", path: p.SocketPath, plugin: p})
+}
+
+func (f *fakeRegistrar) Probe(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "probe", path: p.SocketPath, plugin: p})
+}
+
 func nameOf(path string) string { return path[len("/p/"):] }
 
 // fakeDir is the scanner's view, set by the test.

@@ -21,7 +21,7 @@ func TestMethodNames(t *testing.T) {
 	if got := string(sd.FullName()); got != service {
 		t.Errorf("service full name = %q, want %q", got, service)
 	}
-	if got, want := sd.Methods().Len(), 2; got != want {
+	if got, want := sd.Methods().Len(), 3; got != want {
 		t.Errorf("service %s has %d methods, want %d", service, got, want)
 	}
 	tests := []struct {
@@ -30,9 +30,11 @@ func TestMethodNames(t *testing.T) {
 		want      string
 		input     protoreflect.FullName
 		output    protoreflect.FullName
+		streaming bool // server streaming
 	}{
-		{"List", plugregv1.Registry_List_FullMethodName, "/plugreg.v1.Registry/List", "plugreg.v1.ListRequest", "plugreg.v1.ListResponse"},
-		{"Get", plugregv1.Registry_Get_FullMethodName, "/plugreg.v1.Registry/Get", "plugreg.v1.GetRequest", "plugreg.v1.Plugin"},
+		{"List", plugregv1.Registry_List_FullMethodName, "/plugreg.v1.Registry/List", "plugreg.v1.ListRequest", "plugreg.v1.ListResponse", false},
+		{"Get", plugregv1.Registry_Get_FullMethodName, "/plugreg.v1.Registry/Get", "plugreg.v1.GetRequest", "plugreg.v1.Plugin", false},
+		{"Watch", plugregv1.Registry_Watch_FullMethodName, "/plugreg.v1.Registry/Watch", "plugreg.v1.WatchRequest", "plugreg.v1.Event", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +53,10 @@ func TestMethodNames(t *testing.T) {
 			}
 			if got := md.Output().FullName(); got != tc.output {
 				t.Errorf("output = %q, want %q", got, tc.output)
+			}
+			if md.IsStreamingClient() || md.IsStreamingServer() != tc.streaming {
+				t.Errorf("streaming client, server = %t, %t; want false, %t",
+					md.IsStreamingClient(), md.IsStreamingServer(), tc.streaming)
 			}
 		})
 	}
@@ -87,6 +93,17 @@ func TestMessages(t *testing.T) {
 		{"GetRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
 			{2, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+		}},
+		{"WatchRequest", []field{
+			{1, "since_revision", protoreflect.Uint64Kind, protoreflect.Optional, ""},
+		}},
+		{"Event", []field{
+			{1, "revision", protoreflect.Uint64Kind, protoreflect.Optional, ""},
+			{2, "kind", protoreflect.StringKind, protoreflect.Optional, ""},
+			{3, "time", protoreflect.MessageKind, protoreflect.Optional, "google.protobuf.Timestamp"},
+			{4, "plugin", protoreflect.MessageKind, protoreflect.Optional, "plugreg.v1.Plugin"},
+			{5, "error", protoreflect.StringKind, protoreflect.Optional, ""},
+			{6, "plugins", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin"},
 		}},
 	}
 	file := plugregv1.File_plugreg_v1_registry_proto

@@ -1,0 +1,107 @@
+package plugins
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/windows"
+)
+
+// winTempDir returns a new short directory. Its clean-up ignores errors:
+// os.RemoveAll fails under wine.
+func winTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "lis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// dacl returns the DACL of the file at path (itself, not a reparse point's
+// target) in SDDL.
+func dacl(t *testing.T, path string) string {
+	t.Helper()
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := windows.CreateFile(p, windows.READ_CONTROL, windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
+		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer windows.CloseHandle(h)
+	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
+	if err != nil {
+		t.Fatalf("GetSecurityInfo(%s): %v", path, err)
+	}
+	return sd.String()
+}
+
+// TestRestrictToAdmins checks the DACL on a regular file, which works
+// where AF_UNIX does not (wine).
+func TestRestrictToAdmins(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(winTempDir(t), "file")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := restrictToAdmins(path); err != nil {
+		t.Fatalf("restrictToAdmins(%q) error = %v", path, err)
+	}
+	got := dacl(t, path)
+	if got != adminsOnly && underWine() {
+		t.Skipf("wine does not keep a DACL set on a file (it reads back %q); restrictToAdmins returned no error", got)
+	}
+	if got != adminsOnly {
+		t.Errorf("DACL of %s = %q, want %q", path, got, adminsOnly)
+	}
+}
+
+// underWine reports whether the test runs under wine, whose ntdll exports
+// wine_get_version.
+func underWine() bool {
+	return windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
+}
+
+func TestListenAPIGroupUnsupported(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(winTempDir(t), "sub", "api.sock")
+	l, err := ListenAPI(path, "Users")
+	if err == nil {
+		l.Close()
+		t.Fatalf("ListenAPI(%q, \"Users\") = nil error, want groups unsupported", path)
+	}
+	if want := `api socket group "Users": not supported on Windows`; !strings.Contains(err.Error(), want) {
+		t.Errorf("ListenAPI(%q, \"Users\") error = %q, want %q", path, err, want)
+	}
+	if _, err := os.Lstat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ListenAPI with a group created %s: %v", filepath.Dir(path), err)
+	}
+}
+
+func TestListenAPIAdminsOnly(t *testing.T) {
+	t.Parallel()
+	dir := winTempDir(t)
+	if l, err := net.Listen("unix", filepath.Join(dir, "probe")); err != nil {
+		t.Skipf("no AF_UNIX sockets on this system (Windows 10 1803 or later is needed, and wine has none): %v", err)
+	} else {
+		l.Close()
+	}
+	path := filepath.Join(dir, "api.sock")
+	l, err := ListenAPI(path, "")
+	if err != nil {
+		t.Fatalf("ListenAPI(%q, \"\") error = %v", path, err)
+	}
+	defer l.Close()
+	if got := dacl(t, path); got != adminsOnly {
+		t.Errorf("DACL of the API socket = %q, want %q", got, adminsOnly)
+	}
+}

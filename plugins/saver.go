@@ -1,0 +1,137 @@
+package plugins
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Retry delays of a Saver after a failed write, doubling from the first.
+const (
+	saveRetryFirst = time.Second
+	saveRetryMax   = 30 * time.Second
+)
+
+// Saver writes a Registry's State to a file with [Save] after each change,
+// coalescing bursts: at most one write is in flight, and the changes that
+// arrive during a write are saved together by the next one. It reads the
+// registry with [Registry.State], so it never holds the registry's lock
+// while writing, and Apply never waits for it.
+//
+// Run a Saver in its own goroutine, and at most one per Registry: they
+// share the Registry's change signal.
+type Saver struct {
+	Registry *Registry
+	Path     string
+	Log      *slog.Logger // nil: discard
+
+	save   func(path string, s State) error // Save; tests replace it
+	writes atomic.Uint64
+	errors atomic.Uint64
+}
+
+// Run saves the registry once at the start, then after every change, until
+// ctx is done; then it saves once more if anything changed since the last
+// successful write, and returns that write's error, or nil. Before the
+// first write it removes temporary files that a crash left next to Path.
+//
+// A failed write is logged once per distinct error (Error level, with the
+// path), and retried after a delay that doubles from one second to 30
+// seconds, however many changes arrive meanwhile; the next success is
+// logged at Info level.
+func (s *Saver) Run(ctx context.Context) error {
+	log := s.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	save := s.save
+	if save == nil {
+		save = Save
+	}
+	s.removeTemps(log)
+
+	var (
+		saved   uint64 // revision of the last successful write
+		dirty   = true
+		lastErr string
+		delay   time.Duration
+		retry   *time.Timer
+		retryC  <-chan time.Time // not nil while a retry is pending
+	)
+	write := func() error {
+		st := s.Registry.State()
+		if err := save(s.Path, st); err != nil {
+			s.errors.Add(1)
+			return err
+		}
+		s.writes.Add(1)
+		saved, dirty = st.Revision, false
+		return nil
+	}
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		if dirty && retryC == nil {
+			if err := write(); err != nil {
+				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
+				if err.Error() != lastErr {
+					log.Error("state not saved", "path", s.Path, "err", err, "retry", delay)
+					lastErr = err.Error()
+				}
+				retry = time.NewTimer(delay)
+				retryC = retry.C
+			} else if lastErr != "" {
+				log.Info("state saved again", "path", s.Path)
+				lastErr, delay = "", 0
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if !dirty && s.Registry.Revision() == saved {
+				return nil
+			}
+			return write()
+		case <-s.Registry.changed:
+			if s.Registry.Revision() != saved {
+				dirty = true
+			}
+		case <-retryC:
+			retryC = nil
+		}
+	}
+}
+
+// removeTemps removes the temporary files of Save that a crash left behind
+// next to Path. The Saver is the only writer of Path, so none of them is in
+// use.
+func (s *Saver) removeTemps(log *slog.Logger) {
+	dir, prefix := filepath.Dir(s.Path), filepath.Base(s.Path)+".tmp-"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // Save reports what is wrong with dir
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil {
+			log.Warn("stale temporary file not removed", "path", p, "err", err)
+			continue
+		}
+		log.Info("stale temporary file removed", "path", p)
+	}
+}
+
+// Writes returns the number of successful writes.
+func (s *Saver) Writes() uint64 { return s.writes.Load() }
+
+// Errors returns the number of failed writes.
+func (s *Saver) Errors() uint64 { return s.errors.Load() }

@@ -1,0 +1,301 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/scan"
+)
+
+// StateVersion is the version of the state document that Save writes and
+// Load accepts.
+const StateVersion = 1
+
+// ErrCorrupt is matched by the errors of [Load] for a state file that
+// exists but cannot be used: not JSON, another version, or records that
+// break the Registry's rules. [QuarantineCorrupt] moves such a file aside.
+var ErrCorrupt = errors.New("plugins: corrupt state file")
+
+// maxStateBytes bounds the state file that Load reads.
+const maxStateBytes = 16 << 20
+
+// maxQuarantineSuffix bounds the numbered names QuarantineCorrupt tries.
+const maxQuarantineSuffix = 1000
+
+// State is what a state file holds: the registered plugins and the revision
+// of a [Registry] at one instant. Get it with [Registry.State], write it
+// with [Save], read it with [Load] and restore it with [NewRegistryFrom].
+//
+// The file is one JSON object (see MarshalJSON) and nothing else:
+//
+//	{
+//	  "version": 1,
+//	  "revision": 42,
+//	  "plugins": [
+//	    {
+//	      "name": "hostpath.csi.k8s.io",
+//	      "type": "CSIPlugin",
+//	      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
+//	      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath-reg.sock",
+//	      "socketId": {"dev": 2049, "ino": 1835021, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789},
+//	      "versions": ["1.0.0"],
+//	      "registeredAt": "2026-08-21T10:00:00.5Z"
+//	    }
+//	  ]
+//	}
+//
+// Unknown fields are an error, so a new field needs a new StateVersion.
+type State struct {
+	Version  int    // StateVersion; Save writes StateVersion whatever this says
+	Revision uint64 // of the latest event included
+	Plugins  []Plugin
+}
+
+// stateDoc is the JSON form of a State.
+type stateDoc struct {
+	Version  int            `json:"version"`
+	Revision uint64         `json:"revision"`
+	Plugins  []pluginRecord `json:"plugins"`
+}
+
+// pluginRecord is the JSON form of a Plugin.
+type pluginRecord struct {
+	Name         string         `json:"name"`
+	Type         string         `json:"type"`
+	Endpoint     string         `json:"endpoint"`
+	SocketPath   string         `json:"socketPath"`
+	SocketID     socketIDRecord `json:"socketId"`
+	Versions     []string       `json:"versions"`
+	RegisteredAt time.Time      `json:"registeredAt"`
+}
+
+// socketIDRecord is the JSON form of a scan.ID.
+type socketIDRecord struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Mtime int64  `json:"mtime"`
+	Ctime int64  `json:"ctime"`
+	Birth int64  `json:"birth"`
+}
+
+// MarshalJSON returns the state document of s, version StateVersion.
+// Times are written in UTC.
+func (s State) MarshalJSON() ([]byte, error) {
+	d := stateDoc{Version: StateVersion, Revision: s.Revision, Plugins: make([]pluginRecord, len(s.Plugins))}
+	for i, p := range s.Plugins {
+		id := p.SocketID
+		d.Plugins[i] = pluginRecord{
+			Name:         p.Name,
+			Type:         p.Type,
+			Endpoint:     p.Endpoint,
+			SocketPath:   p.SocketPath,
+			SocketID:     socketIDRecord{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
+			Versions:     p.Versions,
+			RegisteredAt: p.RegisteredAt.UTC(),
+		}
+	}
+	return json.Marshal(d)
+}
+
+// UnmarshalJSON reads a state document into s. It rejects unknown fields
+// but does not check the version or the records; Load does.
+func (s *State) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var d stateDoc
+	if err := dec.Decode(&d); err != nil {
+		return err
+	}
+	*s = State{Version: d.Version, Revision: d.Revision, Plugins: make([]Plugin, len(d.Plugins))}
+	for i, r := range d.Plugins {
+		id := r.SocketID
+		s.Plugins[i] = Plugin{
+			Name:         r.Name,
+			Type:         r.Type,
+			Endpoint:     r.Endpoint,
+			SocketPath:   r.SocketPath,
+			SocketID:     scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
+			Versions:     r.Versions,
+			RegisteredAt: r.RegisteredAt,
+		}
+	}
+	return nil
+}
+
+// check returns an error if s breaks a rule of the Registry (a plugin
+// without a socket path, two plugins at one socket path, an invalid plugin
+// name; see ValidateName) or cannot survive a round trip through JSON (a
+// string that is not UTF-8, a time outside the years 0 to 9999 UTC).
+func (s State) check() error {
+	seen := make(map[string]bool, len(s.Plugins))
+	for i, p := range s.Plugins {
+		if p.SocketPath == "" {
+			return fmt.Errorf("plugin %d: empty socket path", i)
+		}
+		if !utf8.ValidString(p.SocketPath) {
+			return fmt.Errorf("plugin %d: socket path %q is not valid UTF-8", i, p.SocketPath)
+		}
+		if seen[p.SocketPath] {
+			return fmt.Errorf("plugin %d: socket path %q listed twice", i, p.SocketPath)
+		}
+		seen[p.SocketPath] = true
+		if err := ValidateName(p.Name); err != nil {
+			return fmt.Errorf("plugin %d at %q: %w", i, p.SocketPath, err)
+		}
+		if !utf8.ValidString(p.Type) || !utf8.ValidString(p.Endpoint) || slices.ContainsFunc(p.Versions, notUTF8) {
+			return fmt.Errorf("plugin %d at %q: type, endpoint or a version is not valid UTF-8", i, p.SocketPath)
+		}
+		if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
+			return fmt.Errorf("plugin %d at %q: registration time %v out of range", i, p.SocketPath, p.RegisteredAt)
+		}
+	}
+	return nil
+}
+
+func notUTF8(s string) bool { return !utf8.ValidString(s) }
+
+// Save writes s to the file at path, atomically: it writes a temporary file
+// in the same directory, flushes it to disk, renames it over path, and
+// flushes the directory (not on Windows, where the rename writes through).
+// A crash leaves either the old file or the new one, and at worst a
+// temporary file named path+".tmp-*". The file's mode is 0600. On failure
+// the temporary file is removed and the file at path is unchanged.
+//
+// Save refuses a State that Load would reject.
+func Save(path string, s State) (err error) {
+	if err := s.check(); err != nil {
+		return fmt.Errorf("save %s: invalid state: %w", path, err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	data = append(data, '\n')
+
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	f, err := os.CreateTemp(dir, base+".tmp-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("save %s: create temporary file: %w", path, bare(err))
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp) // gone already if the rename succeeded
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("save %s: write temporary file: %w", path, bare(err))
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save %s: sync temporary file: %w", path, bare(err))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save %s: close temporary file: %w", path, bare(err))
+	}
+	if err := replaceFile(tmp, path); err != nil {
+		return fmt.Errorf("save %s: rename temporary file: %w", path, bare(err))
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("save %s: sync directory: %w", path, bare(err))
+	}
+	return nil
+}
+
+// bare strips the path from an *fs.PathError or *os.LinkError, whose
+// temporary file name would make every error message different.
+func bare(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	if le, ok := errors.AsType[*os.LinkError](err); ok {
+		return le.Err
+	}
+	return err
+}
+
+// Load reads the state file at path. A missing file gives an error
+// matching fs.ErrNotExist: nothing to restore. A file that is not a valid
+// state document of version StateVersion — bad JSON, anything after the
+// object, an unknown field, or a record that [Save] would refuse — gives an
+// error matching [ErrCorrupt]. The Plugins of the result are never nil.
+func Load(path string) (State, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return State{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return State{}, &fs.PathError{Op: "load", Path: path, Err: err}
+	}
+	s, err := decodeState(data)
+	if err != nil {
+		return State{}, &fs.PathError{Op: "load", Path: path, Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
+	}
+	return s, nil
+}
+
+// decodeState parses and checks a state document.
+func decodeState(data []byte) (State, error) {
+	if len(data) > maxStateBytes {
+		return State{}, fmt.Errorf("larger than %d bytes", maxStateBytes)
+	}
+	// The version first, so that a newer document is reported as such and
+	// not as one with unknown fields.
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return State{}, err
+	}
+	switch {
+	case v.Version == nil:
+		return State{}, errors.New("no version")
+	case *v.Version != StateVersion:
+		return State{}, fmt.Errorf("version %d, want %d", *v.Version, StateVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var s State
+	if err := dec.Decode(&s); err != nil {
+		return State{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return State{}, errors.New("data after the state object")
+	}
+	if err := s.check(); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+// QuarantineCorrupt moves the (corrupt) state file at path aside, to
+// path+".corrupt-<unix seconds of now>", and returns the new name. It never
+// overwrites a file: if the name is taken it tries the name followed by
+// "-1", "-2" and so on.
+func QuarantineCorrupt(path string, now time.Time) (string, error) {
+	stem := fmt.Sprintf("%s.corrupt-%d", path, now.Unix())
+	for i := 0; ; i++ {
+		name := stem
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", stem, i)
+		}
+		err := renameNoReplace(path, name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i == maxQuarantineSuffix {
+			return "", err
+		}
+	}
+}

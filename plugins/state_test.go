@@ -1,0 +1,387 @@
+package plugins
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/scan"
+)
+
+// testState is a State with every field set, a nil and an empty Versions,
+// and times in several zones.
+func testState() State {
+	withID := csiHostpath
+	withID.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045123456789, Birth: -1}
+	noVersions := sriov
+	noVersions.Versions = nil
+	emptyVersions := draNew
+	emptyVersions.Versions = []string{}
+	local := draOld
+	local.RegisteredAt = time.Now() // monotonic reading and local zone: lost, but Equal
+	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}}
+}
+
+// tempDir returns a new directory removed when the test ends. Unlike
+// t.TempDir it ignores a failed removal, as os.RemoveAll fails under wine.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// files returns the names in dir.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestSaveLoad(t *testing.T) {
+	dir := tempDir(t)
+	path := filepath.Join(dir, "state.json")
+	want := testState()
+	if err := Save(path, want); err != nil {
+		t.Fatalf("Save = %v", err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Load after Save (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"state.json"}, files(t, dir)); diff != "" {
+		t.Errorf("files after Save (-want +got):\n%s", diff)
+	}
+
+	// A second Save replaces the file.
+	want.Revision++
+	want.Plugins = want.Plugins[1:]
+	if err := Save(path, want); err != nil {
+		t.Fatalf("second Save = %v", err)
+	}
+	if got, err = Load(path); err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Load after the second Save (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"state.json"}, files(t, dir)); diff != "" {
+		t.Errorf("files after the second Save (-want +got):\n%s", diff)
+	}
+}
+
+// TestSaveFormat pins the document; changing it needs a new StateVersion.
+func TestSaveFormat(t *testing.T) {
+	path := filepath.Join(tempDir(t), "state.json")
+	p := csiHostpath
+	p.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045987654321, Birth: 1767323045000000001}
+	p.RegisteredAt = time.Date(2026, 1, 2, 4, 4, 5, 500000000, time.FixedZone("CET", 3600))
+	if err := Save(path, State{Revision: 7, Plugins: []Plugin{p}}); err != nil {
+		t.Fatalf("Save = %v", err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{
+  "version": 1,
+  "revision": 7,
+  "plugins": [
+    {
+      "name": "hostpath.csi.k8s.io",
+      "type": "CSIPlugin",
+      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
+      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
+      "socketId": {
+        "dev": 2049,
+        "ino": 1835021,
+        "mtime": 1767323045123456789,
+        "ctime": 1767323045987654321,
+        "birth": 1767323045000000001
+      },
+      "versions": [
+        "1.0.0"
+      ],
+      "registeredAt": "2026-01-02T03:04:05.5Z"
+    }
+  ]
+}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("state file (-want +got):\n%s", diff)
+	}
+}
+
+func TestSaveEmpty(t *testing.T) {
+	path := filepath.Join(tempDir(t), "state.json")
+	if err := Save(path, NewRegistry().State()); err != nil {
+		t.Fatalf("Save = %v", err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if diff := cmp.Diff(State{Version: StateVersion, Plugins: []Plugin{}}, got); diff != "" {
+		t.Errorf("Load (-want +got):\n%s", diff)
+	}
+}
+
+func TestSaveInvalid(t *testing.T) {
+	dup := testState()
+	dup.Plugins[1].SocketPath = dup.Plugins[0].SocketPath
+	badName := testState()
+	badName.Plugins[2].Name = "bad\nname"
+	noPath := testState()
+	noPath.Plugins[3].SocketPath = ""
+	badUTF8 := testState()
+	badUTF8.Plugins[0].SocketPath = "/reg/\xff.sock"
+	badVersion := testState()
+	badVersion.Plugins[0].Versions = []string{"1.0", "\xc3"}
+	farFuture := testState()
+	farFuture.Plugins[0].RegisteredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		s    State
+		want string
+	}{
+		{"duplicate socket path", dup, "listed twice"},
+		{"invalid name", badName, "control character"},
+		{"empty socket path", noPath, "empty socket path"},
+		{"socket path not UTF-8", badUTF8, "not valid UTF-8"},
+		{"version not UTF-8", badVersion, "not valid UTF-8"},
+		{"year 10000", farFuture, "out of range"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			path := filepath.Join(dir, "state.json")
+			err := Save(path, tc.s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("Save = %v, want an error naming %s and saying %q", err, path, tc.want)
+			}
+			if names := files(t, dir); len(names) != 0 {
+				t.Errorf("files after a refused Save: %q", names)
+			}
+		})
+	}
+}
+
+// TestSaveFailure makes the rename fail (the path is a non-empty
+// directory): the temporary file must go, and the directory stay.
+func TestSaveFailure(t *testing.T) {
+	dir := tempDir(t)
+	path := filepath.Join(dir, "state.json")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := Save(path, testState())
+	if err == nil {
+		t.Fatal("Save over a directory succeeded")
+	}
+	if !strings.HasPrefix(err.Error(), "save "+path+": rename temporary file: ") {
+		t.Errorf("Save = %q, want it to start with %q", err, "save "+path+": rename temporary file: ")
+	}
+	if diff := cmp.Diff([]string{"state.json"}, files(t, dir)); diff != "" {
+		t.Errorf("files after a failed Save (-want +got):\n%s", diff)
+	}
+
+	// No directory to write the temporary file in.
+	missing := filepath.Join(dir, "missing", "state.json")
+	err = Save(missing, testState())
+	if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), ".tmp-") {
+		t.Errorf("Save in a missing directory = %v, want fs.ErrNotExist without the temporary name", err)
+	}
+}
+
+func TestLoadMissing(t *testing.T) {
+	_, err := Load(filepath.Join(tempDir(t), "state.json"))
+	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load of a missing file = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestLoadCorrupt(t *testing.T) {
+	const plugin = `{"name": "a.example.com", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/a.sock",
+		"socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"}`
+	doc := func(plugins ...string) string {
+		return `{"version": 1, "revision": 3, "plugins": [` + strings.Join(plugins, ",") + `]}`
+	}
+	with := func(old, new string) string { return strings.Replace(plugin, old, new, 1) }
+	tests := []struct {
+		name, data, want string
+	}{
+		{"empty", "", "unexpected end of JSON input"},
+		{"truncated", doc(plugin)[:40], "unexpected end of JSON input"},
+		{"null", "null", "no version"},
+		{"array", "[]", "cannot unmarshal array"},
+		{"not JSON", "version=1", "invalid character"},
+		{"trailing garbage", doc(plugin) + "x", "invalid character 'x' after top-level value"},
+		{"second object", doc(plugin) + "{}", "after top-level value"},
+		{"no version", `{"revision": 3, "plugins": []}`, "no version"},
+		{"version 0", `{"version": 0, "revision": 3, "plugins": []}`, "version 0, want 1"},
+		{"version 2", `{"version": 2, "revision": 3, "plugins": [], "new": true}`, "version 2, want 1"},
+		{"version as string", `{"version": "1", "plugins": []}`, "cannot unmarshal string"},
+		{"unknown field", `{"version": 1, "revision": 3, "plugins": [], "extra": 1}`, `unknown field "extra"`},
+		{"unknown plugin field", doc(with(`"type"`, `"typo": 1, "type"`)), `unknown field "typo"`},
+		{"negative revision", `{"version": 1, "revision": -1, "plugins": []}`, "cannot unmarshal number -1"},
+		{"bad time", doc(with("2026-01-02T03:04:05Z", "yesterday")), "cannot parse"},
+		{"empty socket path", doc(with(`"/a.sock"`, `""`)), "empty socket path"},
+		{"duplicate socket path", doc(plugin, with("a.example.com", "b.example.com")), "listed twice"},
+		{"empty name", doc(with(`"a.example.com"`, `""`)), "plugin name is empty"},
+		{"control character in name", doc(with(`a.example.com`, `a\u0007b`)), "control character"},
+		{"name too long", doc(with(`a.example.com`, strings.Repeat("a", 254))), "longer than 253"},
+		{"versions not a list", doc(with(`["1.0.0"]`, `"1.0.0"`)), "cannot unmarshal string"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tempDir(t), "state.json")
+			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Load = %v, want ErrCorrupt", err)
+			}
+			if !strings.HasPrefix(err.Error(), "load "+path+": plugins: corrupt state file: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %q, want %q with %q", err, "load "+path+": plugins: corrupt state file: ...", tc.want)
+			}
+		})
+	}
+
+	// The same documents without the fault load.
+	for _, data := range []string{doc(), doc(plugin), doc(plugin, with("/a.sock", "/b.sock")), doc(plugin) + "\n\t "} {
+		path := filepath.Join(tempDir(t), "state.json")
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err != nil {
+			t.Errorf("Load(%s) = %v", data, err)
+		}
+	}
+}
+
+func TestLoadTooLarge(t *testing.T) {
+	path := filepath.Join(tempDir(t), "state.json")
+	data := `{"version": 1, "revision": 3, "plugins": []}` + strings.Repeat(" ", maxStateBytes)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load of %d bytes = %v, want ErrCorrupt, larger than", len(data), err)
+	}
+}
+
+func TestQuarantineCorrupt(t *testing.T) {
+	dir := tempDir(t)
+	path := filepath.Join(dir, "state.json")
+	now := time.Unix(1767323045, 999)
+	write := func(data string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantNames := []string{
+		path + ".corrupt-1767323045",
+		path + ".corrupt-1767323045-1",
+		path + ".corrupt-1767323045-2",
+	}
+	for i, want := range wantNames {
+		data := strings.Repeat("x", i+1)
+		write(data)
+		got, err := QuarantineCorrupt(path, now)
+		if err != nil {
+			t.Fatalf("QuarantineCorrupt #%d = %v", i+1, err)
+		}
+		if got != want {
+			t.Errorf("QuarantineCorrupt #%d = %q, want %q", i+1, got, want)
+		}
+	}
+	// Every file kept its own contents: none was overwritten.
+	for i, name := range wantNames {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.Repeat("x", i+1); string(data) != want {
+			t.Errorf("%s holds %q, want %q", name, data, want)
+		}
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Lstat(%s) after quarantine = %v, want fs.ErrNotExist", path, err)
+	}
+	if _, err := QuarantineCorrupt(path, now); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("QuarantineCorrupt of a missing file = %v, want fs.ErrNotExist", err)
+	}
+	names := files(t, dir)
+	slices.Sort(names)
+	if want := []string{"state.json.corrupt-1767323045", "state.json.corrupt-1767323045-1", "state.json.corrupt-1767323045-2"}; !slices.Equal(names, want) {
+		t.Errorf("files = %q, want %q", names, want)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, s := range []State{{}, testState()} {
+		data, err := s.MarshalJSON()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"version": 1, "revision": 18446744073709551615, "plugins": null}`))
+	f.Add([]byte(`{"version": 1, "plugins": [{"name": "a", "socketPath": "/a", "registeredAt": "0000-01-01T00:00:00+01:00"}]}`))
+	f.Add([]byte(`{"version": 1, "plugins": [{"name": "\ud800", "socketPath": "/a"}]}`))
+	f.Add([]byte(`{"version": 1, "plugins": [{"name": "a", "socketPath": "/a"}, {"name": "b", "socketPath": "/a"}]}`))
+	f.Add([]byte(`{"VERSION": 1, "Plugins": [{"NAME": "a", "socketpath": "/a", "versions": []}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := tempDir(t)
+		path := filepath.Join(dir, "state.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(path)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Load = %v, want nil or ErrCorrupt", err)
+			}
+			return
+		}
+		// What Load accepts, Save writes and Load reads back unchanged.
+		if err := Save(path, s); err != nil {
+			t.Fatalf("Save of a loaded state = %v", err)
+		}
+		got, err := Load(path)
+		if err != nil {
+			t.Fatalf("Load after Save = %v", err)
+		}
+		if diff := cmp.Diff(s, got); diff != "" {
+			t.Fatalf("Load after Save (-want +got):\n%s", diff)
+		}
+		// And a Registry restored from it gives it back.
+		r := NewRegistryFrom(s)
+		slices.SortFunc(s.Plugins, comparePlugins)
+		if diff := cmp.Diff(s, r.State()); diff != "" {
+			t.Fatalf("State of NewRegistryFrom (-want +got):\n%s", diff)
+		}
+	})
+}
