@@ -108,12 +108,18 @@ type env struct {
 // start runs a Reconciler with a 1 s interval inside the current synctest
 // bubble.
 func start(t *testing.T, maxInFlight int, initial map[string]uint64) *env {
+	return startWith(t, initial, plugins.NewRegistry(), func(r *Reconciler) { r.MaxInFlight = maxInFlight })
+}
+
+// startWith is start with a given registry and a chance to configure the
+// Reconciler.
+func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, config func(*Reconciler)) *env {
 	t.Helper()
 	e := &env{
 		t:     t,
 		dir:   &fakeDir{entries: initial},
 		reg:   &fakeRegistrar{calls: make(chan call)},
-		plugs: plugins.NewRegistry(),
+		plugs: reg,
 		done:  make(chan error, 1),
 	}
 	if e.dir.entries == nil {
@@ -124,10 +130,10 @@ func start(t *testing.T, maxInFlight int, initial map[string]uint64) *env {
 		Registrar:   e.reg,
 		Registry:    e.plugs,
 		Interval:    time.Second,
-		MaxInFlight: maxInFlight,
 		MaxBackoff:  8 * time.Second,
 		Log:         slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
+	config(r)
 	ctx, cancel := context.WithCancel(t.Context())
 	e.cancel = cancel
 	go func() { e.done <- r.Run(ctx) }()

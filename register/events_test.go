@@ -1,0 +1,166 @@
+package register
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// watch subscribes to the registry's events after since; drain returns
+// those that arrived once the bubble is idle, as "kind name" strings.
+func watch(t *testing.T, reg *plugins.Registry, since uint64) func() []string {
+	ch := reg.Watch(t.Context(), since)
+	return func() []string {
+		synctest.Wait()
+		var out []string
+		for {
+			select {
+			case ev := <-ch:
+				s := string(ev.Kind) + " " + ev.Plugin.Name
+				if ev.Kind == plugins.Snapshot || ev.Kind == plugins.Resync {
+					s = fmt.Sprintf("%s %d", ev.Kind, len(ev.Plugins))
+				}
+				out = append(out, s)
+				synctest.Wait()
+			default:
+				return out
+			}
+		}
+	}
+}
+
+// collect returns the calls the reconciler makes now, keyed by "kind path",
+// and checks they are exactly want.
+func (e *env) collect(want ...string) map[string]call {
+	e.t.Helper()
+	got := map[string]call{}
+	for {
+		synctest.Wait()
+		select {
+		case c := <-e.reg.calls:
+			got[c.kind+" "+c.path] = c
+			continue
+		default:
+		}
+		break
+	}
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, want) {
+		e.t.Fatalf("calls %v, want %v", keys, want)
+	}
+	return got
+}
+
+func TestReconcilerEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, 0, map[string]uint64{"/p/a": 1, "/p/r": 2})
+		events := watch(t, e.plugs, 0)
+		calls := e.all("register", "/p/a", "/p/r")
+		calls["/p/a"].reply <- nil
+		synctest.Wait()
+		calls["/p/r"].reply <- &OpError{"validate", "/p/r", &RejectError{Msg: "RegisterPlugin error -- plugin validation failed with err: no"}}
+		// The rejection is retried, but reported once.
+		e.await("register", "/p/r").reply <- &OpError{"validate", "/p/r", &RejectError{Msg: "RegisterPlugin error -- plugin validation failed with err: no"}}
+		e.dir.set("/p/r", 0)
+
+		e.dir.set("/p/a", 3) // replaced
+		time.Sleep(time.Second)
+		e.next("deregister", "/p/a").reply <- nil
+		e.next("register", "/p/a").reply <- nil
+		e.dir.set("/p/a", 0) // removed
+		time.Sleep(time.Second)
+		e.next("deregister", "/p/a").reply <- nil
+
+		got := events()
+		want := []string{"snapshot 0", "registered a", "rejected r", "replaced a", "registered a", "deregistered a"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestReconcilerRestore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		restored := func(name string, ino uint64) plugins.Plugin {
+			return plugins.Plugin{Name: name, Type: "T", Endpoint: "/p/" + name, SocketPath: "/p/" + name,
+				SocketID: scan.ID{Ino: ino}, RegisteredAt: time.Now()}
+		}
+		st := plugins.State{Version: plugins.StateVersion, Revision: 41, Plugins: []plugins.Plugin{
+			restored("same", 1), restored("gone", 2), restored("changed", 3), restored("dead", 4), restored("other", 5),
+		}}
+		reg := plugins.NewRegistryFrom(st)
+		events := watch(t, reg, 41)
+		e := startWith(t, map[string]uint64{"/p/same": 1, "/p/changed": 30, "/p/dead": 4, "/p/other": 5}, reg, func(*Reconciler) {})
+
+		calls := e.collect("deregister /p/changed", "deregister /p/gone", "verify /p/dead", "verify /p/other", "verify /p/same")
+		calls["deregister /p/changed"].reply <- nil
+		synctest.Wait()
+		calls["deregister /p/gone"].reply <- nil
+		e.next("register", "/p/changed").reply <- nil
+		synctest.Wait()
+		calls["verify /p/same"].reply <- nil
+		calls["verify /p/other"].reply <- fmt.Errorf("now another: %w", statecache.ErrChanged)
+		e.next("deregister", "/p/other").reply <- nil
+		e.next("register", "/p/other").reply <- nil
+		calls["verify /p/dead"].reply <- context.DeadlineExceeded
+		e.next("deregister", "/p/dead").reply <- nil
+		e.await("register", "/p/dead").reply <- nil
+
+		got := events()
+		// No snapshot: the watcher resumed at the restored revision. No
+		// event at all for the unchanged plugin.
+		want := []string{
+			"deregistered changed", "deregistered gone", "registered changed",
+			"replaced other", "registered other", "unhealthy dead", "healthy dead",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if rev := reg.Revision(); rev != 41+uint64(len(want)) {
+			t.Errorf("revision %d, want %d", rev, 41+len(want))
+		}
+	})
+}
+
+func TestReconcilerLiveness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.ProbeInterval = 3 * time.Second
+			r.ProbeFailures = 2
+		})
+		events := watch(t, e.plugs, 0)
+		e.next("register", "/p/a").reply <- nil
+		t0 := time.Now()
+		e.await("probe", "/p/a").reply <- nil
+		if d := time.Since(t0); d != 3*time.Second {
+			t.Errorf("first probe after %v, want 3s", d)
+		}
+		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
+		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
+		e.next("deregister", "/p/a").reply <- nil
+		if got := e.registered(); len(got) != 0 {
+			t.Errorf("registered %v while unhealthy, want none", got)
+		}
+		e.await("register", "/p/a").reply <- context.DeadlineExceeded
+		e.await("register", "/p/a").reply <- nil
+		got := events()
+		want := []string{"snapshot 0", "registered a", "unhealthy a", "healthy a"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		// Probing goes on once it is healthy again.
+		e.await("probe", "/p/a").reply <- nil
+	})
+}
