@@ -126,12 +126,12 @@ func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, c
 		e.dir.entries = map[string]uint64{}
 	}
 	r := &Reconciler{
-		Scan:        e.dir.Scan,
-		Registrar:   e.reg,
-		Registry:    e.plugs,
-		Interval:    time.Second,
-		MaxBackoff:  8 * time.Second,
-		Log:         slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Scan:       e.dir.Scan,
+		Registrar:  e.reg,
+		Registry:   e.plugs,
+		Interval:   time.Second,
+		MaxBackoff: 8 * time.Second,
+		Log:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	config(r)
 	ctx, cancel := context.WithCancel(t.Context())
