@@ -95,6 +95,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	if err := probeAFUnix(dirs[0]); err != nil {
+		return err
+	}
 	scanner, err := scan.New(dirs, log)
 	if err != nil {
 		return err
