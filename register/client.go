@@ -206,7 +206,7 @@ func (c *Client) Probe(ctx context.Context, p plugins.Plugin) error {
 
 // validate checks what every plugin must satisfy, then asks the handler.
 func validate(ctx context.Context, h plugins.Handler, p plugins.Plugin) error {
-	if err := plugins.ValidateName(p.Name); err != nil {
+	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		return err
 	}
 	return h.Validate(ctx, p.Name, p.Endpoint, p.Versions)

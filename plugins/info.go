@@ -1,0 +1,61 @@
+package plugins
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on what a plugin may report in GetInfo. Real plugins send one to
+// four short versions (see the README); the limits keep a hostile plugin
+// from making the agent store, log and persist large values.
+const (
+	MaxVersions        = 64
+	MaxVersionBytes    = 64
+	MaxEndpointBytes   = 4096
+	maxTypeBytes       = 253
+)
+
+// ValidateInfo returns an error if what a plugin reported in GetInfo is
+// unacceptable whatever its type: a bad name (see ValidateName), a type,
+// endpoint or version that is empty where it must not be, too long, not
+// UTF-8 or holds control characters, or more than MaxVersions versions.
+func ValidateInfo(typ, name, endpoint string, versions []string) error {
+	if err := checkText("plugin type", typ, maxTypeBytes); err != nil {
+		return err
+	}
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if err := checkText("endpoint", endpoint, MaxEndpointBytes); err != nil {
+		return err
+	}
+	if len(versions) > MaxVersions {
+		return fmt.Errorf("plugin reported %d supported versions, more than %d", len(versions), MaxVersions)
+	}
+	for i, v := range versions {
+		if err := checkText(fmt.Sprintf("supported version %d", i+1), v, MaxVersionBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkText checks one reported string: non-empty, at most max bytes,
+// valid UTF-8, no control characters.
+func checkText(what, s string, max int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty", what)
+	case len(s) > max:
+		return fmt.Errorf("%s is %d bytes, longer than %d", what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not valid UTF-8", what)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%s contains control character %U at byte %d", what, r, i)
+		}
+	}
+	return nil
+}
