@@ -50,6 +50,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	handlerTimeout := fs.Duration("handler-timeout", register.DefaultHandlerTimeout, "timeout of a handler's Validate and Register, or DeRegister")
 	maxInFlight := fs.Int("max-in-flight", register.DefaultMaxInFlight, "registrations and deregistrations running at once")
 	maxBackoff := fs.Duration("max-backoff", register.DefaultMaxBackoff, "longest wait before a failed registration is retried")
+	maxPlugins := fs.Int("max-plugins", register.DefaultMaxPlugins, "sockets the agent handles at most; more are refused, not dialled")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +62,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := positive(d.name, d.v); err != nil {
 			return err
 		}
+	}
+	if *maxPlugins <= 0 {
+		return usagef("invalid value \"%d\" for flag -max-plugins: must be positive", *maxPlugins)
 	}
 	if *maxInFlight <= 0 {
 		return usagef("invalid value \"%d\" for flag -max-in-flight: must be positive", *maxInFlight)
@@ -140,6 +144,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Interval:      *interval,
 		MaxInFlight:   *maxInFlight,
 		MaxBackoff:    *maxBackoff,
+		MaxPlugins:    *maxPlugins,
 		ProbeInterval: *probeInterval,
 		ProbeFailures: *probeFailures,
 		Metrics:       metrics,

@@ -164,3 +164,27 @@ func TestReconcilerLiveness(t *testing.T) {
 		e.await("probe", "/p/a").reply <- nil
 	})
 }
+
+func TestReconcilerMaxPlugins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startWith(t, map[string]uint64{"/p/b": 1, "/p/c": 2}, plugins.NewRegistry(), func(r *Reconciler) { r.MaxPlugins = 2 })
+		for _, c := range e.all("register", "/p/b", "/p/c") {
+			c.reply <- nil
+		}
+		// A third socket, even one that sorts first, is refused: never
+		// dialled, while the two handled already stay.
+		e.dir.set("/p/a", 3)
+		time.Sleep(3 * time.Second)
+		e.none()
+		// Room again: the refused socket is taken on.
+		e.dir.set("/p/c", 0)
+		time.Sleep(time.Second)
+		calls := e.collect("deregister /p/c", "register /p/a")
+		for _, c := range calls {
+			c.reply <- nil
+		}
+		if got := e.registered(); !cmp.Equal(got, []string{"a", "b"}) {
+			t.Errorf("registered %v, want [a b]", got)
+		}
+	})
+}

@@ -34,6 +34,7 @@ const (
 	DefaultMaxInFlight   = 64
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
+	DefaultMaxPlugins    = 10000
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -49,6 +50,10 @@ type Reconciler struct {
 	Interval    time.Duration // between scans; 0: DefaultInterval
 	MaxInFlight int           // operations at once; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
+	// MaxPlugins bounds the sockets the agent handles (0:
+	// DefaultMaxPlugins). Sockets beyond it are refused: logged once,
+	// counted, never dialled; the ones handled already keep their place.
+	MaxPlugins int
 
 	// ProbeInterval is the time between two liveness probes (GetInfo) of a
 	// registered plugin; 0 disables probing. After ProbeFailures (0:
@@ -128,6 +133,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		cache:    statecache.New(cfg),
 		results:  make(chan Result, maxInFlight),
 		rejected: make(map[string]string),
+		refused:  make(map[string]bool),
 	}
 	for _, p := range r.Registry.List("") {
 		l.cache.Restore(p.SocketPath, p.SocketID, p)
@@ -187,6 +193,7 @@ type loop struct {
 	inFlight int
 	prev     scan.Snapshot
 	scanErr  string            // the last scan error logged, to log each one once
+	refused  map[string]bool   // sockets beyond MaxPlugins, logged once each
 	rejected map[string]string // socket path -> the last rejection reported
 	ready    bool              // the first scan's operations have completed
 }
@@ -212,6 +219,7 @@ func (l *loop) scan() {
 		l.log.Info("scan complete again")
 		l.scanErr = ""
 	}
+	snap = l.limit(snap)
 	ch := scan.Diff(l.prev, snap)
 	l.prev = snap
 	if !ch.Empty() {
@@ -223,6 +231,50 @@ func (l *loop) scan() {
 		}
 	}
 	l.cache.Observe(ch)
+}
+
+// limit keeps at most MaxPlugins sockets of snap: first those handled
+// already, then new ones in path order. The others are refused.
+func (l *loop) limit(snap scan.Snapshot) scan.Snapshot {
+	max := cmpOr(l.r.MaxPlugins, DefaultMaxPlugins)
+	if len(snap.Entries) <= max {
+		if len(l.refused) > 0 {
+			l.log.Info("sockets no longer refused", "count", len(l.refused), "max_plugins", max)
+			clear(l.refused)
+		}
+		return snap
+	}
+	known := make(map[string]bool, len(l.prev.Entries))
+	for _, e := range l.prev.Entries {
+		known[e.Path] = true
+	}
+	keep := make([]bool, len(snap.Entries))
+	n := 0
+	for pass := 0; pass < 2; pass++ {
+		for i, e := range snap.Entries {
+			if n < max && !keep[i] && (pass == 1 || known[e.Path]) {
+				keep[i] = true
+				n++
+			}
+		}
+	}
+	out := scan.Snapshot{Entries: make([]scan.Entry, 0, max)}
+	still := make(map[string]bool)
+	for i, e := range snap.Entries {
+		if keep[i] {
+			out.Entries = append(out.Entries, e)
+			continue
+		}
+		still[e.Path] = true
+		if !l.refused[e.Path] {
+			l.log.Warn("socket refused: too many plugins", "path", e.Path, "max_plugins", max)
+			if l.r.Metrics != nil {
+				l.r.Metrics.Refused("max_plugins")
+			}
+		}
+	}
+	l.refused = still
+	return out
 }
 
 // run executes one op; it runs in its own goroutine.
