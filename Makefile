@@ -12,7 +12,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto
 
-.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows
+.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -65,3 +65,6 @@ lint: ## gofmt, vet for every target OS, go mod tidy
 
 clean: ## remove build output
 	rm -rf bin dist .bin
+
+bench-agent: ## the built agent against N plugins created at once (N=1000; make bench-agent N=10000)
+	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000)

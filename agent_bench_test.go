@@ -1,0 +1,293 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// `make bench-agent` runs BenchmarkAgent: the built binary as the agent, at
+// its default settings, and N plugins (real gRPC servers on real unix
+// sockets, in this process) created at once.
+var (
+	benchPlugins = flag.Int("plugins", 1000, "BenchmarkAgent: plugins created at once")
+	benchIdle    = flag.Duration("idle", 10*time.Second, "BenchmarkAgent: idle window for the CPU figure")
+	benchArgs    = flag.String("agent-args", "", "BenchmarkAgent: extra flags for plugreg run, space-separated")
+)
+
+// BenchmarkAgent reports, for one burst of N plugins:
+//   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true);
+//   - all-registered-ms: the burst start → the last plugin registered;
+//   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
+//     (for the first 100 plugins, removed at once);
+//   - idle-cpu-s: the agent's CPU seconds (user+system) over --idle with all N registered;
+//   - peak-rss-MB: the agent's peak resident set (VmHWM);
+//   - scan-ns/entry and bare-ns/entry: a full scan of the same tree by package scan, next to a bare
+//     readdir+fstatat loop, in this process, in the same run.
+func BenchmarkAgent(b *testing.B) {
+	n := *benchPlugins
+	tmp, err := os.MkdirTemp("", "bag")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(tmp) })
+	bin := filepath.Join(tmp, "plugreg")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
+	args := append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-level", "warn", "--log-format", "json"},
+		strings.Fields(*benchArgs)...)
+	agent := exec.Command(bin, args...)
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { agent.Process.Signal(syscall.SIGTERM); agent.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(api); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("agent did not start")
+		}
+	}
+	cc, err := plugins.Dial(api)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deregistered := watchDeregistrations(ctx, b, plugregv1.NewRegistryClient(cc))
+
+	for b.Loop() { // one burst; use -benchtime=1x
+		type plugin struct {
+			path    string
+			created time.Time
+			notify  chan *pluginregistration.RegistrationStatus
+			stop    func()
+		}
+		ps := make([]*plugin, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range ps {
+			p := &plugin{path: filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("p%05d.sock", i)),
+				notify: make(chan *pluginregistration.RegistrationStatus, 4)}
+			l, err := example.Listen(p.path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.created = time.Now()
+			pctx, pcancel := context.WithCancel(ctx)
+			srv := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin",
+				Name: fmt.Sprintf("p%05d.example.com", i), SupportedVersions: []string{"1.0.0"}}, Status: p.notify}
+			done := make(chan struct{})
+			wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
+			p.stop = func() { pcancel(); <-done }
+			ps[i] = p
+		}
+		var reg []time.Duration
+		var last time.Time
+		for _, p := range ps {
+			select {
+			case st := <-p.notify:
+				if !st.GetPluginRegistered() {
+					b.Fatalf("%s rejected: %s", p.path, st.GetError())
+				}
+				now := time.Now()
+				reg = append(reg, now.Sub(p.created))
+				if now.After(last) {
+					last = now
+				}
+			case <-time.After(60 * time.Second):
+				b.Fatalf("%s not registered within 60 s", p.path)
+			}
+		}
+		b.ReportMetric(ms(last.Sub(start)), "all-registered-ms")
+		b.ReportMetric(ms(percentile(reg, 50)), "reg-p50-ms")
+		b.ReportMetric(ms(percentile(reg, 99)), "reg-p99-ms")
+		b.ReportMetric(ms(percentile(reg, 100)), "reg-max-ms")
+
+		// Idle: everything registered, nothing changing.
+		time.Sleep(2 * time.Second) // let the registration burst's work drain before measuring idle
+		cpu0 := cpuSeconds(b, agent.Process.Pid)
+		time.Sleep(*benchIdle)
+		b.ReportMetric(cpuSeconds(b, agent.Process.Pid)-cpu0, "idle-cpu-s")
+		b.ReportMetric(peakRSSMB(b, agent.Process.Pid), "peak-rss-MB")
+
+		// Deregistration: remove the first 100 at once.
+		k := min(100, n)
+		removed := make(map[string]time.Time, k)
+		var mu sync.Mutex
+		for _, p := range ps[:k] {
+			p.stop() // closes the listener, which unlinks the socket
+			mu.Lock()
+			removed[p.path] = time.Now()
+			mu.Unlock()
+		}
+		var dereg []time.Duration
+		for len(dereg) < k {
+			select {
+			case ev := <-deregistered:
+				if t0, ok := removed[ev.path]; ok {
+					dereg = append(dereg, ev.at.Sub(t0))
+				}
+			case <-time.After(30 * time.Second):
+				b.Fatalf("%d of %d deregistrations seen", len(dereg), k)
+			}
+		}
+		b.ReportMetric(ms(percentile(dereg, 50)), "dereg-p50-ms")
+		b.ReportMetric(ms(percentile(dereg, 99)), "dereg-p99-ms")
+
+		scanNs, bareNs := scanCost(b, dir)
+		b.ReportMetric(scanNs, "scan-ns/entry")
+		b.ReportMetric(bareNs, "bare-ns/entry")
+		for _, p := range ps[k:] {
+			p.stop()
+		}
+		wg.Wait()
+	}
+}
+
+type deregistration struct {
+	path string
+	at   time.Time
+}
+
+func watchDeregistrations(ctx context.Context, b *testing.B, c plugregv1.RegistryClient) <-chan deregistration {
+	stream, err := c.Watch(ctx, &plugregv1.WatchRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make(chan deregistration, 100000)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if ev.GetKind() == string(plugins.Deregistered) {
+				out <- deregistration{ev.GetPlugin().GetSocketPath(), time.Now()}
+			}
+		}
+	}()
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+// cpuSeconds reads the user and system time of a process from /proc.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+// peakRSSMB reads VmHWM of a process from /proc.
+func peakRSSMB(b *testing.B, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmHWM")
+	return 0
+}
+
+// scanCost times full scans of dir by package scan and by a bare
+// readdir+fstatat loop, taking the median of 9 rounds of each.
+func scanCost(b *testing.B, dir string) (scanNs, bareNs float64) {
+	sc, err := scan.New([]string{dir}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc.FullScanEvery = 1
+	var scans, bares []time.Duration
+	entries := 0
+	for range 9 {
+		t0 := time.Now()
+		snap, err := sc.Scan()
+		if err != nil {
+			b.Fatal(err)
+		}
+		scans = append(scans, time.Since(t0))
+		entries = len(snap.Entries)
+		t0 = time.Now()
+		bareScan(b, dir)
+		bares = append(bares, time.Since(t0))
+	}
+	if entries == 0 {
+		return 0, 0
+	}
+	return float64(percentile(scans, 50)) / float64(entries), float64(percentile(bares, 50)) / float64(entries)
+}
+
+// bareScan is the least a scan must do: read every directory and stat
+// every socket.
+func bareScan(b *testing.B, dir string) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	n := 0
+	for _, e := range ents {
+		switch {
+		case e.IsDir():
+			n += bareScan(b, filepath.Join(dir, e.Name()))
+		case e.Type()&os.ModeSocket != 0:
+			var st unix.Stat_t
+			if unix.Fstatat(fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
