@@ -290,4 +290,3 @@ func bareScan(b *testing.B, dir string) int {
 	}
 	return n
 }
-

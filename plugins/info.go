@@ -10,10 +10,10 @@ import (
 // four short versions (see the README); the limits keep a hostile plugin
 // from making the agent store, log and persist large values.
 const (
-	MaxVersions        = 64
-	MaxVersionBytes    = 64
-	MaxEndpointBytes   = 4096
-	maxTypeBytes       = 253
+	MaxVersions      = 64
+	MaxVersionBytes  = 64
+	MaxEndpointBytes = 4096
+	maxTypeBytes     = 253
 )
 
 // ValidateInfo returns an error if what a plugin reported in GetInfo is
