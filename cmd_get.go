@@ -17,16 +17,17 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("get", "[flags] TYPE NAME", stderr)
 	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the agent's API")
 	output := fs.String("o", "table", "output format: table or json")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
-		return usagef("get: want TYPE NAME, got %d arguments", fs.NArg())
+	if len(pos) != 2 {
+		return usagef("get: want TYPE NAME, got %d arguments", len(pos))
 	}
 	if *output != "table" && *output != "json" {
 		return usagef("invalid value %q for flag -o: want table or json", *output)
 	}
-	typ, name := fs.Arg(0), fs.Arg(1)
+	typ, name := pos[0], pos[1]
 	client, closeConn, err := dialAPI(*apiPath)
 	if err != nil {
 		return err

@@ -22,12 +22,12 @@ const watchReconnect = 30 * time.Second
 
 // eventJSON is one line of `watch -o json`; the keys are a public contract.
 type eventJSON struct {
-	Revision uint64       `json:"revision"`
-	Event    string       `json:"event"`
-	Time     string       `json:"time"`
-	Plugin   *pluginJSON  `json:"plugin,omitempty"`
-	Error    string       `json:"error,omitempty"`
-	Plugins  []pluginJSON `json:"plugins,omitempty"`
+	Revision uint64        `json:"revision"`
+	Event    string        `json:"event"`
+	Time     string        `json:"time,omitempty"` // empty for a snapshot of a registry that never changed
+	Plugin   *pluginJSON   `json:"plugin,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Plugins  *[]pluginJSON `json:"plugins,omitempty"` // snapshot and resync only; [] when empty
 }
 
 // runWatch is `plugreg watch`.
@@ -106,18 +106,21 @@ func printEvent(w io.Writer, ev *plugregv1.Event, output string) error {
 		out := eventJSON{
 			Revision: ev.GetRevision(),
 			Event:    ev.GetKind(),
-			Time:     ev.GetTime().AsTime().UTC().Format(time.RFC3339Nano),
 			Error:    ev.GetError(),
+		}
+		if ev.GetTime() != nil {
+			out.Time = ev.GetTime().AsTime().UTC().Format(time.RFC3339Nano)
 		}
 		if ev.GetPlugin() != nil {
 			p := toJSON(plugins.FromProto(ev.GetPlugin()))
 			out.Plugin = &p
 		}
 		if k := ev.GetKind(); k == string(plugins.Snapshot) || k == string(plugins.Resync) {
-			out.Plugins = make([]pluginJSON, 0, len(ev.GetPlugins()))
+			ps := make([]pluginJSON, 0, len(ev.GetPlugins()))
 			for _, m := range ev.GetPlugins() {
-				out.Plugins = append(out.Plugins, toJSON(plugins.FromProto(m)))
+				ps = append(ps, toJSON(plugins.FromProto(m)))
 			}
+			out.Plugins = &ps
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -126,7 +129,10 @@ func printEvent(w io.Writer, ev *plugregv1.Event, output string) error {
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	}
-	ts := ev.GetTime().AsTime().Local().Format(time.RFC3339)
+	ts := "-"
+	if ev.GetTime() != nil {
+		ts = ev.GetTime().AsTime().Local().Format(time.RFC3339)
+	}
 	switch k := ev.GetKind(); k {
 	case string(plugins.Snapshot), string(plugins.Resync):
 		names := make([]string, 0, len(ev.GetPlugins()))

@@ -38,6 +38,22 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which it returns.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // parseFlags parses the flags in args, leaving the arguments after them in
 // fs.Args.
 func parseFlags(fs *flag.FlagSet, args []string) error {

@@ -26,6 +26,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func plugregBin(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -184,7 +193,7 @@ func names(ps []listed) []string {
 func TestEndToEnd(t *testing.T) {
 	tmp := shortTempDir(t)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	agent := start(t, "run", "--dir", dir, "--api", api, "--interval", "50ms", "--log-format", "json")
+	agent := start(t, "run", "--dir", dir, "--api", api, "--state", "", "--interval", "50ms", "--log-format", "json")
 	eventually(t, "API socket", func() bool { _, err := os.Stat(api); return err == nil })
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Errorf("plugin dir: %v, %v; want a directory with mode 0750", fi, err)
@@ -259,9 +268,9 @@ func TestEndToEnd(t *testing.T) {
 func TestEndToEndRefusesSecondAgent(t *testing.T) {
 	tmp := shortTempDir(t)
 	api := filepath.Join(tmp, "api.sock")
-	start(t, "run", "--dir", filepath.Join(tmp, "p"), "--api", api)
+	start(t, "run", "--dir", filepath.Join(tmp, "p"), "--api", api, "--state", "")
 	eventually(t, "API socket", func() bool { _, err := os.Stat(api); return err == nil })
-	_, errOut, code := plugreg(t, "run", "--dir", filepath.Join(tmp, "q"), "--api", api)
+	_, errOut, code := plugreg(t, "run", "--dir", filepath.Join(tmp, "q"), "--api", api, "--state", "")
 	if code != 1 || !strings.Contains(errOut, "another process is serving on it") {
 		t.Errorf("second agent: exit %d, %q; want exit 1 naming the busy socket", code, errOut)
 	}

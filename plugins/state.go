@@ -182,6 +182,9 @@ func Save(path string, s State) (err error) {
 	data = append(data, '\n')
 
 	dir, base := filepath.Dir(path), filepath.Base(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("save %s: create directory: %w", path, bare(err))
+	}
 	f, err := os.CreateTemp(dir, base+".tmp-*") // mode 0600
 	if err != nil {
 		return fmt.Errorf("save %s: create temporary file: %w", path, bare(err))

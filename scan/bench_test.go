@@ -10,10 +10,15 @@ import (
 // socketTree makes n socket files, 100 per subdirectory, bound and closed so
 // that no descriptors stay open.
 func socketTree(b *testing.B, n int) string {
+	return socketTreeIn(b, n, 100)
+}
+
+// socketTreeIn makes n socket files, perDir per subdirectory.
+func socketTreeIn(b *testing.B, n, perDir int) string {
 	root := tempDir(b)
 	for i := range n {
-		p := filepath.Join(root, fmt.Sprintf("d%03d", i/100), fmt.Sprintf("s%03d.sock", i%100))
-		if i%100 == 0 {
+		p := filepath.Join(root, fmt.Sprintf("d%03d", i/perDir), fmt.Sprintf("s%03d.sock", i%perDir))
+		if i%perDir == 0 {
 			socketFile(b, p) // makes the directory
 			continue
 		}
@@ -24,6 +29,7 @@ func socketTree(b *testing.B, n int) string {
 	return root
 }
 
+// BenchmarkScan measures full scans.
 func BenchmarkScan(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
@@ -32,6 +38,7 @@ func BenchmarkScan(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			s.FullScanEvery = 1
 			for b.Loop() {
 				snap, err := s.Scan()
 				if err != nil || len(snap.Entries) != n {
@@ -39,6 +46,34 @@ func BenchmarkScan(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+		})
+	}
+}
+
+// BenchmarkScanIdle measures incremental scans of a tree of 100 directories
+// that does not change: one stat per directory, and a copy of the entries.
+func BenchmarkScanIdle(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
+			needUnixSockets(b)
+			root := socketTreeIn(b, n, n/100)
+			// Directories changed in the last few seconds are racy, and read
+			// again every scan.
+			age(b, root)
+			s, err := New([]string{root}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.FullScanEvery = 0
+			if _, err := s.Scan(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				snap, err := s.Scan()
+				if err != nil || len(snap.Entries) != n {
+					b.Fatalf("Scan() = %d entries, %v; want %d", len(snap.Entries), err, n)
+				}
+			}
 		})
 	}
 }

@@ -10,20 +10,18 @@ import (
 )
 
 // osFS is the real file system behind the dir seam.
-type osFS struct {
-	st statter // per OS, in id_*.go
-}
+type osFS struct{}
 
 // osDir is an open directory. Its entries are stat'ed relative to its file
 // descriptor, and its subdirectories opened relative to it, so a path is
-// resolved once per directory, not once per entry.
+// resolved once per directory, not once per entry, and a directory replaced
+// by a symlink is never followed.
 type osDir struct {
 	f  *os.File // owns fd; used for ReadDir
 	fd int
-	fs *osFS
 }
 
-func (o *osFS) openRoot(path string) (dir, error) {
+func (*osFS) openRoot(path string) (dir, error) {
 	// EINTR is retried here and below, as package os does for these calls.
 	// New resolved the root's symlinks; should the root have been replaced
 	// by a symlink since, it is followed: the paths reported stay under the
@@ -36,7 +34,7 @@ func (o *osFS) openRoot(path string) (dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd, fs: o}, nil
+	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd}, nil
 }
 
 func (d *osDir) sub(name, path string) (dir, error) {
@@ -51,7 +49,20 @@ func (d *osDir) sub(name, path string) (dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd, fs: d.fs}, nil
+	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd}, nil
+}
+
+func (d *osDir) stat() (ID, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(d.fd, &st)
+	for err == unix.EINTR {
+		err = unix.Fstat(d.fd, &st)
+	}
+	return statID(&st), err
+}
+
+func (d *osDir) statDir(name, _ string) (ID, error) {
+	return d.statAt(name, unix.S_IFDIR, unix.ENOTDIR)
 }
 
 func (d *osDir) entries() ([]fs.DirEntry, error) {
@@ -61,12 +72,26 @@ func (d *osDir) entries() ([]fs.DirEntry, error) {
 
 func (d *osDir) isSocket(e fs.DirEntry) bool { return isSocket(e) }
 
+// id returns ENOENT if name is no longer a socket, as if it were gone.
 func (d *osDir) id(name, _ string) (ID, error) {
-	id, err := d.fs.st.entryID(d.fd, name)
+	return d.statAt(name, unix.S_IFSOCK, unix.ENOENT)
+}
+
+// statAt returns the ID of name in d, without following a symlink, or
+// wrongType if it is not of type typ (S_IFDIR, S_IFSOCK).
+func (d *osDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	for err == unix.EINTR {
-		id, err = d.fs.st.entryID(d.fd, name)
+		err = unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	return id, err
+	switch {
+	case err != nil:
+		return ID{}, err
+	case uint32(st.Mode)&unix.S_IFMT != typ:
+		return ID{}, wrongType
+	}
+	return statID(&st), nil
 }
 
 func (d *osDir) close() error { return d.f.Close() }

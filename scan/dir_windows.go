@@ -53,6 +53,17 @@ func openDir(path string) (*osDir, error) {
 	return &osDir{f: f, path: path}, nil
 }
 
+func (d *osDir) stat() (ID, error) {
+	var fi windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(windows.Handle(d.f.Fd()), &fi); err != nil {
+		return ID{}, err
+	}
+	return infoID(&fi), nil
+}
+
+// statDir opens the subdirectory by its path, as sub does.
+func (d *osDir) statDir(_, path string) (ID, error) { return dirID(path) }
+
 func (d *osDir) entries() ([]fs.DirEntry, error) {
 	ents, err := d.f.ReadDir(-1)
 	return ents, bare(err)

@@ -8,11 +8,52 @@
 // no state, no clock), so the polling loop can be tested without a file
 // system.
 //
-// scan owns the directory read and one stat per socket, and nothing else.
-// It does not dial, register, retry, sleep or read the clock: whether a
-// socket is alive, and what to do about a change, is for the caller (package
-// register). Scanning is cheap: one ReadDir per directory, one stat per
-// socket, and no stat at all for other files.
+// scan owns the directory reads and the stat calls, and nothing else. It
+// does not dial, register, retry or sleep, and it reads the clock only to
+// tell which directories were read too soon after a change (see below):
+// whether a socket is alive, and what to do about a change, is for the caller
+// (package register).
+//
+// # Incremental scanning
+//
+// A full scan reads every directory once and stats every socket in it, and
+// nothing else: other files are never stat'ed. A [Scanner] keeps, for every
+// directory it has read, the directory's identity (device and inode; on
+// Windows, volume serial number and file index), its mtime and ctime as of
+// the read, and the sockets and subdirectories the read found. Later scans
+// stat every known directory (on unix, one fstatat relative to its parent)
+// and read only those whose stat changed. When nothing changed, a scan costs
+// one stat per directory, an open of each plugin dir and of each directory
+// that has subdirectories, and a copy of the entries. The first scan, and
+// every [Scanner.FullScanEvery]-th after it, is full.
+//
+// This is enough because every change a scan must see changes the stat of
+// the directory it is in: creating, removing or renaming a name sets the
+// directory's mtime and ctime. A socket bound again at the same path is an
+// unlink and a bind, two such changes, even when ext4 hands the new socket
+// the old inode. A subdirectory replaced by another has a new identity,
+// created or removed subdirectories change their parent, and changes further
+// down are found by the stat of each directory on the way. A socket's ID is
+// refreshed only when its directory is read. What is not seen until then is
+// a change to a socket's own metadata (chmod, chown or touch change its
+// ctime or mtime, and so its ID, but not its directory): it is no new
+// incarnation, and it shows up as Replaced at the latest at the next full
+// scan.
+//
+// A file system keeps timestamps in steps of its granularity (2 s on FAT,
+// 1 s on ext3 and HFS+, a scheduler tick on Linux before 6.13), so a change
+// made in the same step as the change before it can leave the directory's
+// mtime and ctime as they were. As in git's "racy" index entries, a directory
+// is therefore read again by the next scan whatever its stat, whenever its
+// mtime was at most 3 s before the clock at the start of the scan that read
+// it: FAT's 2 s granularity, plus the lag of the kernel's coarse clock behind
+// the wall clock (a tick, at most 16 ms), with a margin. This costs up to
+// three extra reads of a directory after each change to it at the agent's
+// default one-second interval. Clock trouble weakens the rule, and then only
+// the full scans catch up: a wall clock that jumps forward, or a file server
+// whose clock lags this host's by more than the margin. A clock that jumps
+// back, or a server clock ahead of ours, only makes directories racy for
+// longer.
 //
 // # What counts as a socket
 //
@@ -40,9 +81,17 @@
 //
 // A socket or directory that vanishes during a scan is simply absent. A
 // plugin directory that does not exist is empty; Scan does not recreate it,
-// and finds it again when it reappears. Errors below a plugin directory are
-// logged once while they persist; only a plugin directory that exists but
-// cannot be read makes [Scanner.Scan] return an error.
+// and reads it again in full when it reappears.
+//
+// A directory that was read and then cannot be (for lack of permission, an
+// I/O error or too many open files, but not because it is gone or no longer a
+// directory) keeps the entries of its last read, its subdirectories'
+// included: its sockets are most likely still there, and a transient fault
+// should not deregister their plugins. So does a socket that cannot be
+// stat'ed. Scan tries such a directory again every time, and reads it in
+// full once it can. Errors below a plugin directory are logged once while
+// they persist; only a plugin directory that exists but cannot be read makes
+// [Scanner.Scan] return an error.
 //
 // # Windows notes
 //
@@ -57,7 +106,11 @@
 // The ID is read from an open handle when the socket is scanned (volume
 // serial number, file index, last write and creation time), never with
 // os.SameFile, which reads the file ID lazily from whatever is at the path
-// when it compares.
+// when it compares. A directory's stat for incremental scanning is read the
+// same way: NTFS sets a directory's last write time when a name in it is
+// created, removed or renamed. There is no ctime, so a directory whose last
+// write time is set back by hand after a change is not read again until the
+// next full scan.
 //
 // Paths are made absolute and cleaned with package filepath as on every
 // other system; no drive letter is assumed. AF_UNIX needs Windows 10 1803

@@ -1,6 +1,10 @@
 package scan
 
-import "golang.org/x/sys/windows"
+import (
+	"syscall"
+
+	"golang.org/x/sys/windows"
+)
 
 // entryID returns the ID of the file at path, read now from an open handle;
 // os.SameFile would read the file ID lazily, from whatever is at the path
@@ -11,25 +15,51 @@ import "golang.org/x/sys/windows"
 // IDs are 128 bits; the low 64 are used). Mtime is the last write time and
 // Birth the creation time, both in 100 ns steps; Ctime is 0.
 func entryID(path string) (ID, error) {
-	p, err := windows.UTF16PtrFromString(path)
+	fi, err := fileInfo(path)
 	if err != nil {
 		return ID{}, err
+	}
+	return infoID(&fi), nil
+}
+
+// dirID is entryID for a directory. It returns syscall.ENOTDIR (which is
+// ERROR_PATH_NOT_FOUND) if path is not a directory, or is a junction or a
+// symbolic link to one.
+func dirID(path string) (ID, error) {
+	fi, err := fileInfo(path)
+	if err != nil {
+		return ID{}, err
+	}
+	if fi.FileAttributes&windows.FILE_ATTRIBUTE_DIRECTORY == 0 || fi.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+		return ID{}, syscall.ENOTDIR
+	}
+	return infoID(&fi), nil
+}
+
+// fileInfo opens the file at path, without following a reparse point, and
+// returns its information.
+func fileInfo(path string) (windows.ByHandleFileInformation, error) {
+	var fi windows.ByHandleFileInformation
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return fi, err
 	}
 	h, err := windows.CreateFile(p, windows.FILE_READ_ATTRIBUTES,
 		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil,
 		windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
 	if err != nil {
-		return ID{}, err
+		return fi, err
 	}
 	defer windows.CloseHandle(h)
-	var fi windows.ByHandleFileInformation
-	if err := windows.GetFileInformationByHandle(h, &fi); err != nil {
-		return ID{}, err
-	}
+	err = windows.GetFileInformationByHandle(h, &fi)
+	return fi, err
+}
+
+func infoID(fi *windows.ByHandleFileInformation) ID {
 	return ID{
 		Dev:   uint64(fi.VolumeSerialNumber),
 		Ino:   uint64(fi.FileIndexHigh)<<32 | uint64(fi.FileIndexLow),
 		Mtime: fi.LastWriteTime.Nanoseconds(),
 		Birth: fi.CreationTime.Nanoseconds(),
-	}, nil
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // MaxSocketPath is the longest socket path, in bytes, that this OS can dial:
@@ -33,19 +34,56 @@ func (e *PathTooLongError) Error() string {
 	return fmt.Sprintf("socket path is %d bytes, longer than the %d-byte limit of this OS (sun_path)", e.Len, e.Limit)
 }
 
+// DefaultFullScanEvery is the FullScanEvery that New sets: with the agent's
+// default one-second interval, a full scan once a minute.
+const DefaultFullScanEvery = 60
+
+// racySlack is how recent a directory's mtime can be, before the clock at
+// the start of the Scan that reads it, for the directory to be racy: read
+// again by the next Scan whatever its stat. It is FAT's 2 s timestamp
+// granularity, plus the lag of the kernel's coarse clock behind the wall
+// clock (a tick, at most 16 ms), with a margin; see the package
+// documentation.
+const racySlack = 3 * time.Second
+
 // Scanner reads the plugin directories. Not safe for concurrent use.
 //
-// It remembers, between scans, which paths it has warned about, so a
-// persistent problem is logged once rather than on every scan.
+// It keeps, for every directory it has read, the directory's identity, mtime
+// and ctime as of the read and what the read found, so that later scans read
+// only the directories that changed (see the package documentation). It also
+// remembers which problems it has logged, so a persistent problem is logged
+// once rather than on every scan.
 type Scanner struct {
-	dirs []string
-	log  *slog.Logger
-	open func(path string) (dir, error) // opens a root; the I/O seam, see dir
+	// FullScanEvery makes every n-th Scan a full one, which reads every
+	// directory and stats every socket whether or not its directory changed.
+	// The first Scan is always full. 1 makes every Scan full; 0 or less
+	// leaves only the first. New sets DefaultFullScanEvery.
+	//
+	// A full scan bounds how long a change that leaves its directory's stat
+	// data as they were can go unseen: a socket's own metadata changing
+	// (chmod, or touch), or a change on a file server whose clock lags this
+	// host's by more than a few seconds.
+	FullScanEvery int
 
-	scans   uint64            // number of the scan in progress
-	failing map[string]uint64 // path warned about → last scan it failed in
-	tooLong map[string]uint64 // socket path warned about → last scan it was seen in
-	lastLen int               // entries in the previous snapshot, to size the next
+	dirs  []string
+	roots []*root // sorted by prefix, the order of their entries in a Snapshot
+	log   *slog.Logger
+	open  func(path string) (dir, error) // opens a root; the I/O seam, see dir
+	now   func() time.Time               // the clock, read once per Scan
+
+	scans    uint64 // number of the scan in progress
+	lastFull uint64 // number of the last full scan
+	lastLen  int    // entries in the previous snapshot, to size the next
+	racy     int64  // a dir read in this scan whose mtime (ns) is at least this is racy
+	names    []name // scratch for read
+	kids     []kid  // scratch for read
+}
+
+// root is one plugin dir and what the Scanner knows of it.
+type root struct {
+	path   string
+	prefix string // path with a trailing separator
+	n      *node  // nil until read, and while the dir is missing
 }
 
 // New returns a Scanner for dirs. Each dir is made absolute and its symlinks
@@ -77,14 +115,26 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 // newScanner returns a Scanner of the resolved dirs that opens them with
 // open.
 func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, error)) *Scanner {
-	return &Scanner{
-		dirs:    dirs,
-		log:     log,
-		open:    open,
-		failing: make(map[string]uint64),
-		tooLong: make(map[string]uint64),
+	s := &Scanner{
+		FullScanEvery: DefaultFullScanEvery,
+		dirs:          dirs,
+		log:           log,
+		open:          open,
+		now:           time.Now,
 	}
+	for _, d := range dirs {
+		p := d
+		if !strings.HasSuffix(p, sep) { // only "/" or a volume root such as `C:\` has one
+			p += sep
+		}
+		s.roots = append(s.roots, &root{path: d, prefix: p})
+	}
+	slices.SortFunc(s.roots, func(a, b *root) int { return strings.Compare(a.prefix, b.prefix) })
+	return s
 }
+
+// sep is the path separator as a string.
+const sep = string(filepath.Separator)
 
 // resolve makes dir absolute, creates it if missing and resolves symlinks.
 func resolve(dir string) (string, error) {
@@ -103,42 +153,63 @@ func (s *Scanner) Dirs() []string {
 	return slices.Clone(s.dirs)
 }
 
-// Scan walks every dir recursively and returns the sockets found, sorted by
-// path.
+// Scan returns the sockets in the plugin dirs and their subdirectories,
+// sorted by path.
+//
+// The first Scan, and every FullScanEvery-th after it, reads every directory
+// and stats every socket. The others stat each known directory and read only
+// those whose identity or mtime changed since their last read, or whose last
+// read was too soon after a change to trust the mtime; sockets are stat'ed
+// only in the directories read. See the package documentation.
 //
 // Below the plugin dirs, Scan follows no symlinks and skips every name that
-// starts with '.' (see the package documentation). A dir or socket that vanishes while it is read
-// is simply absent: a missing plugin dir contributes no entries and no error,
-// and is read again once it reappears (Scan does not recreate it).
+// starts with '.' (see the package documentation). A dir or socket that
+// vanishes is simply absent: a missing plugin dir contributes no entries and
+// no error, and is read again once it reappears (Scan does not recreate it).
 //
-// A subdirectory that cannot be read, or a socket that cannot be stat'ed, is
-// left out and logged at Warn once while the problem persists; the rest is
-// scanned as usual. Sockets whose paths are longer than MaxSocketPath are left
-// out and logged once, with a *PathTooLongError.
+// A directory that cannot be read keeps the entries of its last successful
+// read, its subdirectories' included, and a socket that cannot be stat'ed
+// keeps its last ID (none if there was no such read or stat). The problem is
+// logged at Warn once while it persists, and tried again by every Scan; the
+// rest is scanned as usual. Sockets whose paths are longer than MaxSocketPath
+// are left out and logged once, with a *PathTooLongError.
 //
 // Scan returns a non-nil error only when a plugin dir exists but cannot be
-// read. The error is an *fs.PathError naming the dir (several are joined), and
-// the snapshot still holds the entries of the other dirs. The sockets under
-// an failing dir are then missing from the snapshot: a caller that would
-// rather keep its previous view of that dir must check the error.
+// read. The error is an *fs.PathError naming the dir (several are joined).
+// The snapshot still holds the entries of the other dirs, and those of the
+// failing dir as of its last read.
 func (s *Scanner) Scan() (Snapshot, error) {
 	s.scans++
-	out := make([]Entry, 0, s.lastLen)
+	full := s.scans == 1 || s.FullScanEvery > 0 && s.scans-s.lastFull >= uint64(s.FullScanEvery)
+	if full {
+		s.lastFull = s.scans
+	}
+	// The clock is read before any stat, which errs on the side of racy.
+	s.racy = s.now().Add(-racySlack).UnixNano()
 	var errs []error
-	for _, root := range s.dirs {
-		var err error
-		out, err = s.scanRoot(root, out)
-		if err != nil {
+	for _, r := range s.roots {
+		if err := s.syncRoot(r, full); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	s.forget(s.failing)
-	s.forget(s.tooLong)
 
-	// Each dir's walk follows directory order, not path order, and nested
-	// plugin dirs see the same socket twice.
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
-	out = slices.CompactFunc(out, func(a, b Entry) bool { return a.Path == b.Path })
+	out := make([]Entry, 0, s.lastLen)
+	sorted := true
+	for _, r := range s.roots {
+		start := len(out)
+		if r.n != nil {
+			out = r.n.appendEntries(out)
+		}
+		// Each root's entries are sorted; so are all of them unless roots
+		// nest, which also reports the sockets of the inner root twice.
+		if start > 0 && start < len(out) && out[start-1].Path >= out[start].Path {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+		out = slices.CompactFunc(out, func(a, b Entry) bool { return a.Path == b.Path })
+	}
 	s.lastLen = len(out)
 	if len(out) == 0 {
 		out = nil
@@ -152,67 +223,35 @@ func (s *Scanner) Scan() (Snapshot, error) {
 	return Snapshot{Entries: out}, err
 }
 
-func (s *Scanner) scanRoot(root string, out []Entry) ([]Entry, error) {
-	d, err := s.open(root)
-	if err != nil {
+// syncRoot brings what s knows of the plugin dir r up to date. It returns
+// the error of opening or reading r itself.
+func (s *Scanner) syncRoot(r *root, full bool) error {
+	op := "open"
+	d, err := s.open(r.path)
+	if err == nil {
+		defer d.close()
+		var cur ID
+		op = "stat"
+		if cur, err = d.stat(); err == nil {
+			if r.n == nil {
+				r.n = &node{prefix: r.prefix}
+			}
+			op = "readdir"
+			err = s.sync(r.n, d, cur, full)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case gone(err):
+		r.n = nil // and its sockets with it
 		if errors.Is(err, fs.ErrNotExist) {
-			return out, nil
+			return nil
 		}
-		return out, &fs.PathError{Op: "open", Path: root, Err: err}
+	case r.n != nil:
+		r.n.read = false // keep the entries; read it again next time
 	}
-	defer d.close()
-	out, err = s.walk(d, root, out)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return out, &fs.PathError{Op: "readdir", Path: root, Err: err}
-	}
-	return out, nil
-}
-
-// walk appends the sockets in d, the open directory at path, and in its
-// subdirectories to out. It returns the error of reading d itself and logs
-// the errors below it.
-func (s *Scanner) walk(d dir, path string, out []Entry) ([]Entry, error) {
-	ents, err := d.entries()
-	if err != nil {
-		return out, err
-	}
-	s.readable(path)
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		switch {
-		case e.Type().IsDir():
-			p := filepath.Join(path, name)
-			sub, err := d.sub(name, p)
-			if err == nil {
-				out, err = s.walk(sub, p, out)
-				sub.close()
-			}
-			if err != nil && !gone(err) {
-				s.warn(p, "cannot read directory", err)
-			}
-		case d.isSocket(e):
-			p := filepath.Join(path, name)
-			if len(p) > maxSocketPath {
-				s.warnTooLong(p)
-				continue
-			}
-			id, err := d.id(name, p)
-			if err != nil {
-				if !gone(err) {
-					s.warn(p, "cannot stat socket", err)
-				}
-				continue
-			}
-			if len(s.failing) > 0 {
-				delete(s.failing, p)
-			}
-			out = append(out, Entry{Path: p, ID: id})
-		}
-	}
-	return out, nil
+	return &fs.PathError{Op: op, Path: r.path, Err: err}
 }
 
 // gone reports whether err means that the entry vanished or changed type
@@ -222,47 +261,17 @@ func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
 }
 
-// warn logs a failure at path once while it persists.
-func (s *Scanner) warn(path, msg string, err error) {
-	if _, ok := s.failing[path]; !ok {
-		s.log.Warn(msg, "path", path, "err", err)
-	}
-	s.failing[path] = s.scans
-}
-
-// readable notes that the directory at path was read.
-func (s *Scanner) readable(path string) {
-	if len(s.failing) == 0 {
-		return
-	}
-	if _, ok := s.failing[path]; ok {
-		delete(s.failing, path)
-		s.log.Info("directory readable again", "path", path)
-	}
-}
-
-func (s *Scanner) warnTooLong(path string) {
-	if _, ok := s.tooLong[path]; !ok {
-		err := &PathTooLongError{Path: path, Len: len(path), Limit: maxSocketPath}
-		s.log.Warn("socket path too long", "path", path, "len", err.Len, "limit", err.Limit, "err", err)
-	}
-	s.tooLong[path] = s.scans
-}
-
-// forget drops the paths not seen in this scan: their problem is gone, or
-// they are, so a recurrence is logged again.
-func (s *Scanner) forget(m map[string]uint64) {
-	for p, n := range m {
-		if n != s.scans {
-			delete(m, p)
-		}
-	}
-}
-
 // dir is one open directory. It is the scanner's only I/O seam: the real one
 // is osDir (dir_unix.go, dir_windows.go); tests wrap it to inject errors, or
 // replace it with a fake tree. Errors carry no path; the walk adds it.
 type dir interface {
+	// stat returns the identity and modification time of this directory.
+	stat() (ID, error)
+	// statDir returns the identity and modification time of the
+	// subdirectory called name, without following a symlink; path is its
+	// full path. An error satisfying gone means it is gone or no longer a
+	// directory.
+	statDir(name, path string) (ID, error)
 	// entries reads the whole directory once, in no particular order.
 	entries() ([]fs.DirEntry, error)
 	// isSocket reports whether e, one of the entries, is a unix-domain

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -67,7 +68,7 @@ func TestScanUnreadableSubdirReal(t *testing.T) {
 		scanThrice(&buf, dir)
 		out = buf.Bytes()
 	} else {
-		out = runUnprivileged(t, root, dir)
+		out = runUnprivileged(t, root, "TestScanUnreadableSubdirReal", unreadableEnv+"="+dir)
 	}
 
 	var entries, logs []string
@@ -90,9 +91,10 @@ func TestScanUnreadableSubdirReal(t *testing.T) {
 	}
 }
 
-// runUnprivileged runs this test as user and group 65534 in a copy of the
-// test binary that user can execute, and returns its output.
-func runUnprivileged(t *testing.T, root, dir string) []byte {
+// runUnprivileged runs test as user and group 65534, with env (NAME=value)
+// added to its environment, in a copy of the test binary that user can
+// execute, and returns its output.
+func runUnprivileged(t *testing.T, root, test, env string) []byte {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -104,9 +106,9 @@ func runUnprivileged(t *testing.T, root, dir string) []byte {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestScanUnreadableSubdirReal$", "-test.count=1")
+	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), unreadableEnv+"="+dir)
+	cmd.Env = append(os.Environ(), env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -135,15 +137,7 @@ func unreadableChild(dir string) {
 // scanThrice scans dir three times, writing each entry as "entry <path>"
 // and the log as text without times.
 func scanThrice(w io.Writer, dir string) error {
-	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
-	s, err := New([]string{dir}, log)
+	s, err := New([]string{dir}, textLog(w))
 	if err != nil {
 		return err
 	}
@@ -154,6 +148,137 @@ func scanThrice(w io.Writer, dir string) error {
 		}
 		for _, e := range snap.Entries {
 			fmt.Fprintf(w, "entry %s\n", e.Path)
+		}
+	}
+	return nil
+}
+
+// textLog returns a logger that writes text without times to w.
+func textLog(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+// keepEnv names the plugin dir for the child process of
+// TestScanUnreadableKeepsEntriesReal.
+const keepEnv = "PLUGREG_SCAN_KEEP_DIR"
+
+// TestScanUnreadableKeepsEntriesReal scans a plugin dir whose readable
+// subdirectory locked/ is made mode 000, so that the scanning user can no
+// longer read it, and then 0700 again. As root, the test chowns the tree and
+// re-runs itself as user 65534 in a child process.
+func TestScanUnreadableKeepsEntriesReal(t *testing.T) {
+	if dir := os.Getenv(keepEnv); dir != "" {
+		if err := lockScans(os.Stdout, dir); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		return
+	}
+	t.Parallel()
+	root := tempDir(t)
+	dir := filepath.Join(root, "plugins")
+	locked := filepath.Join(dir, "locked")
+	for _, p := range join(dir, "a.sock", "locked/b.sock", "locked/deeper/c.sock") {
+		socketFile(t, p)
+	}
+	t.Cleanup(func() { os.Chmod(locked, 0o700) })
+
+	var out []byte
+	if os.Geteuid() != 0 {
+		var buf bytes.Buffer
+		if err := lockScans(&buf, dir); err != nil {
+			t.Fatal(err)
+		}
+		out = buf.Bytes()
+	} else {
+		err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, 65534, 65534)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = runUnprivileged(t, root, "TestScanUnreadableKeepsEntriesReal", keepEnv+"="+dir)
+	}
+
+	var entries, logs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "entry "); ok {
+			entries = append(entries, p)
+		} else {
+			logs = append(logs, sc.Text())
+		}
+	}
+	var want []string
+	for _, scan := range []string{"readable", "locked", "locked", "unlocked, b.sock removed"} {
+		rel := []string{"a.sock", "locked/b.sock", "locked/deeper/c.sock"}
+		if scan == "unlocked, b.sock removed" {
+			rel = []string{"a.sock", "locked/deeper/c.sock"}
+		}
+		for _, p := range join(dir, rel...) {
+			want = append(want, scan+": "+p)
+		}
+	}
+	if d := cmp.Diff(want, entries); d != "" {
+		t.Errorf("entries of four scans (-want +got):\n%s", d)
+	}
+	wantLog := []string{
+		fmt.Sprintf(`level=WARN msg="cannot read directory" path=%s err="permission denied"`, locked),
+		fmt.Sprintf(`level=INFO msg="directory readable again" path=%s`, locked),
+	}
+	if d := cmp.Diff(wantLog, logs); d != "" {
+		t.Errorf("log of four scans (-want +got):\n%s", d)
+	}
+}
+
+// lockScans scans dir, makes dir/locked mode 000 and scans twice, makes it
+// 0700 again, removes locked/b.sock and scans once more. It writes each
+// entry as "entry <scan>: <path>" and the log as text without times.
+func lockScans(w io.Writer, dir string) error {
+	s, err := New([]string{dir}, textLog(w))
+	if err != nil {
+		return err
+	}
+	locked := filepath.Join(dir, "locked")
+	scan := func(name string) error {
+		snap, err := s.Scan()
+		for _, e := range snap.Entries {
+			fmt.Fprintf(w, "entry %s: %s\n", name, e.Path)
+		}
+		return err
+	}
+	steps := []struct {
+		name   string
+		change func() error
+	}{
+		{"readable", nil},
+		{"locked", func() error { return os.Chmod(locked, 0) }},
+		{"locked", nil},
+		{"unlocked, b.sock removed", func() error {
+			if err := os.Chmod(locked, 0o700); err != nil {
+				return err
+			}
+			return os.Remove(filepath.Join(locked, "b.sock"))
+		}},
+	}
+	for _, st := range steps {
+		if st.change != nil {
+			if err := st.change(); err != nil {
+				return err
+			}
+		}
+		if err := scan(st.name); err != nil {
+			return err
 		}
 	}
 	return nil

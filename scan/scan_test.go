@@ -237,15 +237,24 @@ func TestPathTooLongError(t *testing.T) {
 	}
 }
 
-// faults wraps the real directories to inject errors.
+// faults wraps the directories of a Scanner to inject errors and count
+// reads.
 type faults struct {
-	read map[string]error // directory path → error of entries
-	stat map[string]error // socket path → error of id
+	open  map[string]error // directory path → error of opening it
+	read  map[string]error // directory path → error of entries
+	stat  map[string]error // socket or directory path → error of id or statDir
+	reads map[string]int   // directory path → calls of entries
 }
 
 func (f *faults) wrap(s *Scanner) {
+	if f.reads == nil {
+		f.reads = make(map[string]int)
+	}
 	open := s.open
 	s.open = func(p string) (dir, error) {
+		if err := f.open[p]; err != nil {
+			return nil, err
+		}
 		d, err := open(p)
 		if err != nil {
 			return nil, err
@@ -261,6 +270,7 @@ type faultDir struct {
 }
 
 func (d faultDir) entries() ([]fs.DirEntry, error) {
+	d.f.reads[d.path]++
 	if err := d.f.read[d.path]; err != nil {
 		return nil, err
 	}
@@ -274,7 +284,17 @@ func (d faultDir) id(name, path string) (ID, error) {
 	return d.dir.id(name, path)
 }
 
+func (d faultDir) statDir(name, path string) (ID, error) {
+	if err := d.f.stat[path]; err != nil {
+		return ID{}, err
+	}
+	return d.dir.statDir(name, path)
+}
+
 func (d faultDir) sub(name, path string) (dir, error) {
+	if err := d.f.open[path]; err != nil {
+		return nil, err
+	}
 	sub, err := d.dir.sub(name, path)
 	if err != nil {
 		return nil, err
@@ -292,6 +312,9 @@ func TestScanUnreadableSubdir(t *testing.T) {
 	bad := filepath.Join(root, "bad")
 	log, buf := testLog(t)
 	s := mustNew(t, log, root)
+	// The injected faults leave the directories as they are: read them in
+	// every scan, as a full scan does.
+	s.FullScanEvery = 1
 	f := &faults{read: map[string]error{bad: syscall.EACCES}}
 	f.wrap(s)
 
@@ -307,17 +330,22 @@ func TestScanUnreadableSubdir(t *testing.T) {
 		t.Errorf("log = %s, want %s", buf, want)
 	}
 
+	all := join(root, "a.sock", "bad/b.sock", "bad/deeper/c.sock", "ok/d.sock")
 	delete(f.read, bad)
-	if d := cmp.Diff(join(root, "a.sock", "bad/b.sock", "bad/deeper/c.sock", "ok/d.sock"), paths(mustScan(t, s))); d != "" {
+	if d := cmp.Diff(all, paths(mustScan(t, s))); d != "" {
 		t.Fatalf("Scan() paths with bad/ readable again (-want +got):\n%s", d)
 	}
 	if n := count(buf, "directory readable again"); n != 1 {
 		t.Errorf("logged %q %d times, want once:\n%s", "directory readable again", n, buf)
 	}
 
+	// Unreadable after a read: its entries are kept.
 	f.read[bad] = syscall.EIO
-	mustScan(t, s)
-	mustScan(t, s)
+	for range 2 {
+		if d := cmp.Diff(all, paths(mustScan(t, s))); d != "" {
+			t.Fatalf("Scan() paths with bad/ unreadable after a read (-want +got):\n%s", d)
+		}
+	}
 	if n := count(buf, "cannot read directory"); n != 2 {
 		t.Errorf("logged %q %d times, want twice after failing again:\n%s", "cannot read directory", n, buf)
 	}
@@ -424,11 +452,38 @@ func TestScanRootNotDir(t *testing.T) {
 	}
 }
 
-// mapDir is a fake directory tree: an fstest.MapFS whose socket files carry
-// their ID in Sys.
+// mapDir is a fake directory tree: an fstest.MapFS whose directories and
+// socket files carry their ID in Sys. A directory without an entry of its own
+// (implied by the files in it) has the zero ID.
 type mapDir struct {
 	fsys fstest.MapFS
 	rel  string // slash-separated path in fsys
+}
+
+// mapOpen opens the directory at the absolute path p in fsys as a dir:
+// "/plugins" (`\plugins` on Windows) is "plugins" in fsys.
+func mapOpen(fsys fstest.MapFS) func(p string) (dir, error) {
+	return func(p string) (dir, error) {
+		d := mapDir{fsys, strings.TrimPrefix(filepath.ToSlash(p), "/")}
+		if _, err := d.statDir(".", p); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+}
+
+func (d mapDir) stat() (ID, error) { return d.statDir(".", "") }
+
+func (d mapDir) statDir(name, _ string) (ID, error) {
+	fi, err := fs.Stat(d.fsys, path.Join(d.rel, name))
+	switch {
+	case err != nil:
+		return ID{}, err
+	case !fi.IsDir():
+		return ID{}, syscall.ENOTDIR
+	}
+	id, _ := fi.Sys().(ID)
+	return id, nil
 }
 
 func (d mapDir) entries() ([]fs.DirEntry, error) { return fs.ReadDir(d.fsys, d.rel) }
@@ -437,13 +492,16 @@ func (d mapDir) isSocket(e fs.DirEntry) bool { return e.Type()&fs.ModeSocket != 
 
 func (d mapDir) id(name, _ string) (ID, error) {
 	f, ok := d.fsys[path.Join(d.rel, name)]
-	if !ok {
+	if !ok || f.Mode&fs.ModeSocket == 0 {
 		return ID{}, fs.ErrNotExist
 	}
 	return f.Sys.(ID), nil
 }
 
-func (d mapDir) sub(name, _ string) (dir, error) {
+func (d mapDir) sub(name, p string) (dir, error) {
+	if _, err := d.statDir(name, p); err != nil {
+		return nil, err
+	}
 	return mapDir{d.fsys, path.Join(d.rel, name)}, nil
 }
 
@@ -455,30 +513,23 @@ func TestScanFakeTree(t *testing.T) {
 	t.Parallel()
 	sock := func(n uint64) *fstest.MapFile { return &fstest.MapFile{Mode: fs.ModeSocket, Sys: ID{Ino: n}} }
 	fsys := fstest.MapFS{
-		"a.sock":             sock(1),
-		"a-b.sock":           sock(2),
-		"a/x.sock":           sock(3),
-		"sub/b.sock":         sock(4),
-		"sub/deep/er/c.sock": sock(5),
-		".d.sock":            sock(6),
-		".dot/e.sock":        sock(7),
-		"sub/.dot/f.sock":    sock(8),
-		"fifo":               {Mode: fs.ModeNamedPipe},
-		"dev":                {Mode: fs.ModeDevice | fs.ModeCharDevice},
-		"link.sock":          {Mode: fs.ModeSymlink, Data: []byte("a.sock")},
-		"linkdir":            {Mode: fs.ModeSymlink, Data: []byte("sub")},
-		"file.sock":          {Data: []byte("x")},
-		"empty":              {Mode: fs.ModeDir},
+		"plugins/a.sock":             sock(1),
+		"plugins/a-b.sock":           sock(2),
+		"plugins/a/x.sock":           sock(3),
+		"plugins/sub/b.sock":         sock(4),
+		"plugins/sub/deep/er/c.sock": sock(5),
+		"plugins/.d.sock":            sock(6),
+		"plugins/.dot/e.sock":        sock(7),
+		"plugins/sub/.dot/f.sock":    sock(8),
+		"plugins/fifo":               {Mode: fs.ModeNamedPipe},
+		"plugins/dev":                {Mode: fs.ModeDevice | fs.ModeCharDevice},
+		"plugins/link.sock":          {Mode: fs.ModeSymlink, Data: []byte("a.sock")},
+		"plugins/linkdir":            {Mode: fs.ModeSymlink, Data: []byte("sub")},
+		"plugins/file.sock":          {Data: []byte("x")},
+		"plugins/empty":              {Mode: fs.ModeDir},
 	}
 	root := filepath.FromSlash("/plugins")
-	rels := map[string]string{root: ".", filepath.Join(root, "sub"): "sub", filepath.Join(root, "missing"): "missing"}
-	open := func(p string) (dir, error) {
-		rel, ok := rels[p]
-		if _, err := fs.Stat(fsys, rel); !ok || err != nil {
-			return nil, fs.ErrNotExist
-		}
-		return mapDir{fsys, rel}, nil
-	}
+	open := mapOpen(fsys)
 	// The plugin dirs overlap: sub/ is scanned twice and reported once.
 	s := newScanner([]string{filepath.Join(root, "sub"), root, filepath.Join(root, "missing")}, nil, open)
 	got := mustScan(t, s)

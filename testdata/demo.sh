@@ -30,7 +30,7 @@ listed() { "$bin" list --api "$api" -o json | grep -q "\"name\": \"$1\""; }
 not_listed() { ! listed "$1"; }
 
 step "start the agent: plugreg run --dir $dir --interval 100ms"
-"$bin" run --dir "$dir" --api "$api" --interval 100ms --log-format text > >(prefix agent) 2>&1 &
+"$bin" run --dir "$dir" --api "$api" --state "$tmp/state.json" --interval 100ms --log-format text > >(prefix agent) 2>&1 &
 agent=$!
 pids+=($agent)
 until_ok test -S "$api"

@@ -1,0 +1,103 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestEndToEndLiveness stops a registered plugin's process (SIGSTOP): its
+// socket stays and accepts connections, but nothing answers. The agent
+// marks it unhealthy and deregisters it, and registers it again once it
+// answers (SIGCONT).
+func TestEndToEndLiveness(t *testing.T) {
+	e := newAgentEnv(t)
+	agent := e.run(t, "--probe-interval", "200ms", "--probe-failures", "2", "--getinfo-timeout", "200ms", "--max-backoff", "1s")
+	w := start(t, "watch", "--api", e.api, "-o", "json")
+	waitWatchEvents(t, w, 1)
+	const name = "live.example.com"
+	p := examplePlugin(t, e.dir, name)
+	registered := waitWatchEvent(t, w, 0, "registered", name)
+	eventually(t, "plugin told it is registered", func() bool { return strings.Contains(p.out.String(), `"registered":true`) })
+
+	// From here on, only this test's doing: on a very busy machine a probe
+	// of the healthy plugin may have timed out twice already.
+	stopped := len(watchEvents(t, w))
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) // runs before start's SIGKILL
+	unhealthy := waitWatchEvent(t, w, stopped, "unhealthy", name)
+	if ps := list(t, e.api); slices.Contains(names(ps), name) {
+		t.Errorf("unhealthy plugin still listed: %+v", ps)
+	}
+	if _, err := os.Lstat(filepath.Join(e.dir, name+".sock")); err != nil {
+		t.Errorf("the stopped plugin's socket: %v; want it still there", err)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	healthy := waitWatchEvent(t, w, unhealthy+1, "healthy", name)
+	eventually(t, "plugin listed again", func() bool { return slices.Contains(names(list(t, e.api)), name) })
+
+	evs := watchEvents(t, w)
+	checkRevisions(t, evs)
+	if got, want := eventKinds(evs[unhealthy:healthy+1]), []string{"unhealthy", "healthy"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v:\n%s", got, want, w.out)
+	}
+	if ev := evs[unhealthy]; ev.Plugin.SocketPath != filepath.Join(e.dir, name+".sock") || ev.Plugin.Type != "CSIPlugin" {
+		t.Errorf("unhealthy event %s, want the plugin as registered by %s", ev, evs[registered])
+	}
+	logs := agent.out.String()
+	for _, want := range []string{`"msg":"probe failed"`, `"msg":"plugin unhealthy"`, `"msg":"plugin healthy again"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("agent log lacks %s", want)
+		}
+	}
+	// Registered again: the plugin was told once more.
+	if n := strings.Count(p.out.String(), `"registered":true`); n < 2 {
+		t.Errorf("plugin told %d times it is registered, want at least 2", n)
+	}
+}
+
+func TestEndToEndAPISocketMode(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		root  bool // needs root to chown to the group
+		mode  os.FileMode
+		group bool // check that the socket's gid is 0
+	}{
+		{"default", nil, false, 0o600, false},
+		{"group 0", []string{"--api-group", "0"}, true, 0o660, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				t.Skip("needs root to give the socket root's group")
+			}
+			e := newAgentEnv(t)
+			e.run(t, tc.args...)
+			fi, err := os.Stat(e.api)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != tc.mode {
+				t.Errorf("API socket mode %v, want a socket with mode %v", fi.Mode(), tc.mode)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); tc.group && st.Gid != 0 {
+				t.Errorf("API socket gid %d, want 0", st.Gid)
+			}
+			// The API works through it.
+			if ps := list(t, e.api); len(ps) != 0 {
+				t.Errorf("list: %+v, want nothing", ps)
+			}
+		})
+	}
+}
