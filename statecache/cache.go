@@ -1,9 +1,9 @@
 package statecache
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
@@ -158,8 +158,13 @@ type Cache struct {
 	// is due, so that an idle Next costs nothing however many plugins are
 	// registered.
 	pending map[string]struct{}
-	// probes holds, per tick, the paths whose probe falls due then.
-	probes map[uint64][]string
+	// timers holds, per tick, the paths whose probe or retry falls due then.
+	timers map[uint64][]string
+	// ready holds the paths with an op due now, ordered as Next hands them
+	// out; queued says which class each is queued under (class+1). Stale
+	// heap items are skipped when popped.
+	ready  readyHeap
+	queued map[string]int
 	// observed is set by the first Observe: until the scanner has
 	// reported, restored registrations must be left alone.
 	observed bool
@@ -174,7 +179,8 @@ func New(cfg Config) *Cache {
 		cfg:     cfg,
 		entries: make(map[string]*entry),
 		pending: make(map[string]struct{}),
-		probes:  make(map[uint64][]string),
+		timers:  make(map[uint64][]string),
+		queued:  make(map[string]int),
 	}
 }
 
@@ -223,12 +229,12 @@ func (c *Cache) Observe(ch scan.Changes) {
 // Tick advances logical time by one tick.
 func (c *Cache) Tick() {
 	c.tick++
-	for _, p := range c.probes[c.tick] {
-		if en, ok := c.entries[p]; ok && en.probeAt == c.tick {
-			c.pending[p] = struct{}{}
+	for _, p := range c.timers[c.tick] {
+		if en, ok := c.entries[p]; ok {
+			c.update(p, en)
 		}
 	}
-	delete(c.probes, c.tick)
+	delete(c.timers, c.tick)
 }
 
 // scheduleProbe files the entry's next probe ProbeEvery ticks from now.
@@ -237,7 +243,7 @@ func (c *Cache) scheduleProbe(path string, en *entry) {
 		return
 	}
 	en.probeAt = c.tick + c.cfg.ProbeEvery
-	c.probes[en.probeAt] = append(c.probes[en.probeAt], path)
+	c.timers[en.probeAt] = append(c.timers[en.probeAt], path)
 }
 
 // Now returns the current tick, which starts at 0.
@@ -248,56 +254,85 @@ func (c *Cache) Now() uint64 { return c.tick }
 // registrations and verifications, then probes, each group sorted by path.
 // Every returned op must be reported back with Done.
 func (c *Cache) Next(limit int) []Op {
-	if len(c.pending) == 0 || !c.observed {
+	if !c.observed {
 		return nil
 	}
-	paths := make([]string, 0, len(c.pending))
-	for p := range c.pending {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
 	var ops []Op
-	full := func() bool { return limit > 0 && len(ops) >= limit }
-	for _, p := range paths {
-		if full() {
-			break
+	for c.ready.Len() > 0 && (limit <= 0 || len(ops) < limit) {
+		cd := heap.Pop(&c.ready).(cand)
+		if c.queued[cd.path] != cd.class+1 {
+			continue // stale: requeued under another class, or taken
 		}
-		en := c.entries[p]
-		r := en.deregisterReason()
-		if en.inFlight || r == 0 {
+		delete(c.queued, cd.path)
+		en := c.entries[cd.path]
+		if en == nil || c.due(en) != cd.class {
 			continue
 		}
 		en.inFlight = true
-		ops = append(ops, Op{Kind: Deregister, Path: p, ID: en.have, Gen: en.haveGen, Attempt: 1, Plugin: en.plugin, Reason: r, Restored: en.unverified})
-	}
-	for _, p := range paths {
-		if full() {
-			break
-		}
-		en := c.entries[p]
+		op := Op{Path: cd.path, Attempt: 1}
 		switch {
-		case en.inFlight || !en.desired:
-		case en.registered && en.unverified && en.deregisterReason() == 0:
-			en.inFlight = true
-			ops = append(ops, Op{Kind: Verify, Path: p, ID: en.have, Gen: en.haveGen, Attempt: 1, Plugin: en.plugin})
-		case !en.registered && c.tick >= en.retryAt:
-			en.inFlight = true
-			ops = append(ops, Op{Kind: Register, Path: p, ID: en.want, Gen: en.wantGen, Attempt: en.fails + 1, Recovering: en.recovering})
+		case cd.class == classDeregister:
+			op.Kind, op.ID, op.Gen, op.Plugin = Deregister, en.have, en.haveGen, en.plugin
+			op.Reason, op.Restored = en.deregisterReason(), en.unverified
+		case cd.class == classProbe:
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Probe, en.have, en.haveGen, en.plugin, en.probeFails+1
+		case en.registered: // a restored registration to verify
+			op.Kind, op.ID, op.Gen, op.Plugin = Verify, en.have, en.haveGen, en.plugin
+		default:
+			op.Kind, op.ID, op.Gen, op.Attempt, op.Recovering = Register, en.want, en.wantGen, en.fails+1, en.recovering
 		}
-	}
-	for _, p := range paths {
-		if full() {
-			break
-		}
-		en := c.entries[p]
-		if en.inFlight || !en.registered || en.unverified || en.deregisterReason() != 0 ||
-			c.cfg.ProbeEvery == 0 || en.probeAt == 0 || c.tick < en.probeAt {
-			continue
-		}
-		en.inFlight = true
-		ops = append(ops, Op{Kind: Probe, Path: p, ID: en.have, Gen: en.haveGen, Attempt: en.probeFails + 1, Plugin: en.plugin})
+		ops = append(ops, op)
+		c.update(cd.path, en)
 	}
 	return ops
+}
+
+// cand is a path with an op due, in the ready heap.
+type cand struct {
+	class int
+	path  string
+}
+
+// readyHeap orders cands by class, then path.
+type readyHeap []cand
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	return h[i].class < h[j].class || h[i].class == h[j].class && h[i].path < h[j].path
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(cand)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Classes of due ops, in the order Next hands them out.
+const (
+	classDeregister = iota
+	classRegister   // Register and Verify
+	classProbe
+)
+
+// due returns the class of the op due for the entry now, or -1.
+func (c *Cache) due(en *entry) int {
+	switch {
+	case en.inFlight:
+		return -1
+	case en.deregisterReason() != 0:
+		return classDeregister
+	case !en.desired:
+		return -1
+	case en.registered && en.unverified:
+		return classRegister
+	case !en.registered && c.tick >= en.retryAt:
+		return classRegister
+	case en.registered && c.cfg.ProbeEvery > 0 && en.probeAt != 0 && c.tick >= en.probeAt:
+		return classProbe
+	}
+	return -1
 }
 
 // Done records the outcome of an op returned by Next.
@@ -325,7 +360,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 				en.fails, en.retryAt = 0, 0
 			}
 		case en.desired && en.want == op.ID:
-			retryTicks = c.backoff(en)
+			retryTicks = c.backoff(op.Path, en)
 		}
 		if err == nil {
 			en.recovering, en.probeFails = false, 0
@@ -337,7 +372,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		if op.Reason == Unhealthy {
 			en.unhealthy, en.recovering = false, true
 			if en.desired {
-				retryTicks = c.backoff(en)
+				retryTicks = c.backoff(op.Path, en)
 			}
 		}
 	case Verify:
@@ -369,23 +404,29 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 }
 
 // backoff counts a failed registration and schedules the next attempt.
-func (c *Cache) backoff(en *entry) uint64 {
+func (c *Cache) backoff(path string, en *entry) uint64 {
 	en.fails++
 	d := min(uint64(1)<<min(en.fails-1, 62), c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
+	c.timers[en.retryAt] = append(c.timers[en.retryAt], path)
 	return d
 }
 
 // update files the entry under pending, or forgets it once it is converged
 // and holds nothing.
 func (c *Cache) update(path string, en *entry) {
-	if !en.converged() || (en.registered && en.probeAt != 0 && c.tick >= en.probeAt && c.cfg.ProbeEvery > 0) {
+	if class := c.due(en); class >= 0 && c.queued[path] != class+1 {
+		c.queued[path] = class + 1
+		heap.Push(&c.ready, cand{class, path})
+	}
+	if !en.converged() || c.due(en) == classProbe {
 		c.pending[path] = struct{}{}
 		return
 	}
 	delete(c.pending, path)
 	if !en.desired && !en.registered {
 		delete(c.entries, path)
+		delete(c.queued, path)
 	}
 }
 
