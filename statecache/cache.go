@@ -251,7 +251,9 @@ func (c *Cache) Now() uint64 { return c.tick }
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations and verifications, then probes, each group sorted by path.
+// registrations and verifications, then probes, each group sorted by path,
+// except that registrations that failed before come after first attempts
+// (fewest failures first).
 // Every returned op must be reported back with Done.
 func (c *Cache) Next(limit int) []Op {
 	if !c.observed {
@@ -290,15 +292,25 @@ func (c *Cache) Next(limit int) []Op {
 // cand is a path with an op due, in the ready heap.
 type cand struct {
 	class int
+	fails int // failed registrations so far: first attempts go before retries
 	path  string
 }
 
-// readyHeap orders cands by class, then path.
+// readyHeap orders cands by class, then failures, then path: a socket
+// that just appeared is tried before sockets that keep failing, so that a
+// crowd of hung or stale plugins cannot hold back a healthy newcomer.
 type readyHeap []cand
 
 func (h readyHeap) Len() int { return len(h) }
 func (h readyHeap) Less(i, j int) bool {
-	return h[i].class < h[j].class || h[i].class == h[j].class && h[i].path < h[j].path
+	a, b := h[i], h[j]
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	if a.fails != b.fails {
+		return a.fails < b.fails
+	}
+	return a.path < b.path
 }
 func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *readyHeap) Push(x any)   { *h = append(*h, x.(cand)) }
@@ -417,7 +429,7 @@ func (c *Cache) backoff(path string, en *entry) uint64 {
 func (c *Cache) update(path string, en *entry) {
 	if class := c.due(en); class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
-		heap.Push(&c.ready, cand{class, path})
+		heap.Push(&c.ready, cand{class: class, fails: en.fails, path: path})
 	}
 	if !en.converged() || c.due(en) == classProbe {
 		c.pending[path] = struct{}{}
