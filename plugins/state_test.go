@@ -205,11 +205,19 @@ func TestSaveFailure(t *testing.T) {
 		t.Errorf("files after a failed Save (-want +got):\n%s", diff)
 	}
 
-	// No directory to write the temporary file in.
+	// A missing directory is created.
 	missing := filepath.Join(dir, "missing", "state.json")
-	err = Save(missing, testState())
-	if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), ".tmp-") {
-		t.Errorf("Save in a missing directory = %v, want fs.ErrNotExist without the temporary name", err)
+	if err := Save(missing, testState()); err != nil {
+		t.Errorf("Save in a missing directory = %v, want it created", err)
+	}
+	// A directory that cannot be created: a regular file is in the way.
+	blocker := filepath.Join(dir, "blocker")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = Save(filepath.Join(blocker, "state.json"), testState())
+	if err == nil || !strings.Contains(err.Error(), "create directory") || strings.Contains(err.Error(), ".tmp-") {
+		t.Errorf("Save under a regular file = %v, want a create directory error without the temporary name", err)
 	}
 }
 
