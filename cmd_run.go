@@ -51,6 +51,15 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	maxInFlight := fs.Int("max-in-flight", register.DefaultMaxInFlight, "registrations and deregistrations running at once")
 	maxBackoff := fs.Duration("max-backoff", register.DefaultMaxBackoff, "longest wait before a failed registration is retried")
 	maxPlugins := fs.Int("max-plugins", register.DefaultMaxPlugins, "sockets the agent handles at most; more are refused, not dialled")
+	var allowUIDs []uint32 // nil: anyone may register
+	fs.Func("allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)", func(v string) error {
+		if err := allowUIDSupport(); err != nil {
+			return err
+		}
+		uids, err := parseUIDs(v)
+		allowUIDs = append(allowUIDs, uids...)
+		return err
+	})
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -106,8 +115,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnWritableDirs(log, scanner.Dirs())
 	registry := loadRegistry(*statePath, log)
-	defer registry.Close()
+	defer registry.Close() // on early returns; the normal path closes it below
 	lis, err := plugins.ListenAPI(*apiPath, *apiGroup)
 	if err != nil {
 		return err
@@ -138,6 +148,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			GetInfoTimeout: *getInfoTimeout,
 			NotifyTimeout:  *notifyTimeout,
 			HandlerTimeout: *handlerTimeout,
+			AllowUIDs:      allowUIDs,
 			Log:            log,
 		},
 		Registry:      registry,
@@ -155,7 +166,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	var saver *plugins.Saver
 	if *statePath != "" {
 		saver = &plugins.Saver{Registry: registry, Path: *statePath, Log: log}
-		wg.Go(func() { saver.Run(saveCtx) })
+		wg.Go(func() {
+			if err := saver.Run(saveCtx); err != nil {
+				log.Error("last state not saved", "path", *statePath, "err", err)
+			}
+		})
 	}
 	if metrics != nil {
 		metrics.SetSources(sources(rec, registry, saver))
@@ -165,6 +180,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		"interval", *interval, "types", handlers.Types(), "restored", registry.Len())
 	runErr := rec.Run(ctx)
 
+	registry.Close() // ends the watch streams, so that the API server stops at once
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
 	select {

@@ -2,6 +2,7 @@ package register
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
@@ -40,6 +43,13 @@ type Client struct {
 	NotifyTimeout  time.Duration // each NotifyRegistrationStatus call
 	HandlerTimeout time.Duration // waiting for the plugin name plus Validate and Register, or DeRegister
 
+	// AllowUIDs, when not nil, is who may register (unix only): a socket
+	// is talked to only if both its file owner and the process serving it
+	// (its peer credentials) have one of these uids. Any other socket is
+	// rejected before GetInfo, and the plugin is told so. A socket whose
+	// credentials cannot be read is a transient failure. Nil: anyone.
+	AllowUIDs []uint32
+
 	Log *slog.Logger // nil: discard
 }
 
@@ -65,10 +75,15 @@ func orDefault(d, def time.Duration) time.Duration {
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
 	cc, rc, err := c.connect(ctx, path)
 	if err != nil {
-		return plugins.Plugin{}, err
+		return plugins.Plugin{SocketPath: path}, err
 	}
 	defer cc.Close()
 	p, err := c.getInfo(ctx, rc, path)
+	if status.Code(err) == codes.ResourceExhausted {
+		// The plugin answered, with more than any plugin needs to say.
+		msg := fmt.Sprintf("RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than %d bytes", MaxInfoBytes)
+		return p, c.reject(ctx, rc, path, "get info", msg, err)
+	}
 	if err != nil {
 		return p, err
 	}
@@ -109,6 +124,9 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 }
 
 // connect opens a client connection to the registration socket at path.
+// With c.AllowUIDs set, a socket whose owner or serving process is not
+// allowed is rejected here, before any call but the rejection itself:
+// GetInfo is never sent to an untrusted process.
 func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pluginregistration.RegistrationClient, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
@@ -117,12 +135,27 @@ func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pl
 	if err != nil {
 		return nil, nil, &OpError{"dial", path, err}
 	}
+	var refused *notAllowedError
+	if c.AllowUIDs != nil {
+		switch err := c.authorize(path, conn); {
+		case errors.As(err, &refused): // told below, over this connection
+		case err != nil:
+			conn.Close()
+			return nil, nil, &OpError{"authorize", path, err}
+		}
+	}
 	cc, err := newClientConn(path, conn)
 	if err != nil {
 		conn.Close()
 		return nil, nil, &OpError{"dial", path, err}
 	}
-	return cc, pluginregistration.NewRegistrationClient(cc), nil
+	rc := pluginregistration.NewRegistrationClient(cc)
+	if refused != nil {
+		defer cc.Close()
+		msg := "RegisterPlugin error -- plugin validation failed with err: " + refused.Error()
+		return nil, nil, c.reject(ctx, rc, path, "authorize", msg, refused)
+	}
+	return cc, rc, nil
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the

@@ -1,0 +1,79 @@
+package register
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// peer is what the kernel says about the process serving a socket: the uid
+// (effective, as of its listen call) and, where the OS tells, its pid (0:
+// unknown).
+type peer struct {
+	uid uint32
+	pid int32
+}
+
+// authorize checks a connection to the socket at path against
+// c.AllowUIDs: the socket file's owner and the serving process's uid must
+// both be allowed. It returns a *notAllowedError when one is not, and any
+// other error when the credentials cannot be read (a transient failure).
+func (c *Client) authorize(path string, conn net.Conn) error {
+	owner, err := socketOwner(path)
+	if err != nil {
+		return err
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("peer credentials: %T has no file descriptor", conn)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("peer credentials: %w", err)
+	}
+	var p peer
+	var credErr error
+	if err := raw.Control(func(fd uintptr) { p, credErr = peerCred(fd) }); err != nil {
+		return fmt.Errorf("peer credentials: %w", err)
+	}
+	if credErr != nil {
+		return credErr // it names the socket option
+	}
+	return c.allowed(owner, p)
+}
+
+// allowed decides on the owner of a socket file and the process serving
+// it, the owner first.
+func (c *Client) allowed(owner uint32, p peer) error {
+	if !slices.Contains(c.AllowUIDs, owner) {
+		return &notAllowedError{who: "socket owner", uid: owner}
+	}
+	if !slices.Contains(c.AllowUIDs, p.uid) {
+		return &notAllowedError{who: "serving process", uid: p.uid, pid: p.pid}
+	}
+	return nil
+}
+
+// notAllowedError is a socket refused by Client.AllowUIDs. It matches
+// statecache.ErrChanged, so that a plugin restored from the state file
+// whose uid is no longer allowed is dropped as "no longer accepted".
+type notAllowedError struct {
+	who string // "socket owner" or "serving process"
+	uid uint32
+	pid int32 // the serving process; 0: unknown
+}
+
+func (e *notAllowedError) Error() string {
+	s := e.who + " uid " + strconv.FormatUint(uint64(e.uid), 10)
+	if e.pid > 0 {
+		s += " (pid " + strconv.Itoa(int(e.pid)) + ")"
+	}
+	return s + " is not allowed"
+}
+
+// Is reports whether target is statecache.ErrChanged.
+func (e *notAllowedError) Is(target error) bool { return target == statecache.ErrChanged }

@@ -1,0 +1,155 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// credPlugin is a plugin served by the test process: it counts its GetInfo
+// calls and passes on every status it is told.
+type credPlugin struct {
+	pluginregistration.UnimplementedRegistrationServer
+	getInfos atomic.Int32
+	status   chan *pluginregistration.RegistrationStatus
+}
+
+func (p *credPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	p.getInfos.Add(1)
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}, nil
+}
+
+func (p *credPlugin) NotifyRegistrationStatus(_ context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	p.status <- st
+	return &pluginregistration.RegistrationStatusResponse{}, nil
+}
+
+// serveCredPlugin serves a credPlugin on a fresh socket; the socket file is
+// owned by the test's uid, and the kernel records the test process as the
+// one that called listen.
+func serveCredPlugin(t *testing.T) (string, *credPlugin) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cred") // t.TempDir may overflow sun_path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "a.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &credPlugin{status: make(chan *pluginregistration.RegistrationStatus, 10)}
+	srv := grpc.NewServer()
+	pluginregistration.RegisterRegistrationServer(srv, p)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return path, p
+}
+
+func TestAllowUIDs(t *testing.T) {
+	uid, pid := uint32(os.Getuid()), os.Getpid()
+	const prefix = "RegisterPlugin error -- plugin validation failed with err: "
+	for _, tc := range []struct {
+		name  string
+		allow []uint32
+		owner int    // chown the socket to this uid first (root only); -1: leave it
+		want  string // the rejection; "": registered
+	}{
+		{"owner and server allowed", []uint32{uid}, -1, ""},
+		{"one of several", []uint32{uid + 1, uid, uid + 2}, -1, ""},
+		{"owner not allowed", []uint32{uid + 1}, -1, fmt.Sprintf(prefix+"socket owner uid %d is not allowed", uid)},
+		{"empty list allows nobody", []uint32{}, -1, fmt.Sprintf(prefix+"socket owner uid %d is not allowed", uid)},
+		{"server not allowed", []uint32{uid + 1}, int(uid + 1), fmt.Sprintf(prefix+"serving process uid %d (pid %d) is not allowed", uid, pid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, plugin := serveCredPlugin(t)
+			if tc.owner >= 0 {
+				if os.Geteuid() != 0 {
+					t.Skip("needs root to chown the socket to another uid")
+				}
+				if err := os.Lchown(path, tc.owner, -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := plugins.NewHandlers()
+			h.Add("CSIPlugin", &plugins.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}})
+			c := &Client{Handlers: h, AllowUIDs: tc.allow}
+
+			p, err := c.Register(t.Context(), path)
+			var st *pluginregistration.RegistrationStatus
+			select {
+			case st = <-plugin.status: // sent before the plugin replies to Register's call
+			default:
+				t.Fatalf("Register = %+v, %v; the plugin was not told", p, err)
+			}
+			if tc.want == "" {
+				if err != nil || p.Name != "a" || !st.GetPluginRegistered() || plugin.getInfos.Load() != 1 {
+					t.Fatalf("Register = %+v, %v; plugin told (%t, %q) after %d GetInfo calls; want registered after 1",
+						p, err, st.GetPluginRegistered(), st.GetError(), plugin.getInfos.Load())
+				}
+				return
+			}
+			if st.GetPluginRegistered() || st.GetError() != tc.want {
+				t.Errorf("plugin told (%t, %q), want (false, %q)", st.GetPluginRegistered(), st.GetError(), tc.want)
+			}
+			if n := plugin.getInfos.Load(); n != 0 {
+				t.Errorf("GetInfo called %d times on a refused plugin, want 0", n)
+			}
+			if !errors.Is(err, ErrRejected) {
+				t.Errorf("Register error %v is not ErrRejected", err)
+			}
+			if oe, ok := errors.AsType[*OpError](err); !ok || oe.Op != "authorize" || oe.Path != path {
+				t.Errorf("Register error %#v, want an *OpError for authorize %s", err, path)
+			}
+			var rej *RejectError
+			if !errors.As(err, &rej) || rej.Msg != tc.want {
+				t.Errorf("Register error %v, want a RejectError with %q", err, tc.want)
+			}
+			if p.SocketPath != path {
+				t.Errorf("Register returned %+v, want the socket path %s", p, path)
+			}
+
+			// A plugin restored from the state file is no longer accepted
+			// either, and its liveness probe does not reach it.
+			old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
+			if err := c.Verify(t.Context(), old); !errors.Is(err, statecache.ErrChanged) {
+				t.Errorf("Verify = %v, want an error wrapping statecache.ErrChanged", err)
+			}
+			if err := c.Probe(t.Context(), old); !errors.Is(err, ErrRejected) {
+				t.Errorf("Probe = %v, want a rejection", err)
+			}
+			if n := plugin.getInfos.Load(); n != 0 {
+				t.Errorf("GetInfo called %d times on a refused plugin, want 0", n)
+			}
+		})
+	}
+}
+
+// TestAllowUIDsUnreadable: credentials that cannot be read are a transient
+// failure, not a rejection.
+func TestAllowUIDsUnreadable(t *testing.T) {
+	path, _ := serveCredPlugin(t)
+	c := &Client{AllowUIDs: []uint32{uint32(os.Getuid())}}
+	a, b := net.Pipe() // no file descriptor, so no peer credentials
+	defer a.Close()
+	defer b.Close()
+	err := c.authorize(path, a)
+	if err == nil || errors.As(err, new(*notAllowedError)) {
+		t.Errorf("authorize over a pipe = %v, want a failure to read credentials", err)
+	}
+	if err := c.authorize(filepath.Join(filepath.Dir(path), "gone.sock"), a); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("authorize of a missing socket = %v, want ErrNotExist", err)
+	}
+}

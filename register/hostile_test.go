@@ -1,0 +1,185 @@
+package register
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+)
+
+// Hostile and broken plugins next to a healthy one: the healthy one is
+// registered at once, whatever the others do.
+
+// rawListener accepts connections on path and hands each to serve.
+func rawListener(t *testing.T, path string, serve func(net.Conn)) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+}
+
+// grpcPlugin serves srv on path.
+func grpcPlugin(t *testing.T, path string, srv pluginregistration.RegistrationServer) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pluginregistration.RegisterRegistrationServer(s, srv)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+}
+
+// hangNotify answers GetInfo and never answers NotifyRegistrationStatus.
+type hangNotify struct {
+	pluginregistration.UnimplementedRegistrationServer
+	name string
+}
+
+func (h hangNotify) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: h.name, Endpoint: "/e/" + h.name, SupportedVersions: []string{"1.0.0"}}, nil
+}
+
+func (hangNotify) NotifyRegistrationStatus(ctx context.Context, _ *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// hugeInfo answers GetInfo with more than MaxInfoBytes.
+type hugeInfo struct {
+	pluginregistration.UnimplementedRegistrationServer
+	status chan *pluginregistration.RegistrationStatus
+}
+
+func (hugeInfo) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "huge", SupportedVersions: []string{strings.Repeat("v", MaxInfoBytes)}}, nil
+}
+
+func (h hugeInfo) NotifyRegistrationStatus(_ context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	h.status <- st
+	return &pluginregistration.RegistrationStatusResponse{}, nil
+}
+
+func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
+	r := newRig(t)
+	r.client.GetInfoTimeout = 300 * time.Millisecond
+	r.client.NotifyTimeout = 300 * time.Millisecond
+	// Accepts and never speaks HTTP/2.
+	rawListener(t, filepath.Join(r.dir, "mute.sock"), func(c net.Conn) {
+		buf := make([]byte, 1024)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+		}
+	})
+	// Closes every connection at once.
+	rawListener(t, filepath.Join(r.dir, "closer.sock"), func(c net.Conn) { c.Close() })
+	// Writes garbage instead of HTTP/2 frames.
+	rawListener(t, filepath.Join(r.dir, "garbage.sock"), func(c net.Conn) {
+		c.Write([]byte(strings.Repeat("\xff", 4096)))
+		c.Close()
+	})
+	// Answers GetInfo, hangs in NotifyRegistrationStatus.
+	grpcPlugin(t, filepath.Join(r.dir, "hang.sock"), hangNotify{name: "hang"})
+
+	_, status, _ := r.plugin("healthy", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	expectStatus(t, status, true, "")
+	r.registered("healthy")
+
+	// The one that hangs in Notify was registered with its handler, then
+	// rolled back when the notification timed out.
+	for range 3 {
+		select {
+		case ev := <-r.handler.events:
+			if ev != "validate healthy" && ev != "register healthy /e" && !strings.HasSuffix(ev, "hang /e/hang") && ev != "validate hang" {
+				t.Errorf("unexpected handler event %q", ev)
+			}
+		case <-time.After(eventTimeout):
+		}
+	}
+	r.stop()
+	if ps := r.registry.List(""); len(ps) != 1 || ps[0].Name != "healthy" {
+		t.Errorf("registry %+v, want only the healthy plugin", ps)
+	}
+}
+
+func TestHugeGetInfoIsRejected(t *testing.T) {
+	r := newRig(t)
+	h := hugeInfo{status: make(chan *pluginregistration.RegistrationStatus, 4)}
+	grpcPlugin(t, filepath.Join(r.dir, "huge.sock"), h)
+	r.tick()
+	select {
+	case st := <-h.status:
+		if st.GetPluginRegistered() || !strings.Contains(st.GetError(), "RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than 65536 bytes") {
+			t.Errorf("plugin told (%t, %q), want a rejection naming the limit", st.GetPluginRegistered(), st.GetError())
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("plugin not told")
+	}
+}
+
+func TestManyHungPluginsAndOneHealthy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("500 sockets")
+	}
+	r := newRig(t)
+	r.client.GetInfoTimeout = 100 * time.Millisecond
+	hung := &hungServer{called: make(chan struct{}, 10000)}
+	for i := range 500 {
+		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
+	}
+	base := runtime.NumGoroutine()
+	r.tick()
+	// All 500 are tried, at most MaxInFlight at a time, and fail.
+	peak := 0
+	for failed := 0; failed < 500; {
+		select {
+		case res := <-r.applied:
+			if res.Err == nil {
+				t.Fatalf("hung plugin registered: %+v", res)
+			}
+			failed++
+			peak = max(peak, runtime.NumGoroutine()-base)
+		case <-time.After(eventTimeout):
+			t.Fatalf("%d of 500 hung plugins failed", failed)
+		}
+	}
+	if peak > 20*DefaultMaxInFlight {
+		t.Errorf("%d goroutines above the baseline with %d operations in flight", peak, DefaultMaxInFlight)
+	}
+	// Now all 500 are due for a retry at every tick for a while; a healthy
+	// newcomer whose path sorts last still goes first.
+	go func() {
+		for range r.applied {
+		}
+	}()
+	_, status, _ := r.plugin("zz-healthy", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	expectStatus(t, status, true, "")
+	r.cancel()
+	<-r.done
+	r.cancel = nil
+	close(r.applied)
+}
