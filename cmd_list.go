@@ -14,7 +14,6 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
-	"github.com/plugreg/plugreg/register"
 )
 
 // apiTimeout bounds one call of a client command.
@@ -110,7 +109,7 @@ func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}
 	conn.Close()
-	cc, err := register.Dial(path)
+	cc, err := plugins.Dial(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}

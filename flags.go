@@ -111,7 +111,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	default:
 		return nil, usagef("invalid value %q for flag -log-format: want auto, text or json", format)
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{
+	return slog.New(tint.NewTextHandler(w, &tint.Options{
 		Level:      lv,
 		TimeFormat: time.TimeOnly,
 		NoColor:    !term || os.Getenv("NO_COLOR") != "",

@@ -144,7 +144,7 @@ func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pl
 			return nil, nil, &OpError{"authorize", path, err}
 		}
 	}
-	cc, err := newClientConn(path, conn)
+	cc, err := newClientConn(conn)
 	if err != nil {
 		conn.Close()
 		return nil, nil, &OpError{"dial", path, err}
@@ -280,26 +280,20 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
 	return nil
 }
 
-// Dial returns a gRPC client connection to the unix socket at path. The
-// target is "passthrough:///plugin" with a context dialer, so the path is
-// never parsed as a URI or resolved through DNS (Windows paths included).
-func Dial(path string) (*grpc.ClientConn, error) { return plugins.Dial(path) }
-
-// newClientConn returns a connection whose first dial hands out conn (when
-// not nil) and whose later dials reach path again.
-func newClientConn(path string, conn net.Conn) (*grpc.ClientConn, error) {
+// newClientConn returns a client connection over conn, which connect
+// dialled and checked. gRPC's own reconnects get an error instead of a new
+// connection: such a connection would skip the --allow-uid check, and an
+// operation that loses its connection fails and is retried anyway.
+func newClientConn(conn net.Conn) (*grpc.ClientConn, error) {
 	first := make(chan net.Conn, 1)
-	if conn != nil {
-		first <- conn
-	}
-	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+	first <- conn
+	dialer := func(context.Context, string) (net.Conn, error) {
 		select {
 		case c := <-first:
 			return c, nil
 		default:
+			return nil, errConnLost
 		}
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
 	}
 	return grpc.NewClient("passthrough:///plugin",
 		grpc.WithContextDialer(dialer),
@@ -308,6 +302,9 @@ func newClientConn(path string, conn net.Conn) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInfoBytes)),
 	)
 }
+
+// errConnLost is what a second dial within one operation gets.
+var errConnLost = errors.New("connection to the plugin lost")
 
 // dialUnix connects to the socket at path. A socket file appears at bind,
 // before its owner calls listen, so "connection refused" is retried a few

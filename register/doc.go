@@ -14,7 +14,9 @@
 // the strings plugins log and parse:
 //
 //  1. dial the socket (a gRPC "passthrough" target with a unix dialer, so
-//     there is never a DNS lookup) and call GetInfo;
+//     there is never a DNS lookup); with AllowUIDs, refuse a socket whose
+//     file owner or serving process has another uid, before any RPC; call
+//     GetInfo (a reply over 64 KiB is a rejection);
 //  2. no handler for the type: NotifyRegistrationStatus(false,
 //     "RegisterPlugin error -- no handler registered for plugin type: TYPE
 //     at socket PATH");
@@ -29,4 +31,9 @@
 // Validate, Register and DeRegister for one plugin name never overlap (see
 // plugins.Handlers.Lock). Deregistration never contacts the plugin: its
 // socket is usually gone.
+//
+// The reconciler also verifies plugins restored from the state file
+// (Client.Verify: GetInfo must answer as before) and probes registered
+// plugins for liveness (Client.Probe), and it records every change as an
+// event in the plugins.Registry.
 package register

@@ -8,7 +8,7 @@ var ErrRejected = errors.New("register: plugin rejected")
 
 // OpError is a failed step of an operation on one socket.
 type OpError struct {
-	Op   string // the step: "dial", "get info", "find handler", "validate", "register", "notify", "deregister"
+	Op   string // the step: "dial", "authorize", "get info", "find handler", "validate", "register", "notify", "deregister"
 	Path string // the registration socket
 	Err  error
 }
