@@ -145,16 +145,22 @@ func (r *rig) tick() {
 
 // registered waits until the reconciler has applied the successful
 // registration of a plugin called name.
-func (r *rig) registered(name string) {
+func (r *rig) registered(name string) { r.appliedOp(statecache.Register, name) }
+
+// deregistered waits until the reconciler has applied the deregistration
+// of a plugin called name.
+func (r *rig) deregistered(name string) { r.appliedOp(statecache.Deregister, name) }
+
+func (r *rig) appliedOp(kind statecache.Kind, name string) {
 	r.t.Helper()
 	for {
 		select {
 		case res := <-r.applied:
-			if res.Op.Kind == statecache.Register && res.Err == nil && res.Plugin.Name == name {
+			if res.Op.Kind == kind && res.Err == nil && res.Plugin.Name == name {
 				return
 			}
 		case <-time.After(eventTimeout):
-			r.t.Fatalf("%s not registered", name)
+			r.t.Fatalf("%s of %s not applied", kind, name)
 		}
 	}
 }
@@ -222,6 +228,7 @@ func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 	stop() // removes the socket
 	r.tick()
 	r.handler.expect("deregister a /run/a/csi.sock")
+	r.deregistered("a")
 	r.stop()
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins after removal, want 0", n)
