@@ -165,6 +165,8 @@ type Cache struct {
 	// heap items are skipped when popped.
 	ready  readyHeap
 	queued map[string]int
+	nDesired, nRegistered int // entries with desired and registered set
+
 	// observed is set by the first Observe: until the scanner has
 	// reported, restored registrations must be left alone.
 	observed bool
@@ -192,6 +194,15 @@ func New(cfg Config) *Cache {
 func (c *Cache) Restore(path string, id scan.ID, p plugins.Plugin) {
 	c.gen++
 	en := &entry{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
+	if old, ok := c.entries[path]; ok {
+		if old.desired {
+			c.nDesired--
+		}
+		if old.registered {
+			c.nRegistered--
+		}
+	}
+	c.nRegistered++
 	c.entries[path] = en
 	c.update(path, en)
 }
@@ -203,6 +214,9 @@ func (c *Cache) Observe(ch scan.Changes) {
 	c.observed = true
 	for _, e := range ch.Removed {
 		if en, ok := c.entries[e.Path]; ok {
+			if en.desired {
+				c.nDesired--
+			}
 			en.desired = false
 			en.fails, en.retryAt = 0, 0
 			c.update(e.Path, en)
@@ -219,6 +233,9 @@ func (c *Cache) Observe(ch scan.Changes) {
 				continue
 			}
 			c.gen++
+			if !en.desired {
+				c.nDesired++
+			}
 			en.desired, en.want, en.wantGen = true, e.ID, c.gen
 			en.fails, en.retryAt, en.recovering = 0, 0, false
 			c.update(e.Path, en)
@@ -367,6 +384,9 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 	case Register:
 		switch {
 		case err == nil:
+			if !en.registered {
+				c.nRegistered++
+			}
 			en.registered, en.have, en.haveGen, en.plugin = true, op.ID, op.Gen, p
 			if en.want == op.ID {
 				en.fails, en.retryAt = 0, 0
@@ -379,6 +399,9 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 			c.scheduleProbe(op.Path, en)
 		}
 	case Deregister:
+		if en.registered {
+			c.nRegistered--
+		}
 		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, plugins.Plugin{}
 		en.unverified, en.verifyFailed = false, 0
 		if op.Reason == Unhealthy {
@@ -459,16 +482,12 @@ type Stats struct {
 	Backoff    int // sockets waiting for a retry
 }
 
-// Stats counts the entries. It costs O(sockets).
+// Stats counts the entries. It costs O(pending), not O(sockets).
 func (c *Cache) Stats() Stats {
-	var s Stats
-	for _, en := range c.entries {
-		if en.desired {
-			s.Desired++
-		}
-		if en.registered {
-			s.Registered++
-		}
+	s := Stats{Desired: c.nDesired, Registered: c.nRegistered}
+	// In-flight and backed-off entries are always pending.
+	for p := range c.pending {
+		en := c.entries[p]
 		if en.inFlight {
 			s.InFlight++
 		} else if en.desired && !en.registered && en.retryAt > c.tick {

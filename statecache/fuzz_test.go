@@ -127,6 +127,18 @@ func FuzzCache(f *testing.F) {
 			}
 			next(0)
 		}
+		var nDesired, nRegistered int
+		for _, en := range c.entries {
+			if en.desired {
+				nDesired++
+			}
+			if en.registered {
+				nRegistered++
+			}
+		}
+		if s := c.Stats(); s.Desired != nDesired || s.Registered != nRegistered {
+			t.Fatalf("Stats %+v, counted desired=%d registered=%d", s, nDesired, nRegistered)
+		}
 		if s := c.Stats(); s.Registered != s.Desired || s.InFlight != 0 {
 			t.Fatalf("idle but %+v", s)
 		}
