@@ -145,7 +145,7 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 		t.Skip("500 sockets")
 	}
 	r := newRig(t)
-	r.client.GetInfoTimeout = 100 * time.Millisecond
+	r.client.GetInfoTimeout = 200 * time.Millisecond
 	hung := &hungServer{called: make(chan struct{}, 10000)}
 	for i := range 500 {
 		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
@@ -176,8 +176,28 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 		}
 	}()
 	_, status, _ := r.plugin("zz-healthy", "CSIPlugin", "/e", "1.0.0")
-	r.tick()
+	// Keep ticking: on a loaded machine even the healthy plugin's GetInfo
+	// may miss its 200 ms and need a retry.
+	stopTicks := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		for {
+			select {
+			case r.ticks <- time.Now():
+			case <-stopTicks:
+				return
+			}
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-stopTicks:
+				return
+			}
+		}
+	}()
 	expectStatus(t, status, true, "")
+	close(stopTicks)
+	<-ticked
 	r.cancel()
 	<-r.done
 	r.cancel = nil
