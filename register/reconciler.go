@@ -132,7 +132,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		interval: interval,
 		cache:    statecache.New(cfg),
 		results:  make(chan Result, maxInFlight),
-		rejected: make(map[string]string),
+		reported: make(map[string]string),
 		refused:  make(map[string]bool),
 	}
 	for _, p := range r.Registry.List("") {
@@ -194,7 +194,7 @@ type loop struct {
 	prev     scan.Snapshot
 	scanErr  string            // the last scan error logged, to log each one once
 	refused  map[string]bool   // sockets beyond MaxPlugins, logged once each
-	rejected map[string]string // socket path -> the last rejection reported
+	reported map[string]string // socket path -> the last rejection or failure logged
 	ready    bool              // the first scan's operations have completed
 }
 
@@ -226,7 +226,7 @@ func (l *loop) scan() {
 		l.log.Debug("scan changed", "added", len(ch.Added), "removed", len(ch.Removed), "replaced", len(ch.Replaced))
 		for _, list := range [][]scan.Entry{ch.Removed, ch.Replaced} {
 			for _, e := range list {
-				delete(l.rejected, e.Path)
+				delete(l.reported, e.Path)
 			}
 		}
 	}
@@ -338,7 +338,7 @@ func (l *loop) apply(res *Result) {
 			p.SocketID, p.RegisteredAt = op.ID, now
 			res.Plugin = p
 			l.cache.Done(op, p, nil)
-			delete(l.rejected, op.Path)
+			delete(l.reported, op.Path)
 			kind, msg := plugins.Registered, "plugin registered"
 			if op.Recovering {
 				kind, msg = plugins.Healthy, "plugin healthy again"
@@ -362,11 +362,11 @@ func (l *loop) apply(res *Result) {
 			}
 			// Report a rejection once per socket and message, not at
 			// every retry.
-			if l.rejected[op.Path] == rej.Msg {
+			if l.reported[op.Path] == "rejected: "+rej.Msg {
 				l.log.Debug("plugin rejected", attrs...)
 				return
 			}
-			l.rejected[op.Path] = rej.Msg
+			l.reported[op.Path] = "rejected: " + rej.Msg
 			p.SocketID = op.ID
 			l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, now)
 			l.log.Info("plugin rejected", attrs...)
@@ -375,11 +375,14 @@ func (l *loop) apply(res *Result) {
 		if m != nil {
 			m.Registration(p.Type, "failed")
 		}
-		if retry > 0 {
-			l.log.Warn("registration failed", attrs...)
-		} else {
+		// Warn once per socket and error, not at every retry: a stale
+		// socket or a fault (too many open files, say) would flood the log.
+		if retry == 0 || l.reported[op.Path] == "failed: "+err.Error() {
 			l.log.Debug("registration failed", attrs...)
+			return
 		}
+		l.reported[op.Path] = "failed: " + err.Error()
+		l.log.Warn("registration failed", attrs...)
 	}
 }
 
