@@ -163,8 +163,8 @@ type Cache struct {
 	// ready holds the paths with an op due now, ordered as Next hands them
 	// out; queued says which class each is queued under (class+1). Stale
 	// heap items are skipped when popped.
-	ready  readyHeap
-	queued map[string]int
+	ready                 readyHeap
+	queued                map[string]int
 	nDesired, nRegistered int // entries with desired and registered set
 
 	// observed is set by the first Observe: until the scanner has
