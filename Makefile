@@ -12,7 +12,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto
 
-.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent
+.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -68,3 +68,6 @@ clean: ## remove build output
 
 bench-agent: ## the built agent against N plugins created at once (N=1000; make bench-agent N=10000)
 	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000)
+
+soak: ## the built agent, a watcher and plugins churning at random for SOAK (default 10m); not in CI
+	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m . -args -soak=$(or $(SOAK),10m)

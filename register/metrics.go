@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ type Metrics struct {
 	ready           bool
 	beat            time.Time // last Beat; zero: none yet
 	src             Sources
+	numGoroutine    func() int // go_goroutines; runtime.NumGoroutine but in tests
 }
 
 // Sources computes the gauges that describe the current state at scrape
@@ -73,6 +75,7 @@ func NewMetrics() *Metrics {
 		deregistrations: make(map[[2]string]uint64),
 		types:           make(map[string]bool),
 		refused:         make(map[string]uint64),
+		numGoroutine:    runtime.NumGoroutine,
 		scans: newHistogram(
 			100*time.Microsecond, 250*time.Microsecond, 500*time.Microsecond,
 			time.Millisecond, 2500*time.Microsecond, 5*time.Millisecond,
@@ -245,6 +248,7 @@ func (m *Metrics) expose() []byte {
 		m.scans.family("plugreg_scan_duration_seconds", "Duration of a scan of the plugin directories."),
 		scalar("plugreg_scan_entries", "Sockets seen by the last scan.", "gauge", strconv.Itoa(m.scanEntries)),
 		scalar("plugreg_scans_total", "Scans of the plugin directories.", "counter", strconv.FormatUint(m.scans.count, 10)),
+		scalar("go_goroutines", "Number of goroutines that currently exist.", "gauge", strconv.Itoa(m.numGoroutine())),
 	}
 	m.mu.Unlock()
 

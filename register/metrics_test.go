@@ -570,16 +570,22 @@ func TestMetricsExposition(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMetrics()
+			m.numGoroutine = func() int { return 42 } // steady across the two scrapes
 			tc.update(m)
 			m.SetSources(tc.sources)
 			srv := httptest.NewServer(m.Handler(time.Minute, nil))
 			defer srv.Close()
 
 			body, fams := scrape(t, srv)
-			if diff := cmp.Diff(tc.wantFamilies, familyNames(fams)); diff != "" {
+			// go_goroutines is in every exposition, and sorts first.
+			wantFamilies := append([]string{"go_goroutines gauge"}, tc.wantFamilies...)
+			if diff := cmp.Diff(wantFamilies, familyNames(fams)); diff != "" {
 				t.Errorf("families (-want +got):\n%s", diff)
 			}
 			got := values(fams)
+			if got["go_goroutines"] != 42 {
+				t.Errorf("go_goroutines = %g, want 42", got["go_goroutines"])
+			}
 			for k, want := range tc.want {
 				if v, ok := got[k]; !ok {
 					t.Errorf("no series %s", k)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -195,6 +196,7 @@ type loop struct {
 	scanErr  string            // the last scan error logged, to log each one once
 	refused  map[string]bool   // sockets beyond MaxPlugins, logged once each
 	reported map[string]string // socket path -> the last rejection or failure logged
+	fdFault  bool              // out of file descriptors; logged once, until every socket is registered
 	ready    bool              // the first scan's operations have completed
 }
 
@@ -339,6 +341,10 @@ func (l *loop) apply(res *Result) {
 			res.Plugin = p
 			l.cache.Done(op, p, nil)
 			delete(l.reported, op.Path)
+			if l.fdFault && l.cache.Idle() {
+				l.fdFault = false
+				l.log.Info("file descriptors available again: every socket is registered")
+			}
 			kind, msg := plugins.Registered, "plugin registered"
 			if op.Recovering {
 				kind, msg = plugins.Healthy, "plugin healthy again"
@@ -375,8 +381,19 @@ func (l *loop) apply(res *Result) {
 		if m != nil {
 			m.Registration(p.Type, "failed")
 		}
+		// Running out of file descriptors hits every socket at once: say
+		// so once for the agent, not once per socket.
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			if !l.fdFault {
+				l.fdFault = true
+				l.log.Warn("out of file descriptors: registrations are retried", attrs...)
+			} else {
+				l.log.Debug("registration failed", attrs...)
+			}
+			return
+		}
 		// Warn once per socket and error, not at every retry: a stale
-		// socket or a fault (too many open files, say) would flood the log.
+		// socket would flood the log.
 		if retry == 0 || l.reported[op.Path] == "failed: "+err.Error() {
 			l.log.Debug("registration failed", attrs...)
 			return
