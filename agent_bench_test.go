@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,46 +84,16 @@ func BenchmarkAgent(b *testing.B) {
 	deregistered := watchDeregistrations(ctx, b, plugregv1.NewRegistryClient(cc))
 
 	for b.Loop() { // one burst; use -benchtime=1x
-		type plugin struct {
-			path    string
-			created time.Time
-			notify  chan *pluginregistration.RegistrationStatus
-			stop    func()
-		}
-		ps := make([]*plugin, n)
-		var wg sync.WaitGroup
+		host := startPluginHost(b, dir, n)
 		start := time.Now()
-		for i := range ps {
-			p := &plugin{path: filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("p%05d.sock", i)),
-				notify: make(chan *pluginregistration.RegistrationStatus, 4)}
-			l, err := example.Listen(p.path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			p.created = time.Now()
-			pctx, pcancel := context.WithCancel(ctx)
-			srv := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin",
-				Name: fmt.Sprintf("p%05d.example.com", i), SupportedVersions: []string{"1.0.0"}}, Status: p.notify}
-			done := make(chan struct{})
-			wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
-			p.stop = func() { pcancel(); <-done }
-			ps[i] = p
-		}
+		host.send("create")
 		var reg []time.Duration
 		var last time.Time
-		for _, p := range ps {
-			select {
-			case st := <-p.notify:
-				if !st.GetPluginRegistered() {
-					b.Fatalf("%s rejected: %s", p.path, st.GetError())
-				}
-				now := time.Now()
-				reg = append(reg, now.Sub(p.created))
-				if now.After(last) {
-					last = now
-				}
-			case <-time.After(60 * time.Second):
-				b.Fatalf("%s not registered within 60 s", p.path)
+		for range n {
+			ev := host.next(b, "notified", 60*time.Second)
+			reg = append(reg, ev.at.Sub(host.created[ev.i]))
+			if ev.at.After(last) {
+				last = ev.at
 			}
 		}
 		b.ReportMetric(ms(last.Sub(start)), "all-registered-ms")
@@ -139,13 +110,11 @@ func BenchmarkAgent(b *testing.B) {
 
 		// Deregistration: remove the first 100 at once.
 		k := min(100, n)
+		host.send(fmt.Sprintf("stop %d", k))
 		removed := make(map[string]time.Time, k)
-		var mu sync.Mutex
-		for _, p := range ps[:k] {
-			p.stop() // closes the listener, which unlinks the socket
-			mu.Lock()
-			removed[p.path] = time.Now()
-			mu.Unlock()
+		for range k {
+			ev := host.next(b, "stopped", 30*time.Second)
+			removed[host.paths[ev.i]] = ev.at
 		}
 		var dereg []time.Duration
 		for len(dereg) < k {
@@ -164,10 +133,161 @@ func BenchmarkAgent(b *testing.B) {
 		scanNs, bareNs := scanCost(b, dir)
 		b.ReportMetric(scanNs, "scan-ns/entry")
 		b.ReportMetric(bareNs, "bare-ns/entry")
-		for _, p := range ps[k:] {
-			p.stop()
+		host.close()
+	}
+}
+
+// The plugins of BenchmarkAgent live in a process of their own, as real
+// plugins do: this test binary, run again as a plugin host. It reads
+// commands on stdin ("create", "stop K") and reports on stdout, one line
+// per event: "created I UNIXNANO", "notified I UNIXNANO", "stopped I
+// UNIXNANO".
+
+// TestPluginHost is the plugin host; it does nothing in a normal test run.
+func TestPluginHost(t *testing.T) {
+	spec := os.Getenv("PLUGREG_PLUGIN_HOST") // DIR:N
+	if spec == "" {
+		t.Skip("only the plugin host of BenchmarkAgent")
+	}
+	dir, nStr, _ := strings.Cut(spec, ":")
+	n, _ := strconv.Atoi(nStr)
+	var mu sync.Mutex
+	say := func(what string, i int, at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf("%s %d %d\n", what, i, at.UnixNano())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stops := make([]func(), n)
+	var wg sync.WaitGroup
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		switch cmd {
+		case "create":
+			for i := range n {
+				l, err := example.Listen(pluginPath(dir, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				say("created", i, time.Now())
+				status := make(chan *pluginregistration.RegistrationStatus, 4)
+				pctx, pcancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				srv := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin",
+					Name: fmt.Sprintf("p%05d.example.com", i), SupportedVersions: []string{"1.0.0"}}, Status: status}
+				wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
+				wg.Go(func() {
+					select {
+					case st := <-status:
+						if st.GetPluginRegistered() {
+							say("notified", i, time.Now())
+						}
+					case <-pctx.Done():
+					}
+				})
+				stops[i] = func() { pcancel(); <-done }
+			}
+		case "stop":
+			k, _ := strconv.Atoi(arg)
+			for i := range k {
+				stops[i]() // closes the listener, which unlinks the socket
+				say("stopped", i, time.Now())
+				stops[i] = nil
+			}
 		}
-		wg.Wait()
+	}
+	cancel()
+	wg.Wait()
+}
+
+func pluginPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("p%05d.sock", i))
+}
+
+type hostEvent struct {
+	what string
+	i    int
+	at   time.Time
+}
+
+type pluginHost struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	events  chan hostEvent
+	created []time.Time
+	paths   []string
+}
+
+func startPluginHost(b *testing.B, dir string, n int) *pluginHost {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPluginHost$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PLUGREG_PLUGIN_HOST=%s:%d", dir, n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	h := &pluginHost{cmd: cmd, stdin: stdin, events: make(chan hostEvent, 4*n+16),
+		created: make([]time.Time, n), paths: make([]string, n)}
+	for i := range n {
+		h.paths[i] = pluginPath(dir, i)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 3 {
+				continue
+			}
+			i, err1 := strconv.Atoi(f[1])
+			ns, err2 := strconv.ParseInt(f[2], 10, 64)
+			if err1 != nil || err2 != nil || i < 0 || i >= n {
+				continue
+			}
+			h.events <- hostEvent{f[0], i, time.Unix(0, ns)}
+		}
+		close(h.events)
+	}()
+	b.Cleanup(h.close)
+	return h
+}
+
+func (h *pluginHost) send(line string) { fmt.Fprintln(h.stdin, line) }
+
+// next returns the next event of a kind, recording creations on the way.
+func (h *pluginHost) next(b *testing.B, what string, timeout time.Duration) hostEvent {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-h.events:
+			if !ok {
+				b.Fatalf("plugin host exited, waiting for %q", what)
+			}
+			if ev.what == "created" {
+				h.created[ev.i] = ev.at
+			}
+			if ev.what == what {
+				return ev
+			}
+		case <-deadline:
+			b.Fatalf("no %q from the plugin host within %v", what, timeout)
+		}
+	}
+}
+
+func (h *pluginHost) close() {
+	if h.stdin != nil {
+		h.stdin.Close()
+		h.stdin = nil
+		h.cmd.Wait()
 	}
 }
 
