@@ -89,20 +89,7 @@ func chrootCmd(root string, args ...string) *exec.Cmd {
 // startChroot starts /plugreg with args, with root as /.
 func startChroot(t *testing.T, root string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: chrootCmd(root, args...), out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("output of %v:\n%s", args, p.out)
-		}
-	})
-	return p
+	return startCmd(t, chrootCmd(root, args...))
 }
 
 // elfInterp returns the program interpreter (dynamic loader) that the ELF

@@ -185,20 +185,7 @@ func TestEndToEndStateDirUnwritable(t *testing.T) {
 func startLimited(t *testing.T, nofile int, args ...string) *proc {
 	t.Helper()
 	sh := []string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), plugregBin(t)}
-	p := &proc{cmd: exec.Command("sh", append(sh, args...)...), out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("output of %v:\n%s", args, p.out)
-		}
-	})
-	return p
+	return startCmd(t, exec.Command("sh", append(sh, args...)...))
 }
 
 // inProcPlugin is a plugin served by the test process.

@@ -100,9 +100,17 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
+// start starts `plugreg args...`.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(plugregBin(t), args...), out: &syncBuffer{}, exited: make(chan struct{})}
+	return startCmd(t, exec.Command(plugregBin(t), args...))
+}
+
+// startCmd starts cmd, collecting its output, and kills it at the end of
+// the test; the output is logged if the test failed.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -112,7 +120,7 @@ func start(t *testing.T, args ...string) *proc {
 		p.cmd.Process.Kill()
 		<-p.exited
 		if t.Failed() {
-			t.Logf("output of %v:\n%s", args, p.out)
+			t.Logf("output of %v:\n%s", cmd.Args, p.out)
 		}
 	})
 	return p
