@@ -92,22 +92,10 @@ func TestEndToEndAllowUID(t *testing.T) {
 // groups, in dir.
 func startAsUser(t *testing.T, id uint32, bin, dir string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id, Gid: id}}
-	p.cmd.Dir = dir
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			t.Logf("output of %v as uid %d:\n%s", args, id, p.out)
-		}
-	})
-	return p
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id, Gid: id}}
+	cmd.Dir = dir
+	return startCmd(t, cmd)
 }
 
 // copyExecutable copies the file from to a new file to with mode.

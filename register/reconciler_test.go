@@ -168,30 +168,16 @@ func (e *env) next(kind, path string) call {
 // calls in any order.
 func (e *env) all(kind string, paths ...string) map[string]call {
 	e.t.Helper()
-	synctest.Wait()
-	got := map[string]call{}
-	for {
-		select {
-		case c := <-e.reg.calls:
-			if c.kind != kind {
-				e.t.Fatalf("call %s %s, want %s", c.kind, c.path, kind)
-			}
-			got[c.path] = c
-			synctest.Wait()
-			continue
-		default:
-		}
-		break
+	want := make([]string, len(paths))
+	for i, p := range paths {
+		want[i] = kind + " " + p
 	}
-	var gotPaths []string
-	for p := range got {
-		gotPaths = append(gotPaths, p)
+	slices.Sort(want)
+	byPath := map[string]call{}
+	for _, c := range e.collect(want...) {
+		byPath[c.path] = c
 	}
-	slices.Sort(gotPaths)
-	if !slices.Equal(gotPaths, paths) {
-		e.t.Fatalf("%s calls for %v, want %v", kind, gotPaths, paths)
-	}
-	return got
+	return byPath
 }
 
 // await advances fake time one second at a time until the reconciler
