@@ -50,6 +50,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	handlerTimeout := fs.Duration("handler-timeout", register.DefaultHandlerTimeout, "timeout of a handler's Validate and Register, or DeRegister")
 	maxInFlight := fs.Int("max-in-flight", register.DefaultMaxInFlight, "registrations and deregistrations running at once")
 	maxBackoff := fs.Duration("max-backoff", register.DefaultMaxBackoff, "longest wait before a failed registration is retried")
+	fullScanEvery := fs.Int("full-scan-every", scan.DefaultFullScanEvery, "read every directory every `N` scans, changed or not (0: only the first scan)")
 	maxPlugins := fs.Int("max-plugins", register.DefaultMaxPlugins, "sockets the agent handles at most; more are refused, not dialled")
 	var allowUIDs []uint32 // nil: anyone may register
 	fs.Func("allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)", func(v string) error {
@@ -71,6 +72,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := positive(d.name, d.v); err != nil {
 			return err
 		}
+	}
+	if *fullScanEvery < 0 {
+		return usagef("invalid value \"%d\" for flag -full-scan-every: must be 0 (off) or positive", *fullScanEvery)
 	}
 	if *maxPlugins <= 0 {
 		return usagef("invalid value \"%d\" for flag -max-plugins: must be positive", *maxPlugins)
@@ -115,6 +119,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	scanner.FullScanEvery = *fullScanEvery
 	warnWritableDirs(log, scanner.Dirs())
 	registry := loadRegistry(*statePath, log)
 	defer registry.Close() // on early returns; the normal path closes it below
