@@ -201,7 +201,8 @@ func names(ps []listed) []string {
 func TestEndToEnd(t *testing.T) {
 	tmp := shortTempDir(t)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	agent := start(t, "run", "--dir", dir, "--api", api, "--state", "", "--interval", "50ms", "--log-format", "json")
+	// Incremental scans only (no periodic full scan): every change must still be seen.
+	agent := start(t, "run", "--dir", dir, "--api", api, "--state", "", "--interval", "50ms", "--full-scan-every", "0", "--log-format", "json")
 	eventually(t, "API socket", func() bool { _, err := os.Stat(api); return err == nil })
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Errorf("plugin dir: %v, %v; want a directory with mode 0750", fi, err)
