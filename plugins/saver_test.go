@@ -72,13 +72,7 @@ func TestSaverCoalesces(t *testing.T) {
 		if n := s.Writes(); n != 2 {
 			t.Errorf("Writes() = %d, want 2", n)
 		}
-		got, err := Load(path)
-		if err != nil {
-			t.Fatalf("Load = %v", err)
-		}
-		if diff := cmp.Diff(r.State(), got); diff != "" {
-			t.Errorf("state file (-want +got):\n%s", diff)
-		}
+		wantSaved(t, path, r)
 		if diff := cmp.Diff([]string{"state.json"}, files(t, filepath.Dir(path))); diff != "" {
 			t.Errorf("files (-want +got):\n%s", diff)
 		}
@@ -103,13 +97,7 @@ func TestSaverBurst(t *testing.T) {
 		if n := s.Errors(); n != 0 {
 			t.Errorf("Errors() = %d, want 0", n)
 		}
-		got, err := Load(path)
-		if err != nil {
-			t.Fatalf("Load = %v", err)
-		}
-		if diff := cmp.Diff(r.State(), got); diff != "" {
-			t.Errorf("state file (-want +got):\n%s", diff)
-		}
+		wantSaved(t, path, r)
 		if diff := cmp.Diff([]string{"state.json"}, files(t, filepath.Dir(path))); diff != "" {
 			t.Errorf("files (-want +got):\n%s", diff)
 		}
@@ -130,13 +118,7 @@ func TestSaverIdle(t *testing.T) {
 		if n := s.Writes(); n != 1 {
 			t.Errorf("Writes() = %d, want 1", n)
 		}
-		got, err := Load(s.Path)
-		if err != nil {
-			t.Fatalf("Load = %v", err)
-		}
-		if diff := cmp.Diff(r.State(), got); diff != "" {
-			t.Errorf("state file (-want +got):\n%s", diff)
-		}
+		wantSaved(t, s.Path, r)
 	})
 }
 
@@ -152,13 +134,7 @@ func TestSaverFinalSave(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
-		got, err := Load(s.Path)
-		if err != nil {
-			t.Fatalf("Load = %v", err)
-		}
-		if diff := cmp.Diff(r.State(), got); diff != "" {
-			t.Errorf("state file (-want +got):\n%s", diff)
-		}
+		wantSaved(t, s.Path, r)
 	})
 }
 
@@ -217,13 +193,7 @@ level=INFO msg="state saved again" path=` + path + `
 		if diff := cmp.Diff(wantLog, buf.String()); diff != "" {
 			t.Errorf("log (-want +got):\n%s", diff)
 		}
-		got, err := Load(path)
-		if err != nil {
-			t.Fatalf("Load = %v", err)
-		}
-		if diff := cmp.Diff(r.State(), got); diff != "" {
-			t.Errorf("state file (-want +got):\n%s", diff)
-		}
+		wantSaved(t, path, r)
 	})
 }
 
@@ -275,4 +245,16 @@ func TestSaverRemovesTemps(t *testing.T) {
 			t.Errorf("log has %d removals, want 2:\n%s", got, buf.String())
 		}
 	})
+}
+
+// wantSaved checks that the state file at path holds r's state.
+func wantSaved(t *testing.T, path string, r *Registry) {
+	t.Helper()
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if diff := cmp.Diff(r.State(), got); diff != "" {
+		t.Errorf("state file (-want +got):\n%s", diff)
+	}
 }
