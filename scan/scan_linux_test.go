@@ -71,15 +71,7 @@ func TestScanUnreadableSubdirReal(t *testing.T) {
 		out = runUnprivileged(t, root, "TestScanUnreadableSubdirReal", unreadableEnv+"="+dir)
 	}
 
-	var entries, logs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "entry "); ok {
-			entries = append(entries, p)
-		} else {
-			logs = append(logs, sc.Text())
-		}
-	}
+	entries, logs := splitChildOutput(out)
 	want := join(dir, "a.sock", "open/b.sock")
 	want = append(append(want, want...), want...) // three scans
 	if d := cmp.Diff(want, entries); d != "" {
@@ -210,15 +202,7 @@ func TestScanUnreadableKeepsEntriesReal(t *testing.T) {
 		out = runUnprivileged(t, root, "TestScanUnreadableKeepsEntriesReal", keepEnv+"="+dir)
 	}
 
-	var entries, logs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "entry "); ok {
-			entries = append(entries, p)
-		} else {
-			logs = append(logs, sc.Text())
-		}
-	}
+	entries, logs := splitChildOutput(out)
 	var want []string
 	for _, scan := range []string{"readable", "locked", "locked", "unlocked, b.sock removed"} {
 		rel := []string{"a.sock", "locked/b.sock", "locked/deeper/c.sock"}
@@ -290,4 +274,18 @@ func copyFile(dst, src string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o755)
+}
+
+// splitChildOutput splits what scanThrice printed into the "entry PATH"
+// lines (the paths) and the rest (log lines).
+func splitChildOutput(out []byte) (entries, logs []string) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "entry "); ok {
+			entries = append(entries, p)
+		} else {
+			logs = append(logs, sc.Text())
+		}
+	}
+	return entries, logs
 }

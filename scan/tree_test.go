@@ -250,16 +250,7 @@ func TestScanIncremental(t *testing.T) {
 		if st.change != nil {
 			st.change()
 		}
-		got, read, err := ft.scan()
-		if err != nil {
-			t.Fatalf("%s: Scan() error = %v", st.name, err)
-		}
-		if d := cmp.Diff(st.want, rels(got)); d != "" {
-			t.Errorf("%s: Scan() paths (-want +got):\n%s", st.name, d)
-		}
-		if d := cmp.Diff(st.read, read); d != "" {
-			t.Errorf("%s: directories read (-want +got):\n%s", st.name, d)
-		}
+		got := ft.check(t, st.name, st.want, st.read)
 		if d := cmp.Diff(ft.oracle(), got); d != "" {
 			t.Errorf("%s: Scan() differs from a full scan (-full +incremental):\n%s", st.name, d)
 		}
@@ -328,16 +319,7 @@ func TestScanRacy(t *testing.T) {
 		if st.change != nil {
 			st.change()
 		}
-		got, read, err := ft.scan()
-		if err != nil {
-			t.Fatalf("%s: Scan() error = %v", st.name, err)
-		}
-		if d := cmp.Diff(st.want, rels(got)); d != "" {
-			t.Errorf("%s: Scan() paths (-want +got):\n%s", st.name, d)
-		}
-		if d := cmp.Diff(st.read, read); d != "" {
-			t.Errorf("%s: directories read (-want +got):\n%s", st.name, d)
-		}
+		ft.check(t, st.name, st.want, st.read)
 	}
 }
 
@@ -895,4 +877,20 @@ func TestScanModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// check scans ft and compares the paths found and the directories read.
+func (ft *fakeTree) check(t *testing.T, name string, want, read []string) Snapshot {
+	t.Helper()
+	got, gotRead, err := ft.scan()
+	if err != nil {
+		t.Fatalf("%s: Scan() error = %v", name, err)
+	}
+	if d := cmp.Diff(want, rels(got)); d != "" {
+		t.Errorf("%s: Scan() paths (-want +got):\n%s", name, d)
+	}
+	if d := cmp.Diff(read, gotRead); d != "" {
+		t.Errorf("%s: directories read (-want +got):\n%s", name, d)
+	}
+	return got
 }
