@@ -101,24 +101,22 @@ func watchOnce(ctx context.Context, client plugregv1.RegistryClient, rev *uint64
 	}
 }
 
-func printEvent(w io.Writer, ev *plugregv1.Event, output string) error {
+func printEvent(w io.Writer, m *plugregv1.Event, output string) error {
+	ev := plugins.EventFromProto(m)
+	snapshot := ev.Kind == plugins.Snapshot || ev.Kind == plugins.Resync
 	if output == "json" {
-		out := eventJSON{
-			Revision: ev.GetRevision(),
-			Event:    ev.GetKind(),
-			Error:    ev.GetError(),
+		out := eventJSON{Revision: ev.Revision, Event: string(ev.Kind), Error: ev.Error}
+		if !ev.Time.IsZero() {
+			out.Time = ev.Time.UTC().Format(time.RFC3339Nano)
 		}
-		if ev.GetTime() != nil {
-			out.Time = ev.GetTime().AsTime().UTC().Format(time.RFC3339Nano)
-		}
-		if ev.GetPlugin() != nil {
-			p := toJSON(plugins.FromProto(ev.GetPlugin()))
+		if m.GetPlugin() != nil {
+			p := toJSON(ev.Plugin)
 			out.Plugin = &p
 		}
-		if k := ev.GetKind(); k == string(plugins.Snapshot) || k == string(plugins.Resync) {
-			ps := make([]pluginJSON, 0, len(ev.GetPlugins()))
-			for _, m := range ev.GetPlugins() {
-				ps = append(ps, toJSON(plugins.FromProto(m)))
+		if snapshot {
+			ps := make([]pluginJSON, len(ev.Plugins))
+			for i, p := range ev.Plugins {
+				ps[i] = toJSON(p)
 			}
 			out.Plugins = &ps
 		}
@@ -130,24 +128,22 @@ func printEvent(w io.Writer, ev *plugregv1.Event, output string) error {
 		return err
 	}
 	ts := "-"
-	if ev.GetTime() != nil {
-		ts = ev.GetTime().AsTime().Local().Format(time.RFC3339)
+	if !ev.Time.IsZero() {
+		ts = ev.Time.Local().Format(time.RFC3339)
 	}
-	switch k := ev.GetKind(); k {
-	case string(plugins.Snapshot), string(plugins.Resync):
-		names := make([]string, 0, len(ev.GetPlugins()))
-		for _, m := range ev.GetPlugins() {
-			names = append(names, m.GetType()+"/"+m.GetName())
+	line := fmt.Sprintf("%d\t%s\t%s", ev.Revision, ts, ev.Kind)
+	if snapshot {
+		names := make([]string, len(ev.Plugins))
+		for i, p := range ev.Plugins {
+			names[i] = p.Type + "/" + p.Name
 		}
-		_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%d plugins\t%s\n", ev.GetRevision(), ts, k, len(names), strings.Join(names, " "))
-		return err
-	default:
-		p := ev.GetPlugin()
-		line := fmt.Sprintf("%d\t%s\t%s\t%s/%s\t%s", ev.GetRevision(), ts, k, p.GetType(), p.GetName(), p.GetSocketPath())
-		if e := ev.GetError(); e != "" {
-			line += "\t" + e
+		line += fmt.Sprintf("\t%d plugins\t%s", len(names), strings.Join(names, " "))
+	} else {
+		line += fmt.Sprintf("\t%s/%s\t%s", ev.Plugin.Type, ev.Plugin.Name, ev.Plugin.SocketPath)
+		if ev.Error != "" {
+			line += "\t" + ev.Error
 		}
-		_, err := fmt.Fprintln(w, line)
-		return err
 	}
+	_, err := fmt.Fprintln(w, line)
+	return err
 }

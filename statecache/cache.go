@@ -263,9 +263,6 @@ func (c *Cache) scheduleProbe(path string, en *entry) {
 	c.timers[en.probeAt] = append(c.timers[en.probeAt], path)
 }
 
-// Now returns the current tick, which starts at 0.
-func (c *Cache) Now() uint64 { return c.tick }
-
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
 // registrations and verifications, then probes, each group sorted by path,
@@ -463,15 +460,6 @@ func (c *Cache) update(path string, en *entry) {
 		delete(c.entries, path)
 		delete(c.queued, path)
 	}
-}
-
-// Registered returns the plugin registered at path, if any.
-func (c *Cache) Registered(path string) (plugins.Plugin, bool) {
-	en, ok := c.entries[path]
-	if !ok || !en.registered {
-		return plugins.Plugin{}, false
-	}
-	return en.plugin, true
 }
 
 // Stats is a summary of the cache for metrics and readiness.
