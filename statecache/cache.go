@@ -447,11 +447,12 @@ func (c *Cache) backoff(path string, en *entry) uint64 {
 // update files the entry under pending, or forgets it once it is converged
 // and holds nothing.
 func (c *Cache) update(path string, en *entry) {
-	if class := c.due(en); class >= 0 && c.queued[path] != class+1 {
+	class := c.due(en)
+	if class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
 		heap.Push(&c.ready, cand{class: class, fails: en.fails, path: path})
 	}
-	if !en.converged() || c.due(en) == classProbe {
+	if !en.converged() || class == classProbe {
 		c.pending[path] = struct{}{}
 		return
 	}

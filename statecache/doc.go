@@ -14,11 +14,13 @@
 //   - an entry is keyed by socket path and identified by its scan.ID; a new ID
 //     at a known path is a replacement: the old incarnation is deregistered
 //     before the new one is registered;
-//   - Next returns deregistrations before registrations, each group sorted
-//     by path, so the output is a pure function of the inputs;
+//   - Next returns deregistrations, then registrations and verifications of
+//     restored plugins, then liveness probes; registrations with fewer
+//     failures first, so new sockets are not held back by failing ones;
+//     ties by path, so the output is a pure function of the inputs;
 //   - at most one operation is in flight per path;
 //   - a failed registration is retried after 1, 2, 4, ... ticks, capped at
-//     the MaxBackoff given to New, and the backoff starts again from zero
+//     Config.MaxBackoff, and the backoff starts again from zero
 //     when the socket's identity changes or it disappears.
 //
 // The package does no I/O, reads no clock, starts no goroutine, takes no
