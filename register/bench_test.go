@@ -79,3 +79,31 @@ func benchmarkBurst(b *testing.B, n int) {
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/burst")
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N*n), "µs/plugin")
 }
+
+// BenchmarkProbe measures one liveness probe (dial, GetInfo, close) of a
+// real plugin served in this process; the figure includes the plugin's side.
+func BenchmarkProbe(b *testing.B) {
+	dir, err := os.MkdirTemp("", "prb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	path := filepath.Join(dir, "p.sock")
+	l, err := example.Listen(path)
+	if err != nil {
+		b.Skipf("cannot listen on a unix socket: %v", err)
+	}
+	srv := &example.Plugin{Info: &pluginregistration.PluginInfo{
+		Type: "CSIPlugin", Name: "p.example.com", SupportedVersions: []string{"1.0.0"}}}
+	go srv.ServeListener(ctx, l)
+	c := &Client{Handlers: plugins.NewHandlers()}
+	p := plugins.Plugin{SocketPath: path}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Probe(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -9,9 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -127,7 +125,7 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 // With c.AllowUIDs set, a socket whose owner or serving process is not
 // allowed is rejected here, before any call but the rejection itself:
 // GetInfo is never sent to an untrusted process.
-func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pluginregistration.RegistrationClient, error) {
+func (c *Client) connect(ctx context.Context, path string) (*unaryConn, pluginregistration.RegistrationClient, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
@@ -144,11 +142,7 @@ func (c *Client) connect(ctx context.Context, path string) (*grpc.ClientConn, pl
 			return nil, nil, &OpError{"authorize", path, err}
 		}
 	}
-	cc, err := newClientConn(conn)
-	if err != nil {
-		conn.Close()
-		return nil, nil, &OpError{"dial", path, err}
-	}
+	cc := newUnaryConn(conn, MaxInfoBytes)
 	rc := pluginregistration.NewRegistrationClient(cc)
 	if refused != nil {
 		defer cc.Close()
@@ -280,45 +274,28 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
 	return nil
 }
 
-// newClientConn returns a client connection over conn, which connect
-// dialled and checked. gRPC's own reconnects get an error instead of a new
-// connection: such a connection would skip the --allow-uid check, and an
-// operation that loses its connection fails and is retried anyway.
-func newClientConn(conn net.Conn) (*grpc.ClientConn, error) {
-	first := make(chan net.Conn, 1)
-	first <- conn
-	dialer := func(context.Context, string) (net.Conn, error) {
-		select {
-		case c := <-first:
-			return c, nil
-		default:
-			return nil, errConnLost
-		}
-	}
-	return grpc.NewClient("passthrough:///plugin",
-		grpc.WithContextDialer(dialer),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxInfoBytes)),
-	)
-}
-
-// errConnLost is what a second dial within one operation gets.
-var errConnLost = errors.New("connection to the plugin lost")
-
 // dialUnix connects to the socket at path. A socket file appears at bind,
 // before its owner calls listen, so "connection refused" is retried a few
-// times within a short window before it counts as a failure.
+// times within a short window, bounded by timeout, before it counts as a
+// failure.
+//
+// A connect to a unix socket does not wait: it succeeds, or fails at once
+// (refused, or the listener's backlog is full). So the dial takes no
+// context, which spares the cost of net.Dialer's machinery on the agent's
+// busiest path.
 func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn, error) {
+	addr := &net.UnixAddr{Name: path, Net: "unix"}
+	conn, err := net.DialUnix("unix", nil, addr)
+	switch {
+	case err == nil:
+		return conn, nil
+	case !plugins.IsRefused(err):
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
 	delay := 2 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil || !plugins.IsRefused(err) || attempt == refusedAttempts {
-			return conn, err
-		}
+	for attempt := 2; ; attempt++ {
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -327,6 +304,13 @@ func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn
 		case <-t.C:
 		}
 		delay *= 2
+		conn, err = net.DialUnix("unix", nil, addr)
+		switch {
+		case err == nil:
+			return conn, nil
+		case !plugins.IsRefused(err) || attempt == refusedAttempts:
+			return nil, err
+		}
 	}
 }
 

@@ -3,7 +3,10 @@ package register
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -162,6 +165,25 @@ func TestReconcilerLiveness(t *testing.T) {
 		}
 		// Probing goes on once it is healthy again.
 		e.await("probe", "/p/a").reply <- nil
+	})
+}
+
+// A probe the agent may not make (a directory on the socket's path lost its
+// search permission) says nothing of the plugin: it stays registered.
+func TestReconcilerProbeWithoutPermission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.ProbeInterval = time.Second
+			r.ProbeFailures = 2
+		})
+		e.next("register", "/p/a").reply <- nil
+		denied := &OpError{"dial", "/p/a", &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}}
+		for range 5 {
+			e.await("probe", "/p/a").reply <- denied
+		}
+		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
+		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
+		e.next("deregister", "/p/a").reply <- nil // two real failures in a row
 	})
 }
 

@@ -3,6 +3,7 @@ package register
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -193,7 +194,7 @@ type loop struct {
 	results  chan Result
 	inFlight int
 	prev     scan.Snapshot
-	scanErr  string            // the last scan error logged, to log each one once
+	scanErr  string            // the error of the scan fault in progress; "" while scans succeed
 	refused  map[string]bool   // sockets beyond MaxPlugins, logged once each
 	reported map[string]string // socket path -> the last rejection or failure logged
 	fdFault  bool              // out of file descriptors; logged once, until every socket is registered
@@ -213,11 +214,17 @@ func (l *loop) scan() {
 		m.ObserveScan(time.Since(t0), len(snap.Entries))
 		m.Beat(t0)
 	}
+	// One fault, one Warn: the error's text may change while the fault
+	// lasts (EMFILE comes and goes at the limit on open files), so later
+	// failures are Debug, whatever they say, until a scan succeeds.
 	switch {
-	case err != nil && err.Error() != l.scanErr:
+	case err != nil && l.scanErr == "":
 		l.log.Warn("scan incomplete", "err", err)
 		l.scanErr = err.Error()
-	case err == nil && l.scanErr != "":
+	case err != nil:
+		l.log.Debug("scan incomplete", "err", err)
+		l.scanErr = err.Error()
+	case l.scanErr != "":
 		l.log.Info("scan complete again")
 		l.scanErr = ""
 	}
@@ -328,6 +335,13 @@ func (l *loop) apply(res *Result) {
 		l.log.Info("plugin restored", attrs...)
 
 	case statecache.Probe:
+		if err != nil && errors.Is(err, fs.ErrPermission) {
+			// The agent may not reach the socket (a directory on its
+			// path lost its search permission): that says nothing of
+			// the plugin, so it does not count as a failed probe.
+			l.log.Debug("probe not possible", append(attrs, "err", err)...)
+			err = nil
+		}
 		l.cache.Done(op, plugins.Plugin{}, err)
 		if err != nil {
 			l.log.Warn("probe failed", append(attrs, "attempt", op.Attempt, "err", err)...)

@@ -1,10 +1,12 @@
 package register
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -354,4 +356,118 @@ func TestReconcilerStopCancelsOperationsInFlight(t *testing.T) {
 			t.Errorf("shutdown took %v, want 0", d)
 		}
 	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestReconcilerLogsAScanFaultOnce checks that a fault of the scan is
+// logged at Warn once while it lasts, even when the error's text changes
+// (EMFILE coming and going at the limit on open files), and its end at Info
+// once.
+func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		scans []string // the error of each scan in turn; "" for none
+		want  []string // the log lines about scans
+	}{
+		{
+			name:  "no fault",
+			scans: []string{"", "", ""},
+		},
+		{
+			name:  "one fault whose text varies",
+			scans: []string{"", "open /p: too many open files", "readdir /p/a: too many open files", "open /p: too many open files", "", ""},
+			want: []string{
+				`level=WARN msg="scan incomplete" err="open /p: too many open files"`,
+				`level=DEBUG msg="scan incomplete" err="readdir /p/a: too many open files"`,
+				`level=DEBUG msg="scan incomplete" err="open /p: too many open files"`,
+				`level=INFO msg="scan complete again"`,
+			},
+		},
+		{
+			name:  "two faults",
+			scans: []string{"open /p: permission denied", "", "", "open /p: input/output error", "open /p: input/output error", ""},
+			want: []string{
+				`level=WARN msg="scan incomplete" err="open /p: permission denied"`,
+				`level=INFO msg="scan complete again"`,
+				`level=WARN msg="scan incomplete" err="open /p: input/output error"`,
+				`level=DEBUG msg="scan incomplete" err="open /p: input/output error"`,
+				`level=INFO msg="scan complete again"`,
+			},
+		},
+		{
+			name:  "a fault that lasts",
+			scans: []string{"open /p: permission denied", "open /p: permission denied", "open /p: permission denied"},
+			want: []string{
+				`level=WARN msg="scan incomplete" err="open /p: permission denied"`,
+				`level=DEBUG msg="scan incomplete" err="open /p: permission denied"`,
+				`level=DEBUG msg="scan incomplete" err="open /p: permission denied"`,
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var buf lockedBuffer
+				h := slog.NewTextHandler(&buf, &slog.HandlerOptions{
+					Level: slog.LevelDebug,
+					ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+						if len(groups) == 0 && a.Key == slog.TimeKey {
+							return slog.Attr{}
+						}
+						return a
+					},
+				})
+				ticks := make(chan time.Time)
+				scans := 0 // Scan runs on Run's goroutine only
+				startWith(t, nil, plugins.NewRegistry(), func(r *Reconciler) {
+					r.Ticks = ticks
+					r.Log = slog.New(h)
+					r.Scan = func() (scan.Snapshot, error) {
+						if scans >= len(tc.scans) {
+							t.Errorf("scan %d, want %d scans", scans+1, len(tc.scans))
+							return scan.Snapshot{}, nil
+						}
+						msg := tc.scans[scans]
+						scans++
+						if msg == "" {
+							return scan.Snapshot{}, nil
+						}
+						return scan.Snapshot{}, errors.New(msg)
+					}
+				})
+				for range len(tc.scans) - 1 { // Run scans once before the first tick
+					ticks <- time.Time{}
+				}
+				synctest.Wait()
+				if scans != len(tc.scans) {
+					t.Fatalf("%d scans, want %d", scans, len(tc.scans))
+				}
+				var got []string
+				for line := range strings.Lines(buf.String()) {
+					if strings.Contains(line, `msg="scan `) {
+						got = append(got, strings.TrimSuffix(line, "\n"))
+					}
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("log of the scans %q (-want +got):\n%s", tc.scans, diff)
+				}
+			})
+		})
+	}
 }

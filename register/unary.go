@@ -1,0 +1,550 @@
+package register
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// unaryConn is a gRPC client connection for a few unary calls, one after the
+// other, over a connection the caller dialled: HTTP/2 framing straight on
+// the socket, with no goroutine, resolver, balancer or reconnection of its
+// own. A grpc.ClientConn costs several goroutines and about half a
+// millisecond of CPU to set up and tear down; the agent opens one for every
+// registration and every liveness probe, so that cost, not the plugin's,
+// set the agent's throughput and most of its idle CPU. unaryConn speaks the
+// same wire protocol (gRPC over HTTP/2, see PROTOCOL-HTTP2.md in grpc's
+// repository): the plugin sees an ordinary gRPC client.
+//
+// It implements grpc.ClientConnInterface for unary calls, so the generated
+// client stubs work over it. It is not safe for concurrent use.
+type unaryConn struct {
+	conn    net.Conn
+	*bufs   // nil after Close
+	fr      *http2.Framer
+	maxRecv int    // the largest reply message accepted, in bytes
+	stream  uint32 // the last stream ID used; client streams are odd
+	err     error  // a connection-level failure: every later call fails with it
+
+	peerMaxFrame uint32 // the plugin's SETTINGS_MAX_FRAME_SIZE
+	peerWindow   int64  // what the plugin lets us send on a new stream (and the connection, below)
+	sendWindow   int64  // connection-level send window
+	recvd        uint32 // DATA bytes received and not yet given back by a WINDOW_UPDATE
+}
+
+// Windows and limits that unaryConn announces. A reply of maxRecv bytes must
+// fit in the windows, so that no WINDOW_UPDATE is ever needed from us.
+const (
+	unaryWindow        = 1 << 20  // per stream and for the connection
+	unaryMaxHeaderList = 64 << 10 // decoded header list, trailers included
+	defaultWindow      = 65535    // HTTP/2's initial window before SETTINGS
+)
+
+// newUnaryConn returns a unaryConn over conn, which it owns from now on.
+// maxRecv bounds the reply messages; a larger one fails with
+// codes.ResourceExhausted, as grpc.MaxCallRecvMsgSize does.
+func newUnaryConn(conn net.Conn, maxRecv int) *unaryConn {
+	b := bufPool.Get().(*bufs)
+	b.bw.Reset(conn)
+	b.br.Reset(conn)
+	c := &unaryConn{
+		conn:         conn,
+		bufs:         b,
+		fr:           http2.NewFramer(b.bw, b.br),
+		maxRecv:      maxRecv,
+		peerMaxFrame: 16 << 10,
+		peerWindow:   defaultWindow,
+		sendWindow:   defaultWindow,
+	}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = unaryMaxHeaderList
+	c.fr.SetMaxReadFrameSize(16 << 10) // the default SETTINGS_MAX_FRAME_SIZE, which we do not raise
+	return c
+}
+
+// bufs is what a unaryConn can hand on to the next one: the buffers, and
+// an HPACK encoder that never indexes, so it carries no state from one
+// connection to the next.
+type bufs struct {
+	bw   *bufio.Writer
+	br   *bufio.Reader
+	henc *hpack.Encoder
+	hbuf bytes.Buffer
+}
+
+var bufPool = sync.Pool{New: func() any {
+	b := &bufs{bw: bufio.NewWriterSize(nil, 4<<10), br: bufio.NewReaderSize(nil, 4<<10)}
+	b.henc = hpack.NewEncoder(&b.hbuf)
+	return b
+}}
+
+// Close closes the connection. The unaryConn must not be used after.
+func (c *unaryConn) Close() error {
+	if b := c.bufs; b != nil {
+		c.bufs = nil
+		b.bw.Reset(nil)
+		b.br.Reset(nil)
+		bufPool.Put(b)
+	}
+	if c.err == nil {
+		c.err = status.Error(codes.Canceled, "grpc: the client connection is closing")
+	}
+	return c.conn.Close()
+}
+
+// NewStream is not supported: the registration API is unary.
+func (c *unaryConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, status.Error(codes.Unimplemented, "streaming calls are not supported on a registration connection")
+}
+
+// Invoke performs the unary call method with args and decodes the reply
+// into reply; both are proto messages. Errors are gRPC status errors, as
+// grpc.ClientConn.Invoke returns them. Call options are ignored. After any
+// failure but an error status sent by the plugin, the connection is broken
+// and every later call fails.
+func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	if c.err != nil {
+		return c.err
+	}
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	in, ok1 := args.(proto.Message)
+	out, ok2 := reply.(proto.Message)
+	if !ok1 || !ok2 {
+		return status.Errorf(codes.Internal, "grpc: %T and %T must be proto messages", args, reply)
+	}
+	// The deadline and the cancellation of ctx reach the blocking reads
+	// and writes through the connection's deadline.
+	deadline, hasDeadline := ctx.Deadline()
+	c.conn.SetDeadline(deadline) // the zero time: none
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	err := c.invoke(method, deadline, hasDeadline, in, out)
+	if !stop() {
+		// ctx ended during the call, and its deadline is on the
+		// connection: report the context's error, and retire the
+		// connection even if the call got through.
+		c.err = status.FromContextError(ctx.Err()).Err()
+		if err != nil {
+			return c.err
+		}
+		return nil
+	}
+	var ce *callError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		err = ce.st.Err()
+	default:
+		c.err = err
+	}
+	return err
+}
+
+// callError is the failure of one call that leaves the connection fine: an
+// error status the plugin sent in its trailers, or a reply too large, whose
+// stream was reset.
+type callError struct{ st *status.Status }
+
+func (e *callError) Error() string { return e.st.Err().Error() }
+
+func (c *unaryConn) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
+	msg, err := proto.Marshal(in)
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	if c.stream == 0 {
+		c.stream = 1
+		if err := c.writePreface(); err != nil {
+			return err
+		}
+	} else {
+		c.stream += 2
+	}
+	if err := c.writeRequest(method, deadline, hasDeadline, msg); err != nil {
+		return err
+	}
+	data, err := c.readReply()
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(data, out); err != nil {
+		// The stream ended in order: only this call failed.
+		return &callError{st: status.Newf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)}
+	}
+	return nil
+}
+
+// writePreface writes the client connection preface, SETTINGS and a
+// connection window large enough for any reply; they go out with the first
+// request.
+func (c *unaryConn) writePreface() error {
+	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
+		return ioStatus(err)
+	}
+	err := c.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: unaryWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: unaryMaxHeaderList},
+	)
+	if err == nil {
+		err = c.fr.WriteWindowUpdate(0, unaryWindow-defaultWindow)
+	}
+	return ioStatus(err)
+}
+
+// writeRequest writes the HEADERS and DATA of one call and flushes them.
+func (c *unaryConn) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
+	c.hbuf.Reset()
+	for _, f := range [...]hpack.HeaderField{
+		{Name: ":method", Value: "POST"},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method},
+		{Name: ":authority", Value: "localhost"},
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "te", Value: "trailers"},
+		{Name: "user-agent", Value: "plugreg"},
+	} {
+		f.Sensitive = true // never indexed: the encoder keeps no state
+		c.henc.WriteField(f)
+	}
+	if hasDeadline {
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(time.Until(deadline)), Sensitive: true})
+	}
+	if c.hbuf.Len() > int(c.peerMaxFrame) {
+		return status.Error(codes.Internal, "grpc: request headers larger than the plugin's frame size")
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{
+		StreamID: c.stream, BlockFragment: c.hbuf.Bytes(), EndHeaders: true,
+	}); err != nil {
+		return ioStatus(err)
+	}
+	// The message, length-prefixed, in frames the plugin accepts. Requests
+	// are small; one larger than the plugin's window would need its
+	// WINDOW_UPDATEs, which this connection does not wait for.
+	n := int64(5 + len(msg))
+	if n > min(c.peerWindow, c.sendWindow) {
+		return status.Errorf(codes.ResourceExhausted, "grpc: request of %d bytes exceeds the plugin's flow-control window", n)
+	}
+	c.sendWindow -= n
+	body := make([]byte, 5, n)
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	for len(body) > 0 {
+		k := min(len(body), int(c.peerMaxFrame))
+		if err := c.fr.WriteData(c.stream, k == len(body), body[:k]); err != nil {
+			return ioStatus(err)
+		}
+		body = body[k:]
+	}
+	return ioStatus(c.bw.Flush())
+}
+
+// readReply reads frames until the call's stream ends and returns its
+// message. It answers SETTINGS and PING on the way.
+func (c *unaryConn) readReply() ([]byte, error) {
+	var (
+		data    []byte
+		headers bool // the response headers were seen
+		got     bool // data holds a whole message
+	)
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return nil, readStatus(err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				continue
+			}
+			if err := f.ForeachSetting(c.applySetting); err != nil {
+				return nil, err
+			}
+			if err := c.fr.WriteSettingsAck(); err != nil {
+				return nil, ioStatus(err)
+			}
+			if err := c.bw.Flush(); err != nil {
+				return nil, ioStatus(err)
+			}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				continue
+			}
+			if err := c.fr.WritePing(true, f.Data); err != nil {
+				return nil, ioStatus(err)
+			}
+			if err := c.bw.Flush(); err != nil {
+				return nil, ioStatus(err)
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				c.sendWindow += int64(f.Increment)
+			}
+		case *http2.GoAwayFrame:
+			if f.LastStreamID < c.stream {
+				return nil, status.Errorf(codes.Unavailable, "the plugin closed the connection (GOAWAY %v): %s", f.ErrCode, f.DebugData())
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == c.stream {
+				return nil, status.Errorf(rstCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamID != c.stream {
+				continue
+			}
+			if !headers {
+				headers = true
+				if err := checkResponseHeaders(f); err != nil {
+					return nil, err
+				}
+				if field(f, "grpc-status") == "" { // not a trailers-only reply
+					if f.StreamEnded() {
+						return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
+					}
+					continue
+				}
+			}
+			// Trailers, or a trailers-only reply.
+			if !f.StreamEnded() {
+				return nil, status.Error(codes.Internal, "grpc: trailers without END_STREAM")
+			}
+			if err := trailerStatus(f); err != nil {
+				return nil, &callError{st: status.Convert(err)}
+			}
+			if !got {
+				return nil, status.Error(codes.Internal, "grpc: server sent no reply message")
+			}
+			return data[5:], nil
+		case *http2.DataFrame:
+			if err := c.received(f.Length); err != nil {
+				return nil, err
+			}
+			if f.StreamID != c.stream {
+				continue
+			}
+			if !headers {
+				return nil, status.Error(codes.Internal, "grpc: DATA before the response headers")
+			}
+			if data, got, err = c.appendData(data, got, f.Data()); err != nil {
+				if status.Code(err) == codes.ResourceExhausted {
+					// Only this call fails, as with grpc-go: the
+					// rest of the reply is refused and skipped.
+					if err := c.fr.WriteRSTStream(c.stream, http2.ErrCodeCancel); err != nil {
+						return nil, ioStatus(err)
+					}
+					if err := c.bw.Flush(); err != nil {
+						return nil, ioStatus(err)
+					}
+					return nil, &callError{st: status.Convert(err)}
+				}
+				return nil, err
+			}
+			if f.StreamEnded() {
+				return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
+			}
+		}
+	}
+}
+
+// appendData adds a DATA payload to the message read so far. A unary reply
+// is exactly one message; its declared length is checked against maxRecv
+// before the bytes arrive.
+func (c *unaryConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
+	if got && len(p) > 0 {
+		return nil, false, status.Error(codes.Internal, "grpc: more than one reply message in a unary call")
+	}
+	data = append(data, p...)
+	if len(data) < 5 {
+		return data, false, nil
+	}
+	if data[0] != 0 {
+		return nil, false, status.Error(codes.Internal, "grpc: compressed reply, but no compression was offered")
+	}
+	n := binary.BigEndian.Uint32(data[1:5])
+	if int64(n) > int64(c.maxRecv) {
+		return nil, false, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.maxRecv)
+	}
+	switch {
+	case len(data)-5 == int(n):
+		return data, true, nil
+	case len(data)-5 > int(n):
+		return nil, false, status.Error(codes.Internal, "grpc: more than one reply message in a unary call")
+	}
+	return data, false, nil
+}
+
+// received accounts for n bytes of DATA against the connection's receive
+// window and gives them back once half the window is used, so that the
+// replies of later calls, and the frames of a refused reply still on their
+// way, never stall.
+func (c *unaryConn) received(n uint32) error {
+	c.recvd += n
+	if c.recvd < unaryWindow/2 {
+		return nil
+	}
+	if err := c.fr.WriteWindowUpdate(0, c.recvd); err != nil {
+		return ioStatus(err)
+	}
+	c.recvd = 0
+	return ioStatus(c.bw.Flush())
+}
+
+func (c *unaryConn) applySetting(s http2.Setting) error {
+	if err := s.Valid(); err != nil {
+		return status.Errorf(codes.Unavailable, "the plugin sent an invalid setting: %v", err)
+	}
+	switch s.ID {
+	case http2.SettingMaxFrameSize:
+		c.peerMaxFrame = s.Val
+	case http2.SettingInitialWindowSize:
+		c.peerWindow = int64(s.Val)
+	}
+	return nil
+}
+
+// checkResponseHeaders checks the first HEADERS of a reply: HTTP status 200
+// and a gRPC content type, or else the status gRPC maps the HTTP status to.
+func checkResponseHeaders(f *http2.MetaHeadersFrame) error {
+	code := f.PseudoValue("status")
+	if code != "200" {
+		return status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", code)
+	}
+	if ct := field(f, "content-type"); ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
+		return status.Errorf(codes.Unknown, "unexpected content-type %q in the reply", ct)
+	}
+	return nil
+}
+
+// trailerStatus returns the call's status from its trailers: nil for OK.
+func trailerStatus(f *http2.MetaHeadersFrame) error {
+	v := field(f, "grpc-status")
+	if v == "" {
+		return status.Error(codes.Internal, "grpc: the reply's trailers lack grpc-status")
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: malformed grpc-status %q", v)
+	}
+	if n == 0 {
+		return nil
+	}
+	return status.Error(codes.Code(n), decodeGRPCMessage(field(f, "grpc-message")))
+}
+
+// field returns the value of the regular header field name, or "".
+func field(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.RegularFields() {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+// decodeGRPCMessage undoes the percent-encoding of grpc-message; a malformed
+// one is kept as it came.
+func decodeGRPCMessage(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	if d, err := url.PathUnescape(s); err == nil {
+		return d
+	}
+	return s
+}
+
+// grpcTimeout formats d as a grpc-timeout header value: at most 8 digits
+// and a unit.
+func grpcTimeout(d time.Duration) string {
+	if d <= 0 {
+		return "1n"
+	}
+	for _, u := range []struct {
+		d    time.Duration
+		unit string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
+		if v := (d + u.d - 1) / u.d; v < 1e8 {
+			return strconv.FormatInt(int64(v), 10) + u.unit
+		}
+	}
+	return "99999999H"
+}
+
+// httpCode maps an HTTP status to a gRPC code as grpc-go does.
+func httpCode(s string) codes.Code {
+	switch s {
+	case "400":
+		return codes.Internal
+	case "401":
+		return codes.Unauthenticated
+	case "403":
+		return codes.PermissionDenied
+	case "404":
+		return codes.Unimplemented
+	case "429", "502", "503", "504":
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does.
+func rstCode(e http2.ErrCode) codes.Code {
+	switch e {
+	case http2.ErrCodeRefusedStream:
+		return codes.Unavailable
+	case http2.ErrCodeCancel:
+		return codes.Canceled
+	case http2.ErrCodeEnhanceYourCalm:
+		return codes.ResourceExhausted
+	case http2.ErrCodeInadequateSecurity:
+		return codes.PermissionDenied
+	}
+	return codes.Internal
+}
+
+// ioStatus makes a write error a status error.
+func ioStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	}
+	return status.Errorf(codes.Unavailable, "connection error: %v", err)
+}
+
+// readStatus makes a read error a status error, with the plugin's protocol
+// errors named as such.
+func readStatus(err error) error {
+	var ce http2.ConnectionError
+	var se http2.StreamError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return status.Error(codes.Unavailable, "connection closed by the plugin")
+	case errors.As(err, &ce), errors.As(err, &se), errors.Is(err, http2.ErrFrameTooLarge):
+		return status.Errorf(codes.Internal, "the plugin broke the HTTP/2 protocol: %v", err)
+	}
+	return ioStatus(fmt.Errorf("read: %w", err))
+}

@@ -1,0 +1,323 @@
+package register
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+)
+
+// The unary client against real grpc-go servers: what plugins run.
+
+// dialUnary dials path and returns a unaryConn over it.
+func dialUnary(t *testing.T, path string) *unaryConn {
+	t.Helper()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newUnaryConn(conn, MaxInfoBytes)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// infoServer answers GetInfo with info and records Notify.
+type infoServer struct {
+	pluginregistration.UnimplementedRegistrationServer
+	info   *pluginregistration.PluginInfo
+	status chan *pluginregistration.RegistrationStatus
+}
+
+func (s *infoServer) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	return s.info, nil
+}
+
+func (s *infoServer) NotifyRegistrationStatus(_ context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	s.status <- st
+	if !st.PluginRegistered {
+		return nil, status.Error(codes.FailedPrecondition, "told: "+st.Error)
+	}
+	return &pluginregistration.RegistrationStatusResponse{}, nil
+}
+
+func TestUnaryAgainstGRPCServer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.sock")
+	srv := &infoServer{
+		info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com", Endpoint: "/e",
+			SupportedVersions: []string{"1.0.0", strings.Repeat("v", 20000)}}, // spans frames
+		status: make(chan *pluginregistration.RegistrationStatus, 4),
+	}
+	grpcPlugin(t, path, srv)
+	c := dialUnary(t, path)
+	rc := pluginregistration.NewRegistrationClient(c)
+	ctx := context.Background()
+
+	// Several calls on one connection, error statuses included: an error
+	// the plugin sends fails the call, not the connection.
+	info, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
+	if err != nil || !proto.Equal(info, srv.info) {
+		t.Fatalf("GetInfo = %v, %v; want %v", info, err, srv.info)
+	}
+	err = c.Invoke(ctx, "/pluginregistration.Registration/NoSuchMethod", &pluginregistration.InfoRequest{}, &pluginregistration.PluginInfo{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("unknown method: %v, want Unimplemented", err)
+	}
+	msg := "rejected: 100% wrong \u00e9\n" + strings.Repeat("x", 30000) // percent-encoded, multi-frame request
+	_, err = rc.NotifyRegistrationStatus(ctx, &pluginregistration.RegistrationStatus{Error: msg})
+	if st := status.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != "told: "+msg {
+		t.Errorf("Notify(false) = %v, want FailedPrecondition with the message back", err)
+	}
+	if got := <-srv.status; got.Error != msg {
+		t.Errorf("plugin got %q", got.Error)
+	}
+	if _, err := rc.NotifyRegistrationStatus(ctx, &pluginregistration.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Errorf("Notify(true) after failures on the same connection: %v", err)
+	}
+	if got := <-srv.status; !got.PluginRegistered {
+		t.Errorf("plugin got %v", got)
+	}
+	if _, err := c.NewStream(ctx, &grpc.StreamDesc{}, "/x"); status.Code(err) != codes.Unimplemented {
+		t.Errorf("NewStream: %v, want Unimplemented", err)
+	}
+	c.Close()
+	if _, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); status.Code(err) != codes.Canceled {
+		t.Errorf("GetInfo after Close: %v, want Canceled", err)
+	}
+}
+
+func TestUnaryDeadlineAndCancel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mute.sock")
+	rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want codes.Code
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, codes.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}, codes.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialUnary(t, path)
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			_, err := pluginregistration.NewRegistrationClient(c).GetInfo(ctx, &pluginregistration.InfoRequest{})
+			if status.Code(err) != tc.want {
+				t.Fatalf("GetInfo = %v, want %v", err, tc.want)
+			}
+			// The connection is retired: a later call fails at once.
+			_, err2 := pluginregistration.NewRegistrationClient(c).GetInfo(context.Background(), &pluginregistration.InfoRequest{})
+			if err2 == nil {
+				t.Errorf("a call after %v succeeded", err)
+			}
+		})
+	}
+}
+
+// A scripted plugin: it reads the client's request and answers with frames
+// written by reply.
+func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) *unaryConn {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	rawListener(t, path, func(conn net.Conn) {
+		defer conn.Close()
+		pre := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(conn, pre); err != nil {
+			return
+		}
+		fr := http2.NewFramer(conn, conn)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		var hbuf bytes.Buffer
+		henc := hpack.NewEncoder(&hbuf)
+		enc := func(kv ...string) []byte {
+			hbuf.Reset()
+			for i := 0; i+1 < len(kv); i += 2 {
+				henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+			}
+			return bytes.Clone(hbuf.Bytes())
+		}
+		fr.WriteSettings()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if d, ok := f.(*http2.DataFrame); ok && d.StreamEnded() {
+				reply(fr, enc, d.StreamID)
+			}
+		}
+	})
+	return dialUnary(t, path)
+}
+
+// message is a gRPC length-prefixed message.
+func message(flag byte, m proto.Message) []byte {
+	b, _ := proto.Marshal(m)
+	out := []byte{flag, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(out[1:], uint32(len(b)))
+	return append(out, b...)
+}
+
+var okHeaders = []string{":status", "200", "content-type", "application/grpc"}
+
+func TestUnaryScriptedReplies(t *testing.T) {
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com"}
+	headers := func(fr *http2.Framer, enc func(...string) []byte, id uint32, end bool, kv ...string) {
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(kv...), EndHeaders: true, EndStream: end})
+	}
+	ok := func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+		headers(fr, enc, id, false, okHeaders...)
+		fr.WriteData(id, false, message(0, info))
+		headers(fr, enc, id, true, "grpc-status", "0")
+	}
+	for _, tc := range []struct {
+		name  string
+		reply func(fr *http2.Framer, enc func(...string) []byte, id uint32)
+		want  codes.Code
+		msg   string // in the error
+		again bool   // the connection still works after
+	}{
+		{"ok", ok, codes.OK, "", true},
+		{"ok with a ping and a window update first", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WritePing(false, [8]byte{1})
+			fr.WriteWindowUpdate(0, 1000)
+			ok(fr, enc, id)
+		}, codes.OK, "", true},
+		{"message split across frames", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			m := message(0, info)
+			fr.WriteData(id, false, m[:3])
+			fr.WriteData(id, false, m[3:])
+			headers(fr, enc, id, true, "grpc-status", "0")
+		}, codes.OK, "", true},
+		{"trailers-only error", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, true, append(okHeaders, "grpc-status", "9", "grpc-message", "not%20now")...)
+		}, codes.FailedPrecondition, "not now", true},
+		{"http 503", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, true, ":status", "503")
+		}, codes.Unavailable, "503", false},
+		{"html content type", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, true, ":status", "200", "content-type", "text/html")
+		}, codes.Unknown, "content-type", false},
+		{"no trailers", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			fr.WriteData(id, true, message(0, info))
+		}, codes.Internal, "without sending trailers", false},
+		{"no message", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			headers(fr, enc, id, true, "grpc-status", "0")
+		}, codes.Internal, "no reply message", false},
+		{"two messages", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			fr.WriteData(id, false, append(message(0, info), message(0, info)...))
+		}, codes.Internal, "more than one", false},
+		{"compressed", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			fr.WriteData(id, false, message(1, info))
+		}, codes.Internal, "compressed", false},
+		{"too large", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			fr.WriteData(id, false, []byte{0, 0, 1, 0, 1}) // declares 65537 bytes
+		}, codes.ResourceExhausted, "larger than max", true},
+		{"rst_stream", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		}, codes.Unavailable, "RST_STREAM", false},
+		{"goaway", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteGoAway(0, http2.ErrCodeNo, []byte("bye"))
+		}, codes.Unavailable, "GOAWAY", false},
+		{"unparsable reply", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			headers(fr, enc, id, false, okHeaders...)
+			fr.WriteData(id, false, []byte{0, 0, 0, 0, 2, 0xff, 0xff})
+			headers(fr, enc, id, true, "grpc-status", "0")
+		}, codes.Internal, "unmarshal", true},
+		{"garbage", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteRawFrame(0xff, 0, 0, nil)                    // an unknown type is to be ignored...
+			fr.WriteRawFrame(http2.FrameData, 0, 0, []byte("x")) // ...DATA on stream 0 is not
+		}, codes.Internal, "HTTP/2 protocol", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := scripted(t, func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+				if id == 1 {
+					tc.reply(fr, enc, id)
+				} else {
+					ok(fr, enc, id)
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rc := pluginregistration.NewRegistrationClient(c)
+			got, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
+			if status.Code(err) != tc.want || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Fatalf("GetInfo = %v, want code %v with %q", err, tc.want, tc.msg)
+			}
+			if err == nil && !proto.Equal(got, info) {
+				t.Errorf("GetInfo = %v, want %v", got, info)
+			}
+			_, err = rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
+			if (err == nil) != tc.again {
+				t.Errorf("second call on the connection: %v; want success %v", err, tc.again)
+			}
+		})
+	}
+}
+
+// FuzzUnaryReply feeds arbitrary bytes to the client as the plugin's side
+// of the connection: the call must end, within its deadline, with a reply
+// or a status error, and never panic or hold more than it should.
+func FuzzUnaryReply(f *testing.F) {
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	var hbuf bytes.Buffer
+	henc := hpack.NewEncoder(&hbuf)
+	for _, kv := range [][]string{okHeaders, {"grpc-status", "0"}} {
+		for i := 0; i < len(kv); i += 2 {
+			henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+	}
+	fr.WriteSettings()
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+	fr.WriteData(1, false, message(0, &pluginregistration.PluginInfo{Name: "x"}))
+	f.Add(buf.Bytes())
+	f.Add([]byte{})
+	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		client, server := net.Pipe()
+		go io.Copy(io.Discard, server)
+		go func() {
+			server.Write(data)
+			server.Close()
+		}()
+		c := newUnaryConn(client, 1024)
+		defer c.Close()
+		defer server.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		var info pluginregistration.PluginInfo
+		err := c.Invoke(ctx, pluginregistration.Registration_GetInfo_FullMethodName, &pluginregistration.InfoRequest{}, &info)
+		if _, ok := status.FromError(err); !ok {
+			t.Fatalf("not a status error: %v", err)
+		}
+		if err == nil && proto.Size(&info) > 1024 {
+			t.Fatalf("accepted a reply of %d bytes, over the limit", proto.Size(&info))
+		}
+	})
+}
