@@ -81,10 +81,14 @@ func (s *Saver) Run(ctx context.Context) error {
 		if dirty && retryC == nil {
 			if err := write(); err != nil {
 				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
-				if err.Error() != lastErr {
+				// One fault, one Error: later failures of the same
+				// fault may fail at another step, with another text.
+				if lastErr == "" {
 					log.Error("state not saved", "path", s.Path, "err", err, "retry", delay)
-					lastErr = err.Error()
+				} else {
+					log.Debug("state not saved", "path", s.Path, "err", err, "retry", delay)
 				}
+				lastErr = err.Error()
 				retry = time.NewTimer(delay)
 				retryC = retry.C
 			} else if lastErr != "" {

@@ -51,7 +51,8 @@ func BenchmarkScan(b *testing.B) {
 }
 
 // BenchmarkScanIdle measures incremental scans of a tree of 100 directories
-// that does not change: one stat per directory, and a copy of the entries.
+// that does not change: one stat per directory and no directory read, and
+// the previous Snapshot returned as it is, with no copy of its entries.
 func BenchmarkScanIdle(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
@@ -65,13 +66,14 @@ func BenchmarkScanIdle(b *testing.B) {
 				b.Fatal(err)
 			}
 			s.FullScanEvery = 0
-			if _, err := s.Scan(); err != nil {
+			first, err := s.Scan()
+			if err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				snap, err := s.Scan()
-				if err != nil || len(snap.Entries) != n {
-					b.Fatalf("Scan() = %d entries, %v; want %d", len(snap.Entries), err, n)
+				if err != nil || len(snap.Entries) != n || &snap.Entries[0] != &first.Entries[0] {
+					b.Fatalf("Scan() = %d entries, %v; want the %d of the first scan", len(snap.Entries), err, n)
 				}
 			}
 		})
@@ -124,4 +126,20 @@ func BenchmarkDiff(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+}
+
+// BenchmarkDiffUnchanged measures the Diff of an idle tick: Scan returns
+// the previous Snapshot itself when nothing changed, and Diff of a Snapshot
+// with itself returns at once.
+func BenchmarkDiffUnchanged(b *testing.B) {
+	const n = 10000
+	var s Snapshot
+	for i := range n {
+		s.Entries = append(s.Entries, Entry{Path: fmt.Sprintf("/run/plugins/d%03d/s%03d.sock", i/100, i%100), ID: ID{Ino: uint64(i)}})
+	}
+	for b.Loop() {
+		if c := Diff(s, s); !c.Empty() {
+			b.Fatalf("Diff(s, s) = %v, want no changes", c)
+		}
+	}
 }

@@ -83,6 +83,46 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestDiffShared diffs snapshots that share their entries, wholly or in
+// part: only the very same slice is no change without a comparison.
+func TestDiffShared(t *testing.T) {
+	s := snap("/a=1", "/b=2", "/c=3")
+	tests := []struct {
+		name     string
+		old, new Snapshot
+		want     Changes
+	}{
+		{name: "same slice", old: s, new: s},
+		{name: "copy", old: s, new: Snapshot{Entries: slices.Clone(s.Entries)}},
+		{name: "nil and empty", old: Snapshot{}, new: Snapshot{Entries: []Entry{}}},
+		{
+			name: "shorter, same start",
+			old:  s,
+			new:  Snapshot{Entries: s.Entries[:2]},
+			want: Changes{Removed: snap("/c=3").Entries},
+		},
+		{
+			name: "longer, same start",
+			old:  Snapshot{Entries: s.Entries[:2]},
+			new:  s,
+			want: Changes{Added: snap("/c=3").Entries},
+		},
+		{
+			name: "same length, later start",
+			old:  Snapshot{Entries: s.Entries[:2]},
+			new:  Snapshot{Entries: s.Entries[1:]},
+			want: Changes{Added: snap("/c=3").Entries, Removed: snap("/a=1").Entries},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, Diff(tc.old, tc.new)); d != "" {
+				t.Errorf("Diff(%v, %v) (-want +got):\n%s", tc.old, tc.new, d)
+			}
+		})
+	}
+}
+
 func TestApplyDoesNotModify(t *testing.T) {
 	old := snap("/a=1", "/b=2", "/c=3")
 	keep := slices.Clone(old.Entries)
@@ -153,6 +193,10 @@ func FuzzDiff(f *testing.F) {
 		a, b := fuzzSnapshot(x), fuzzSnapshot(y)
 		if c := Diff(a, a); !c.Empty() {
 			t.Errorf("Diff(a, a) = %v, want empty", c)
+		}
+		// Diff(a, a) returns at once; a copy goes through the merge.
+		if c := Diff(a, Snapshot{Entries: slices.Clone(a.Entries)}); !c.Empty() {
+			t.Errorf("Diff(a, copy of a) = %v, want empty", c)
 		}
 		c := Diff(a, b)
 		// cmp.Diff only on failure: it is slow, and the fuzzer's

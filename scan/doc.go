@@ -24,7 +24,9 @@
 // stat every known directory (on unix, one fstatat relative to its parent)
 // and read only those whose stat changed. When nothing changed, a scan costs
 // one stat per directory, an open of each plugin dir and of each directory
-// that has subdirectories, and a copy of the entries. The first scan, and
+// that has subdirectories, and nothing per socket: it returns the previous
+// [Snapshot] itself, whose entries are therefore shared and must not be
+// modified, and [Diff] of the two returns at once. The first scan, and
 // every [Scanner.FullScanEvery]-th after it, is full.
 //
 // This is enough because every change a scan must see changes the stat of
@@ -81,7 +83,9 @@
 //
 // A socket or directory that vanishes during a scan is simply absent. A
 // plugin directory that does not exist is empty; Scan does not recreate it,
-// and reads it again in full when it reappears.
+// and reads it again in full when it reappears. It is logged at Warn
+// ("plugin directory missing") once while it is missing, and at Info
+// ("plugin directory present again") when it is back.
 //
 // A directory that was read and then cannot be (for lack of permission, an
 // I/O error or too many open files, but not because it is gone or no longer a

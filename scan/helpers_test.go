@@ -86,6 +86,25 @@ func count(buf *bytes.Buffer, msg string) int {
 	return strings.Count(buf.String(), `msg="`+msg+`"`)
 }
 
+// wantLogged checks that buf holds the log lines with the messages in want,
+// each as many times as want says, and no other lines.
+func wantLogged(t *testing.T, buf *bytes.Buffer, want map[string]int) {
+	t.Helper()
+	lines := 0
+	for msg, n := range want {
+		if got := count(buf, msg); got != n {
+			t.Errorf("logged %q %d times, want %d", msg, got, n)
+		}
+		lines += n
+	}
+	if got := strings.Count(buf.String(), "\n"); got != lines {
+		t.Errorf("logged %d lines, want %d", got, lines)
+	}
+	if t.Failed() {
+		t.Logf("log:\n%s", buf)
+	}
+}
+
 // mustNew is New for tests.
 func mustNew(t *testing.T, log *slog.Logger, dirs ...string) *Scanner {
 	t.Helper()

@@ -50,9 +50,10 @@ const racySlack = 3 * time.Second
 //
 // It keeps, for every directory it has read, the directory's identity, mtime
 // and ctime as of the read and what the read found, so that later scans read
-// only the directories that changed (see the package documentation). It also
-// remembers which problems it has logged, so a persistent problem is logged
-// once rather than on every scan.
+// only the directories that changed (see the package documentation), and
+// the Snapshot it returned last, to return it again while nothing changes.
+// It also remembers which problems it has logged, so a persistent problem is
+// logged once rather than on every scan.
 type Scanner struct {
 	// FullScanEvery makes every n-th Scan a full one, which reads every
 	// directory and stats every socket whether or not its directory changed.
@@ -71,19 +72,21 @@ type Scanner struct {
 	open  func(path string) (dir, error) // opens a root; the I/O seam, see dir
 	now   func() time.Time               // the clock, read once per Scan
 
-	scans    uint64 // number of the scan in progress
-	lastFull uint64 // number of the last full scan
-	lastLen  int    // entries in the previous snapshot, to size the next
-	racy     int64  // a dir read in this scan whose mtime (ns) is at least this is racy
-	names    []name // scratch for read
-	kids     []kid  // scratch for read
+	scans    uint64   // number of the scan in progress
+	lastFull uint64   // number of the last full scan
+	racy     int64    // a dir read in this scan whose mtime (ns) is at least this is racy
+	prev     Snapshot // returned by the last Scan, and again while nothing changes
+	changed  bool     // the entries may differ from prev's: the next Scan builds new ones
+	names    []name   // scratch for read
+	kids     []kid    // scratch for read
 }
 
 // root is one plugin dir and what the Scanner knows of it.
 type root struct {
-	path   string
-	prefix string // path with a trailing separator
-	n      *node  // nil until read, and while the dir is missing
+	path    string
+	prefix  string // path with a trailing separator
+	n       *node  // nil until read, and while the dir is missing
+	missing bool   // found missing and logged, and not seen since
 }
 
 // New returns a Scanner for dirs. Each dir is made absolute and its symlinks
@@ -95,9 +98,6 @@ type root struct {
 func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("scan: no plugin directories")
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
 	}
 	var resolved []string
 	for _, d := range dirs {
@@ -113,14 +113,18 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 }
 
 // newScanner returns a Scanner of the resolved dirs that opens them with
-// open.
+// open. A nil log discards.
 func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, error)) *Scanner {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	s := &Scanner{
 		FullScanEvery: DefaultFullScanEvery,
 		dirs:          dirs,
 		log:           log,
 		open:          open,
 		now:           time.Now,
+		changed:       true, // the first Scan builds its entries
 	}
 	for _, d := range dirs {
 		p := d
@@ -162,10 +166,21 @@ func (s *Scanner) Dirs() []string {
 // read was too soon after a change to trust the mtime; sockets are stat'ed
 // only in the directories read. See the package documentation.
 //
+// When nothing Scan reports changed since the previous Scan, it returns the
+// previous Snapshot itself: the very same Entries slice, not a copy, so that
+// an idle Scan costs one stat per directory and nothing per socket, and
+// [Diff] of the two returns at once. The Entries of a Snapshot may therefore
+// be shared with earlier and later Snapshots, and must not be modified. Scan
+// never writes to a slice it has returned: when something changed, or might
+// have, it builds a new one, which may then hold the same entries.
+//
 // Below the plugin dirs, Scan follows no symlinks and skips every name that
 // starts with '.' (see the package documentation). A dir or socket that
 // vanishes is simply absent: a missing plugin dir contributes no entries and
 // no error, and is read again once it reappears (Scan does not recreate it).
+// A plugin dir found missing is logged at Warn ("plugin directory missing")
+// once while it is missing, and at Info ("plugin directory present again")
+// when it reappears.
 //
 // A directory that cannot be read keeps the entries of its last successful
 // read, its subdirectories' included, and a socket that cannot be stat'ed
@@ -192,8 +207,20 @@ func (s *Scanner) Scan() (Snapshot, error) {
 			errs = append(errs, err)
 		}
 	}
+	var err error
+	if len(errs) == 1 {
+		err = errs[0]
+	} else {
+		err = errors.Join(errs...) // nil if there are none
+	}
+	if !s.changed {
+		return s.prev, err
+	}
 
-	out := make([]Entry, 0, s.lastLen)
+	// The entries are built in a new slice: the last one may still be in use.
+	// Only the roots' entries decide the result, sorting and all, so it stands
+	// until they change.
+	out := make([]Entry, 0, len(s.prev.Entries))
 	sorted := true
 	for _, r := range s.roots {
 		start := len(out)
@@ -210,21 +237,16 @@ func (s *Scanner) Scan() (Snapshot, error) {
 		slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
 		out = slices.CompactFunc(out, func(a, b Entry) bool { return a.Path == b.Path })
 	}
-	s.lastLen = len(out)
 	if len(out) == 0 {
 		out = nil
 	}
-	var err error
-	if len(errs) == 1 {
-		err = errs[0]
-	} else {
-		err = errors.Join(errs...) // nil if there are none
-	}
-	return Snapshot{Entries: out}, err
+	s.prev, s.changed = Snapshot{Entries: out}, false
+	return s.prev, err
 }
 
-// syncRoot brings what s knows of the plugin dir r up to date. It returns
-// the error of opening or reading r itself.
+// syncRoot brings what s knows of the plugin dir r up to date, and logs
+// when r goes missing and when it is back. It returns the error of opening
+// or reading r itself.
 func (s *Scanner) syncRoot(r *root, full bool) error {
 	op := "open"
 	d, err := s.open(r.path)
@@ -233,8 +255,13 @@ func (s *Scanner) syncRoot(r *root, full bool) error {
 		var cur ID
 		op = "stat"
 		if cur, err = d.stat(); err == nil {
+			if r.missing {
+				s.log.Info("plugin directory present again", "path", r.path)
+				r.missing = false
+			}
 			if r.n == nil {
 				r.n = &node{prefix: r.prefix}
+				s.changed = true
 			}
 			op = "readdir"
 			err = s.sync(r.n, d, cur, full)
@@ -244,8 +271,15 @@ func (s *Scanner) syncRoot(r *root, full bool) error {
 	case err == nil:
 		return nil
 	case gone(err):
-		r.n = nil // and its sockets with it
+		if r.n != nil {
+			r.n = nil // and its sockets with it
+			s.changed = true
+		}
 		if errors.Is(err, fs.ErrNotExist) {
+			if !r.missing {
+				s.log.Warn("plugin directory missing", "path", r.path)
+				r.missing = true
+			}
 			return nil
 		}
 	case r.n != nil:

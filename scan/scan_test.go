@@ -166,9 +166,86 @@ func TestScanDirRemovedAndRecreated(t *testing.T) {
 	if d := cmp.Diff(join(root, "other/b.sock", "plugins/sub/a.sock"), paths(mustScan(t, s))); d != "" {
 		t.Errorf("Scan() paths with the dir back (-want +got):\n%s", d)
 	}
-	if buf.Len() != 0 {
-		t.Errorf("Scan() logged:\n%s\nwant nothing", buf)
+	wantLogged(t, buf, map[string]int{"plugin directory missing": 1, "plugin directory present again": 1})
+}
+
+// TestScanRootMissingLogged removes a plugin dir and makes it again, more
+// than once, and checks that each time it is logged missing once, however
+// many scans find it missing, and present again once.
+func TestScanRootMissingLogged(t *testing.T) {
+	t.Parallel()
+	const missing, back = "plugin directory missing", "plugin directory present again"
+	for _, tc := range []struct {
+		name    string
+		existed bool // the dir exists when the Scanner is made
+	}{
+		{name: "removed", existed: true},
+		// New makes a missing dir, so only newScanner can meet one.
+		{name: "never existed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(tempDir(t), "plugins")
+			if tc.existed {
+				writeFile(t, filepath.Join(dir, "file"))
+			}
+			log, buf := testLog(t)
+			s := newScanner([]string{dir}, log, (&osFS{}).openRoot)
+			remove := func() {
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mkdir := func() {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps := []struct {
+				name   string
+				change func()
+				logs   map[string]int // the log lines of this step
+			}{
+				{name: "first scan", logs: map[string]int{missing: btoi(!tc.existed)}},
+				{name: "removed", change: remove, logs: map[string]int{missing: btoi(tc.existed)}},
+				{name: "still missing"},
+				{name: "back", change: mkdir, logs: map[string]int{back: 1}},
+				{name: "still there"},
+				{name: "removed again", change: remove, logs: map[string]int{missing: 1}},
+				{name: "still missing again"},
+				{name: "back again", change: mkdir, logs: map[string]int{back: 1}},
+			}
+			logged := map[string]int{}
+			for _, st := range steps {
+				if st.change != nil {
+					st.change()
+				}
+				if _, err := s.Scan(); err != nil {
+					t.Fatalf("%s: Scan() error = %v", st.name, err)
+				}
+				for msg, n := range st.logs {
+					logged[msg] += n
+				}
+				wantLogged(t, buf, logged)
+				if t.Failed() {
+					t.Fatalf("%s: log differs", st.name)
+				}
+			}
+			for _, want := range []string{"level=WARN " + `msg="` + missing + `" path=` + dir, "level=INFO " + `msg="` + back + `" path=` + dir} {
+				if !strings.Contains(buf.String(), want) {
+					t.Errorf("log = %s, want a line %s", buf, want)
+				}
+			}
+		})
 	}
+}
+
+// btoi is 1 if b, else 0.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func TestScanPathTooLong(t *testing.T) {
@@ -533,6 +610,9 @@ func TestScanFakeTree(t *testing.T) {
 	// The plugin dirs overlap: sub/ is scanned twice and reported once.
 	s := newScanner([]string{filepath.Join(root, "sub"), root, filepath.Join(root, "missing")}, nil, open)
 	got := mustScan(t, s)
+	if again := mustScan(t, s); !shared(got, again) {
+		t.Errorf("Scan() with nothing changed returned new entries, want the previous ones")
+	}
 	// Sorted by path, not in walk order (which is a/x.sock, a-b.sock, a.sock).
 	want := Snapshot{Entries: []Entry{
 		{Path: filepath.Join(root, "a-b.sock"), ID: ID{Ino: 2}},

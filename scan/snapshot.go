@@ -24,6 +24,10 @@ type Entry struct {
 
 // Snapshot is the set of sockets seen by one scan, sorted by Path, with no
 // duplicate paths.
+//
+// The Entries of the Snapshots that [Scanner.Scan] returns may be shared
+// with earlier and later Snapshots (Scan returns the previous one while
+// nothing changes), so they must not be modified: clone them to make changes.
 type Snapshot struct {
 	Entries []Entry
 }

@@ -48,8 +48,8 @@ func (n *node) stale(cur ID, full bool) bool {
 
 // sync brings n up to date with d, the open directory it stands for, whose
 // stat cur was taken before it was opened: it reads d if it may have changed,
-// then syncs the subdirectories. It returns the error of reading d, and n
-// then keeps its kids.
+// then syncs the subdirectories, and marks s changed if it drops one. It
+// returns the error of reading d, and n then keeps its kids.
 func (s *Scanner) sync(n *node, d dir, cur ID, full bool) error {
 	if n.stale(cur, full) {
 		if err := s.read(n, d, cur); err != nil {
@@ -66,6 +66,7 @@ func (s *Scanner) sync(n *node, d dir, cur ID, full bool) error {
 			kept = append(kept, k)
 		} else {
 			n.nsub--
+			s.changed = true
 		}
 	}
 	clear(n.kids[len(kept):])
@@ -109,7 +110,8 @@ func (s *Scanner) syncSub(pd dir, n *node, name string, full bool) bool {
 // read reads d, the directory of n whose stat before the read is cur, into
 // n.kids, and stats its sockets. What n knew of a name still listed is
 // kept: the node of a subdirectory, the ID of a socket that cannot be
-// stat'ed, and what was logged.
+// stat'ed, and what was logged. If the kids differ from those before, s is
+// marked changed.
 func (s *Scanner) read(n *node, d dir, cur ID) error {
 	ents, err := d.entries()
 	if err != nil {
@@ -156,6 +158,9 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 	}
 	clear(names)
 	s.names = names[:0]
+	if !s.changed && !sameKids(n.kids, kids) {
+		s.changed = true
+	}
 	was := len(n.kids)
 	n.kids = append(n.kids[:0], kids...)
 	if len(n.kids) < was {
@@ -167,6 +172,15 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 	n.id, n.read = cur, true
 	n.racy = cur.Mtime >= s.racy
 	return nil
+}
+
+// sameKids reports whether the kids a and b hold the same entries: the same
+// keys, subdirectory nodes, and sockets with the same ok and IDs. What is
+// below the subdirectories is compared when they are read.
+func sameKids(a, b []kid) bool {
+	return slices.EqualFunc(a, b, func(x, y kid) bool {
+		return x.key == y.key && x.sub == y.sub && x.ok == y.ok && x.e == y.e
+	})
 }
 
 // stat refreshes the ID of k, a socket in d. It returns false if the socket

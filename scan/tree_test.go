@@ -144,8 +144,9 @@ func rels(snap Snapshot) []string {
 
 // TestScanIncremental makes changes to a fake tree, one per scan, and checks
 // that an incremental scan sees each, reads only the directories whose stat
-// changed (and the racy ones, of which there are none here), and agrees
-// with a full scan by a new Scanner.
+// changed (and the racy ones, of which there are none here), agrees with a
+// full scan by a new Scanner, and returns the previous Snapshot itself only
+// when nothing changed.
 func TestScanIncremental(t *testing.T) {
 	t.Parallel()
 	ft := newFakeTree(t, nil, "a.sock", "sub/b.sock", "sub/deep/c.sock", "other/d.sock")
@@ -155,6 +156,7 @@ func TestScanIncremental(t *testing.T) {
 		want     []string // paths of the snapshot
 		read     []string // directories read
 		replaced []string // paths Diff reports as Replaced
+		same     bool     // the previous Snapshot comes back
 	}{
 		{
 			name: "first scan reads everything",
@@ -164,6 +166,7 @@ func TestScanIncremental(t *testing.T) {
 		{
 			name: "nothing changed",
 			want: []string{"a.sock", "other/d.sock", "sub/b.sock", "sub/deep/c.sock"},
+			same: true,
 		},
 		{
 			name:   "socket added to a subdirectory",
@@ -238,10 +241,22 @@ func TestScanIncremental(t *testing.T) {
 			change: func() { ft.rm(".") },
 		},
 		{
+			name: "plugin dir still missing",
+			same: true,
+		},
+		{
 			name:   "plugin dir created again",
 			change: func() { ft.sock("z.sock") },
 			want:   []string{"z.sock"},
 			read:   []string{"."},
+		},
+		{
+			// Read in full, again: the same entries.
+			name:   "full scan",
+			change: func() { ft.s.FullScanEvery = 1 },
+			want:   []string{"z.sock"},
+			read:   []string{"."},
+			same:   true,
 		},
 	}
 	var prev Snapshot
@@ -256,6 +271,9 @@ func TestScanIncremental(t *testing.T) {
 		}
 		if d := cmp.Diff(st.replaced, rels(Snapshot{Entries: Diff(prev, got).Replaced})); d != "" {
 			t.Errorf("%s: Diff() replaced (-want +got):\n%s", st.name, d)
+		}
+		if shared(prev, got) != st.same {
+			t.Errorf("%s: Scan() returned the previous entries: %v, want %v", st.name, shared(prev, got), st.same)
 		}
 		prev = got
 		snaps = append(snaps, got)
@@ -547,10 +565,16 @@ func TestScanRootsInOrder(t *testing.T) {
 	abs := func(rel string) string { return filepath.Join(filepath.FromSlash("/"), filepath.FromSlash(rel)) }
 	s := newScanner([]string{abs("q"), abs("p/a"), abs("p/a-b")}, nil, mapOpen(fsys))
 	want := []string{abs("p/a-b/y.sock"), abs("p/a/x.sock"), abs("q/z.sock")}
-	for range 2 {
-		if d := cmp.Diff(want, paths(mustScan(t, s))); d != "" {
+	var prev Snapshot
+	for i := range 2 {
+		got := mustScan(t, s)
+		if d := cmp.Diff(want, paths(got)); d != "" {
 			t.Errorf("Scan() paths (-want +got):\n%s", d)
 		}
+		if i > 0 && !shared(prev, got) {
+			t.Errorf("Scan() with nothing changed returned new entries, want the previous ones")
+		}
+		prev = got
 	}
 }
 
@@ -707,9 +731,7 @@ func TestScanIncrementalReal(t *testing.T) {
 		}
 		prev = got
 	}
-	if buf.Len() != 0 {
-		t.Errorf("Scan() logged:\n%s\nwant nothing", buf)
-	}
+	wantLogged(t, buf, map[string]int{"plugin directory missing": 1, "plugin directory present again": 1})
 }
 
 // TestScanTwiceInATickReal changes a directory twice between two scans, the
@@ -804,7 +826,8 @@ func TestScanReadsOnlyChangedDirs(t *testing.T) {
 // TestScanModel makes random changes to a fake tree whose directories get
 // their mtime from a clock of coarse granularity, as a real file system's
 // do, so that many changes leave a directory's stat as it was; scans at
-// random times must agree with a full scan all the same.
+// random times must agree with a full scan all the same, whether they
+// return the previous Snapshot or a new one.
 func TestScanModel(t *testing.T) {
 	t.Parallel()
 	for _, granularity := range []time.Duration{1, time.Second, 2 * time.Second} {
@@ -831,6 +854,8 @@ func TestScanModel(t *testing.T) {
 				return ds
 			}
 			names := []string{"a", "b", "c.sock", "d"}
+			var prev Snapshot
+			scans, same := 0, 0
 			for i := range 3000 {
 				ft.now = ft.now.Add(time.Duration(rng.Int64N(int64(700 * time.Millisecond))))
 				ds := dirs()
@@ -873,8 +898,18 @@ func TestScanModel(t *testing.T) {
 					if d := cmp.Diff(ft.oracle(), got); d != "" {
 						t.Fatalf("step %d: Scan() differs from a full scan (-full +incremental):\n%s", i, d)
 					}
+					scans++
+					if len(got.Entries) > 0 && shared(prev, got) {
+						same++
+					}
+					prev = got
 				}
 			}
+			// Both kinds of result were checked.
+			if same == 0 || same == scans {
+				t.Errorf("%d of %d scans returned the previous entries, want some", same, scans)
+			}
+			t.Logf("%d of %d scans returned the previous entries", same, scans)
 		})
 	}
 }

@@ -150,10 +150,13 @@ func (e *entry) converged() bool {
 // Cache holds the desired and actual state. The zero value is not usable;
 // call New. Not safe for concurrent use.
 type Cache struct {
-	cfg     Config
-	tick    uint64
-	gen     uint64
-	entries map[string]*entry
+	cfg  Config
+	tick uint64
+	// firstProbes counts the first probes scheduled in this tick, to
+	// spread them (see scheduleProbe).
+	firstProbes uint64
+	gen         uint64
+	entries     map[string]*entry
 	// pending holds the paths whose entry is not converged, or whose probe
 	// is due, so that an idle Next costs nothing however many plugins are
 	// registered.
@@ -246,6 +249,7 @@ func (c *Cache) Observe(ch scan.Changes) {
 // Tick advances logical time by one tick.
 func (c *Cache) Tick() {
 	c.tick++
+	c.firstProbes = 0
 	for _, p := range c.timers[c.tick] {
 		if en, ok := c.entries[p]; ok {
 			c.update(p, en)
@@ -254,12 +258,21 @@ func (c *Cache) Tick() {
 	delete(c.timers, c.tick)
 }
 
-// scheduleProbe files the entry's next probe ProbeEvery ticks from now.
-func (c *Cache) scheduleProbe(path string, en *entry) {
+// scheduleProbe files the entry's next probe ProbeEvery ticks from now. The
+// first probe after a registration or verification comes sooner for all
+// but the first plugin that became registered in this tick: the i-th comes
+// i ticks sooner (modulo ProbeEvery), so that the probes of a burst are
+// spread over the interval rather than all due in one tick.
+func (c *Cache) scheduleProbe(path string, en *entry, first bool) {
 	if c.cfg.ProbeEvery == 0 {
 		return
 	}
-	en.probeAt = c.tick + c.cfg.ProbeEvery
+	delay := c.cfg.ProbeEvery
+	if first {
+		delay -= c.firstProbes % c.cfg.ProbeEvery
+		c.firstProbes++
+	}
+	en.probeAt = c.tick + delay
 	c.timers[en.probeAt] = append(c.timers[en.probeAt], path)
 }
 
@@ -393,7 +406,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		}
 		if err == nil {
 			en.recovering, en.probeFails = false, 0
-			c.scheduleProbe(op.Path, en)
+			c.scheduleProbe(op.Path, en, true)
 		}
 	case Deregister:
 		if en.registered {
@@ -411,7 +424,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		en.unverified = false
 		switch {
 		case err == nil:
-			c.scheduleProbe(op.Path, en)
+			c.scheduleProbe(op.Path, en, true)
 		case errors.Is(err, ErrChanged):
 			en.verifyFailed = Replaced
 		default:
@@ -421,13 +434,13 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		switch {
 		case err == nil:
 			en.probeFails = 0
-			c.scheduleProbe(op.Path, en)
+			c.scheduleProbe(op.Path, en, false)
 		case en.registered && en.have == op.ID:
 			en.probeFails++
 			if en.probeFails >= c.cfg.ProbeFailures {
 				en.unhealthy, en.probeFails = true, 0
 			} else {
-				c.scheduleProbe(op.Path, en)
+				c.scheduleProbe(op.Path, en, false)
 			}
 		}
 	}
