@@ -35,6 +35,7 @@ var (
 	benchPlugins = flag.Int("plugins", 1000, "BenchmarkAgent: plugins created at once")
 	benchIdle    = flag.Duration("idle", 10*time.Second, "BenchmarkAgent: idle window for the CPU figure")
 	benchArgs    = flag.String("agent-args", "", "BenchmarkAgent: extra flags for plugreg run, space-separated")
+	benchDirs    = flag.Int("dirs", 0, "BenchmarkAgent: subdirectories the plugins are spread over; 0: all in the plugin dir, as in the kubelet's plugins_registry")
 )
 
 // BenchmarkAgent reports, for one burst of N plugins:
@@ -145,12 +146,14 @@ func BenchmarkAgent(b *testing.B) {
 
 // TestPluginHost is the plugin host; it does nothing in a normal test run.
 func TestPluginHost(t *testing.T) {
-	spec := os.Getenv("PLUGREG_PLUGIN_HOST") // DIR:N
+	spec := os.Getenv("PLUGREG_PLUGIN_HOST") // DIR:N:DIRS
 	if spec == "" {
 		t.Skip("only the plugin host of BenchmarkAgent")
 	}
-	dir, nStr, _ := strings.Cut(spec, ":")
+	dir, rest, _ := strings.Cut(spec, ":")
+	nStr, dirsStr, _ := strings.Cut(rest, ":")
 	n, _ := strconv.Atoi(nStr)
+	dirs, _ := strconv.Atoi(dirsStr)
 	var mu sync.Mutex
 	say := func(what string, i int, at time.Time) {
 		mu.Lock()
@@ -167,7 +170,7 @@ func TestPluginHost(t *testing.T) {
 		switch cmd {
 		case "create":
 			for i := range n {
-				l, err := example.Listen(pluginPath(dir, i))
+				l, err := example.Listen(pluginPath(dir, dirs, i))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -202,8 +205,13 @@ func TestPluginHost(t *testing.T) {
 	wg.Wait()
 }
 
-func pluginPath(dir string, i int) string {
-	return filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("p%05d.sock", i))
+// pluginPath is the socket of the i-th plugin: in dir, or in one of dirs
+// subdirectories of it.
+func pluginPath(dir string, dirs, i int) string {
+	if dirs > 0 {
+		dir = filepath.Join(dir, fmt.Sprintf("d%03d", i%dirs))
+	}
+	return filepath.Join(dir, fmt.Sprintf("p%05d.sock", i))
 }
 
 type hostEvent struct {
@@ -222,7 +230,7 @@ type pluginHost struct {
 
 func startPluginHost(b *testing.B, dir string, n int) *pluginHost {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPluginHost$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PLUGREG_PLUGIN_HOST=%s:%d", dir, n))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PLUGREG_PLUGIN_HOST=%s:%d:%d", dir, n, *benchDirs))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -238,7 +246,7 @@ func startPluginHost(b *testing.B, dir string, n int) *pluginHost {
 	h := &pluginHost{cmd: cmd, stdin: stdin, events: make(chan hostEvent, 4*n+16),
 		created: make([]time.Time, n), paths: make([]string, n)}
 	for i := range n {
-		h.paths[i] = pluginPath(dir, i)
+		h.paths[i] = pluginPath(dir, *benchDirs, i)
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -42,6 +44,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a --metrics address that is not loopback")
 	probeInterval := fs.Duration("probe-interval", defaultProbeInterval, "time between two liveness probes (GetInfo) of a registered plugin (0: no probes)")
 	probeFailures := fs.Int("probe-failures", register.DefaultProbeFailures, "failed probes in a row that make a plugin unhealthy")
+	probeRate := fs.Float64("probe-rate", register.DefaultProbeRate, "liveness probes per second at most, across all plugins (0: no bound); with more plugins than rate × interval, each is probed less often")
 	logFormat := fs.String("log-format", "auto", "log format: auto, text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	dialTimeout := fs.Duration("dial-timeout", register.DefaultDialTimeout, "timeout to connect to a plugin's socket")
@@ -50,7 +53,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	handlerTimeout := fs.Duration("handler-timeout", register.DefaultHandlerTimeout, "timeout of a handler's Validate and Register, or DeRegister")
 	maxInFlight := fs.Int("max-in-flight", register.DefaultMaxInFlight, "registrations and deregistrations running at once")
 	maxBackoff := fs.Duration("max-backoff", register.DefaultMaxBackoff, "longest wait before a failed registration is retried")
-	fullScanEvery := fs.Int("full-scan-every", scan.DefaultFullScanEvery, "read every directory every `N` scans, changed or not (0: only the first scan)")
+	fullScanEvery := fs.Int("full-scan-every", scan.DefaultFullScanEvery, "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 300 scans at the default interval)")
 	maxPlugins := fs.Int("max-plugins", register.DefaultMaxPlugins, "sockets the agent handles at most; more are refused, not dialled")
 	var allowUIDs []uint32 // nil: anyone may register
 	fs.Func("allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)", func(v string) error {
@@ -84,6 +87,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *probeInterval < 0 {
 		return usagef("invalid value %q for flag -probe-interval: must be 0 (off) or positive", *probeInterval)
+	}
+	if *probeRate < 0 || math.IsNaN(*probeRate) || math.IsInf(*probeRate, 0) {
+		return usagef("invalid value \"%v\" for flag -probe-rate: must be 0 (no bound) or positive", *probeRate)
 	}
 	if *probeFailures <= 0 {
 		return usagef("invalid value \"%d\" for flag -probe-failures: must be positive", *probeFailures)
@@ -120,6 +126,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	scanner.FullScanEvery = *fullScanEvery
+	if !flagSet(fs, "full-scan-every") {
+		scanner.FullScanEvery = fullScansEvery(*interval)
+	}
 	warnWritableDirs(log, scanner.Dirs())
 	registry := loadRegistry(*statePath, log)
 	defer registry.Close() // on early returns; the normal path closes it below
@@ -163,6 +172,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxPlugins:    *maxPlugins,
 		ProbeInterval: *probeInterval,
 		ProbeFailures: *probeFailures,
+		ProbeRate:     *probeRate,
 		Metrics:       metrics,
 		Log:           log,
 	}
@@ -256,4 +266,18 @@ func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Sav
 		s.StateWrites, s.StateWriteErrors = saver.Writes, saver.Errors
 	}
 	return s
+}
+
+// flagSet reports whether the flag called name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// fullScansEvery is the default of --full-scan-every for a scan interval:
+// the number of scans in a minute, so that a full scan comes once a minute
+// whatever the interval.
+func fullScansEvery(interval time.Duration) int {
+	return max(1, int((time.Minute+interval-1)/interval))
 }

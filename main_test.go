@@ -303,6 +303,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log format", []string{"run", "--log-format", "xml"}, 2, `invalid value "xml" for flag -log-format`},
 		{"negative full scan", []string{"run", "--full-scan-every=-1"}, 2, `invalid value "-1" for flag -full-scan-every`},
 		{"zero max plugins", []string{"run", "--max-plugins", "0"}, 2, `invalid value "0" for flag -max-plugins`},
+		{"negative probe rate", []string{"run", "--probe-rate=-1"}, 2, `invalid value "-1" for flag -probe-rate`},
+		{"malformed probe rate", []string{"run", "--probe-rate", "fast"}, 2, `invalid value "fast" for flag -probe-rate`},
 		{"unknown flag", []string{"list", "--frob"}, 2, "flag provided but not defined: -frob"},
 		{"bad output", []string{"list", "-o", "yaml"}, 2, `invalid value "yaml" for flag -o`},
 		{"example without name", []string{"example-plugin", "--dir", tmp}, 2, "flag -name is required"},

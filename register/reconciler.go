@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,11 +33,12 @@ type Registrar interface {
 
 // Defaults of a Reconciler.
 const (
-	DefaultInterval      = time.Second
+	DefaultInterval      = 200 * time.Millisecond // see the README's performance section for why
 	DefaultMaxInFlight   = 64
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
 	DefaultMaxPlugins    = 10000
+	DefaultProbeRate     = 50 // probes per second, at most
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -64,6 +66,11 @@ type Reconciler struct {
 	// it answers.
 	ProbeInterval time.Duration
 	ProbeFailures int
+	// ProbeRate bounds the probes per second across all plugins (0: no
+	// bound), so that probing stays a small, fixed cost however many
+	// plugins there are: with more than ProbeRate × ProbeInterval of them,
+	// each is probed less often than every ProbeInterval.
+	ProbeRate float64
 
 	// Ticks, when not nil, replaces the ticker of Interval: each value
 	// received starts a scan. Interval still converts durations to ticks.
@@ -119,6 +126,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	if r.ProbeInterval > 0 {
 		cfg.ProbeEvery = ticksOf(r.ProbeInterval)
+	}
+	if r.ProbeRate > 0 {
+		cfg.MaxProbesPerTick = uint64(math.Ceil(r.ProbeRate * interval.Seconds()))
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -17,8 +17,9 @@ type osFS struct{}
 // resolved once per directory, not once per entry, and a directory replaced
 // by a symlink is never followed.
 type osDir struct {
-	f  *os.File // owns fd; used for ReadDir
-	fd int
+	fd   int
+	path string
+	f    *os.File // owns fd once made, for ReadDir; made only when needed, as most ticks only stat
 }
 
 func (*osFS) openRoot(path string) (dir, error) {
@@ -34,7 +35,7 @@ func (*osFS) openRoot(path string) (dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd}, nil
+	return &osDir{fd: fd, path: path}, nil
 }
 
 func (d *osDir) sub(name, path string) (dir, error) {
@@ -49,7 +50,7 @@ func (d *osDir) sub(name, path string) (dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &osDir{f: os.NewFile(uintptr(fd), path), fd: fd}, nil
+	return &osDir{fd: fd, path: path}, nil
 }
 
 func (d *osDir) stat() (ID, error) {
@@ -66,6 +67,9 @@ func (d *osDir) statDir(name, _ string) (ID, error) {
 }
 
 func (d *osDir) entries() ([]fs.DirEntry, error) {
+	if d.f == nil {
+		d.f = os.NewFile(uintptr(d.fd), d.path)
+	}
 	ents, err := d.f.ReadDir(-1)
 	return ents, bare(err)
 }
@@ -94,4 +98,9 @@ func (d *osDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
 	return statID(&st), nil
 }
 
-func (d *osDir) close() error { return d.f.Close() }
+func (d *osDir) close() error {
+	if d.f != nil {
+		return d.f.Close()
+	}
+	return unix.Close(d.fd)
+}

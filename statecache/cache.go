@@ -65,6 +65,10 @@ type Config struct {
 	MaxBackoff    uint64 // cap of the retry delay (at least 1)
 	ProbeEvery    uint64 // ticks between two liveness probes of a plugin; 0 disables probing
 	ProbeFailures int    // consecutive failed probes that make a plugin unhealthy (at least 1)
+	// MaxProbesPerTick bounds the probes Next hands out in one tick; 0: no
+	// bound. Probes beyond it wait for the next tick, so with many plugins
+	// each is probed less often than every ProbeEvery ticks.
+	MaxProbesPerTick uint64
 }
 
 // Op is one operation the cache wants run.
@@ -155,6 +159,7 @@ type Cache struct {
 	// firstProbes counts the first probes scheduled in this tick, to
 	// spread them (see scheduleProbe).
 	firstProbes uint64
+	probes      uint64 // probes handed out in this tick, for MaxProbesPerTick
 	gen         uint64
 	entries     map[string]*entry
 	// pending holds the paths whose entry is not converged, or whose probe
@@ -249,7 +254,7 @@ func (c *Cache) Observe(ch scan.Changes) {
 // Tick advances logical time by one tick.
 func (c *Cache) Tick() {
 	c.tick++
-	c.firstProbes = 0
+	c.firstProbes, c.probes = 0, 0
 	for _, p := range c.timers[c.tick] {
 		if en, ok := c.entries[p]; ok {
 			c.update(p, en)
@@ -288,6 +293,11 @@ func (c *Cache) Next(limit int) []Op {
 	}
 	var ops []Op
 	for c.ready.Len() > 0 && (limit <= 0 || len(ops) < limit) {
+		// Probes come last: once the first candidate is a probe, the
+		// rest are probes too.
+		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerTick > 0 && c.probes >= c.cfg.MaxProbesPerTick {
+			break
+		}
 		cd := heap.Pop(&c.ready).(cand)
 		if c.queued[cd.path] != cd.class+1 {
 			continue // stale: requeued under another class, or taken
@@ -305,6 +315,7 @@ func (c *Cache) Next(limit int) []Op {
 			op.Reason, op.Restored = en.deregisterReason(), en.unverified
 		case cd.class == classProbe:
 			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Probe, en.have, en.haveGen, en.plugin, en.probeFails+1
+			c.probes++
 		case en.registered: // a restored registration to verify
 			op.Kind, op.ID, op.Gen, op.Plugin = Verify, en.have, en.haveGen, en.plugin
 		default:
@@ -319,13 +330,14 @@ func (c *Cache) Next(limit int) []Op {
 // cand is a path with an op due, in the ready heap.
 type cand struct {
 	class int
-	fails int // failed registrations so far: first attempts go before retries
+	order uint64 // registrations: failures so far, so first attempts go before retries; probes: the tick due
 	path  string
 }
 
-// readyHeap orders cands by class, then failures, then path: a socket
-// that just appeared is tried before sockets that keep failing, so that a
-// crowd of hung or stale plugins cannot hold back a healthy newcomer.
+// readyHeap orders cands by class, then order, then path: a socket that
+// just appeared is tried before sockets that keep failing, so that a crowd
+// of hung or stale plugins cannot hold back a healthy newcomer, and the
+// probe due longest goes first.
 type readyHeap []cand
 
 func (h readyHeap) Len() int { return len(h) }
@@ -334,8 +346,8 @@ func (h readyHeap) Less(i, j int) bool {
 	if a.class != b.class {
 		return a.class < b.class
 	}
-	if a.fails != b.fails {
-		return a.fails < b.fails
+	if a.order != b.order {
+		return a.order < b.order
 	}
 	return a.path < b.path
 }
@@ -463,7 +475,11 @@ func (c *Cache) update(path string, en *entry) {
 	class := c.due(en)
 	if class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
-		heap.Push(&c.ready, cand{class: class, fails: en.fails, path: path})
+		order := uint64(en.fails)
+		if class == classProbe {
+			order = en.probeAt // the longest due first, so a bound on probes starves none
+		}
+		heap.Push(&c.ready, cand{class: class, order: order, path: path})
 	}
 	if !en.converged() || class == classProbe {
 		c.pending[path] = struct{}{}

@@ -17,7 +17,7 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New(Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2})
+		c := New(Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2, MaxProbesPerTick: 2})
 		inFlight := map[string]Op{}
 		registered := map[string]scan.ID{} // what the test believes is registered
 		paths := []string{"/p/a", "/p/b", "/p/c"}
@@ -122,9 +122,7 @@ func FuzzCache(f *testing.F) {
 			if c.Idle() {
 				break
 			}
-			for range 5 {
-				c.Tick()
-			}
+			c.Tick() // one at a time: with MaxProbesPerTick, probes are handed out per tick
 			next(0)
 		}
 		var nDesired, nRegistered int

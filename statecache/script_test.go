@@ -18,7 +18,7 @@ import (
 // commands, one per line; the lines after a command that start with "> "
 // are what the command must print, in order. Commands:
 //
-//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES]
+//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES [MAXPROBESPERTICK]]
 //	                         start a fresh cache (the default: MaxBackoff 8, no probes)
 //	restore PATH INO NAME    a registration restored from an earlier run
 //	add PATH INO             the scanner saw a new socket with identity INO
@@ -115,10 +115,11 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		n, err1 := num(1, 8)
 		every, err2 := num(2, 0)
 		fails, err3 := num(3, 1)
-		if err := errors.Join(err1, err2, err3); err != nil {
+		perTick, err4 := num(4, 0)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
 			return nil, err
 		}
-		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, ProbeFailures: int(fails)})
+		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, ProbeFailures: int(fails), MaxProbesPerTick: perTick})
 	case "restore":
 		ino, err := num(2, 0)
 		if err != nil || arg(3) == "" {
