@@ -174,6 +174,10 @@ type Cache struct {
 	ready                 readyHeap
 	queued                map[string]int
 	nDesired, nRegistered int // entries with desired and registered set
+	nInFlight             int // entries with an op in flight
+	// retrying holds the paths whose registration has a retry scheduled,
+	// or had one until its timer fires, for Stats.
+	retrying map[string]struct{}
 
 	// observed is set by the first Observe: until the scanner has
 	// reported, restored registrations must be left alone.
@@ -186,11 +190,12 @@ func New(cfg Config) *Cache {
 	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
 	cfg.ProbeFailures = max(cfg.ProbeFailures, 1)
 	return &Cache{
-		cfg:     cfg,
-		entries: make(map[string]*entry),
-		pending: make(map[string]struct{}),
-		timers:  make(map[uint64][]string),
-		queued:  make(map[string]int),
+		cfg:      cfg,
+		entries:  make(map[string]*entry),
+		pending:  make(map[string]struct{}),
+		timers:   make(map[uint64][]string),
+		queued:   make(map[string]int),
+		retrying: make(map[string]struct{}),
 	}
 }
 
@@ -257,6 +262,9 @@ func (c *Cache) Tick() {
 	c.firstProbes, c.probes = 0, 0
 	for _, p := range c.timers[c.tick] {
 		if en, ok := c.entries[p]; ok {
+			if en.retryAt <= c.tick {
+				delete(c.retrying, p)
+			}
 			c.update(p, en)
 		}
 	}
@@ -308,6 +316,7 @@ func (c *Cache) Next(limit int) []Op {
 			continue
 		}
 		en.inFlight = true
+		c.nInFlight++
 		op := Op{Path: cd.path, Attempt: 1}
 		switch {
 		case cd.class == classDeregister:
@@ -402,6 +411,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		panic(fmt.Sprintf("statecache: Done(%s %s) without an op in flight", op.Kind, op.Path))
 	}
 	en.inFlight = false
+	c.nInFlight--
 	switch op.Kind {
 	case Register:
 		switch {
@@ -466,6 +476,7 @@ func (c *Cache) backoff(path string, en *entry) uint64 {
 	d := min(uint64(1)<<min(en.fails-1, 62), c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
 	c.timers[en.retryAt] = append(c.timers[en.retryAt], path)
+	c.retrying[path] = struct{}{}
 	return d
 }
 
@@ -488,6 +499,7 @@ func (c *Cache) update(path string, en *entry) {
 	delete(c.pending, path)
 	if !en.desired && !en.registered {
 		delete(c.entries, path)
+		delete(c.retrying, path)
 		delete(c.queued, path)
 	}
 }
@@ -500,15 +512,13 @@ type Stats struct {
 	Backoff    int // sockets waiting for a retry
 }
 
-// Stats counts the entries. It costs O(pending), not O(sockets).
+// Stats counts the entries. It costs O(sockets with a retry scheduled), not
+// O(sockets): it runs at every tick, also while thousands of probes wait
+// for their turn under MaxProbesPerTick.
 func (c *Cache) Stats() Stats {
-	s := Stats{Desired: c.nDesired, Registered: c.nRegistered}
-	// In-flight and backed-off entries are always pending.
-	for p := range c.pending {
-		en := c.entries[p]
-		if en.inFlight {
-			s.InFlight++
-		} else if en.desired && !en.registered && en.retryAt > c.tick {
+	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight}
+	for p := range c.retrying {
+		if en := c.entries[p]; en != nil && !en.inFlight && en.desired && !en.registered && en.retryAt > c.tick {
 			s.Backoff++
 		}
 	}

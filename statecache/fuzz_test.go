@@ -108,6 +108,7 @@ func FuzzCache(f *testing.F) {
 					c.Tick()
 				}
 			}
+			checkStats(t, c)
 		}
 		// Let everything succeed: the cache must converge within a bounded
 		// number of rounds.
@@ -144,4 +145,28 @@ func FuzzCache(f *testing.F) {
 			t.Fatalf("registered %s, cache says %s", got, want)
 		}
 	})
+}
+
+// checkStats compares Stats, which keeps counts as it goes, with a count
+// over every entry.
+func checkStats(t *testing.T, c *Cache) {
+	t.Helper()
+	var want Stats
+	for _, en := range c.entries {
+		switch {
+		case en.inFlight:
+			want.InFlight++
+		case en.desired && !en.registered && en.retryAt > c.tick:
+			want.Backoff++
+		}
+		if en.desired {
+			want.Desired++
+		}
+		if en.registered {
+			want.Registered++
+		}
+	}
+	if got := c.Stats(); got != want {
+		t.Fatalf("Stats() = %+v, counted %+v", got, want)
+	}
 }
