@@ -38,7 +38,7 @@ const (
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
 	DefaultMaxPlugins    = 10000
-	DefaultProbeRate     = 50 // probes per second, at most
+	DefaultProbeRate     = 40 // probes per second, at most
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
