@@ -100,8 +100,10 @@ type rig struct {
 	done     chan error
 }
 
-// newRig starts a reconciler on a fresh plugin directory.
-func newRig(t *testing.T) *rig {
+// unixDir returns a fresh directory with a short path, for sockets, or
+// skips the test where there are no AF_UNIX sockets (wine). Its clean-up
+// ignores errors: os.RemoveAll fails under wine.
+func unixDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "reg")
 	if err != nil {
@@ -113,6 +115,13 @@ func newRig(t *testing.T) *rig {
 	} else {
 		l.Close()
 	}
+	return dir
+}
+
+// newRig starts a reconciler on a fresh plugin directory.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dir := unixDir(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc, err := scan.New([]string{dir}, log)
 	if err != nil {

@@ -55,7 +55,7 @@ func (s *infoServer) NotifyRegistrationStatus(_ context.Context, st *pluginregis
 }
 
 func TestUnaryAgainstGRPCServer(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.sock")
+	path := filepath.Join(unixDir(t), "p.sock")
 	srv := &infoServer{
 		info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com", Endpoint: "/e",
 			SupportedVersions: []string{"1.0.0", strings.Repeat("v", 20000)}}, // spans frames
@@ -100,7 +100,7 @@ func TestUnaryAgainstGRPCServer(t *testing.T) {
 }
 
 func TestUnaryDeadlineAndCancel(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mute.sock")
+	path := filepath.Join(unixDir(t), "mute.sock")
 	rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
 	for _, tc := range []struct {
 		name string
@@ -137,7 +137,7 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 // written by reply.
 func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) *unaryConn {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := filepath.Join(unixDir(t), "s.sock")
 	rawListener(t, path, func(conn net.Conn) {
 		defer conn.Close()
 		pre := make([]byte, len(http2.ClientPreface))
