@@ -27,7 +27,8 @@ const shutdownGrace = time.Second
 // Defaults of `run` that no package owns.
 const (
 	defaultProbeInterval = 30 * time.Second
-	healthStale          = 10 // ticks without a loop beat before /healthz fails
+	healthStale          = 10 // ticks without a loop beat before /healthz fails, but at least healthStaleMin
+	healthStaleMin       = 10 * time.Second
 )
 
 // runAgent is `plugreg run`.
@@ -145,7 +146,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 		metrics = register.NewMetrics()
-		metricsSrv = &http.Server{Handler: metrics.Handler(healthStale**interval, time.Now), ReadHeaderTimeout: 5 * time.Second}
+		metricsSrv = &http.Server{Handler: metrics.Handler(max(healthStale**interval, healthStaleMin), time.Now), ReadHeaderTimeout: 5 * time.Second}
 		go metricsSrv.Serve(ml)
 	}
 
