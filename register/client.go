@@ -280,22 +280,21 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
 // failure.
 //
 // A connect to a unix socket does not wait: it succeeds, or fails at once
-// (refused, or the listener's backlog is full). So the dial takes no
+// (refused, or the listener's backlog is full). So each attempt takes no
 // context, which spares the cost of net.Dialer's machinery on the agent's
 // busiest path.
 func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn, error) {
 	addr := &net.UnixAddr{Name: path, Net: "unix"}
-	conn, err := net.DialUnix("unix", nil, addr)
-	switch {
-	case err == nil:
-		return conn, nil
-	case !plugins.IsRefused(err):
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.Now().Add(timeout)
 	delay := 2 * time.Millisecond
-	for attempt := 2; ; attempt++ {
+	for attempt := 1; ; attempt++ {
+		conn, err := net.DialUnix("unix", nil, addr)
+		switch {
+		case err == nil:
+			return conn, nil
+		case !plugins.IsRefused(err) || attempt == refusedAttempts || time.Until(deadline) < delay:
+			return nil, err
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -304,13 +303,6 @@ func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn
 		case <-t.C:
 		}
 		delay *= 2
-		conn, err = net.DialUnix("unix", nil, addr)
-		switch {
-		case err == nil:
-			return conn, nil
-		case !plugins.IsRefused(err) || attempt == refusedAttempts:
-			return nil, err
-		}
 	}
 }
 

@@ -279,21 +279,15 @@ func (c *unaryConn) readReply() ([]byte, error) {
 			if err := f.ForeachSetting(c.applySetting); err != nil {
 				return nil, err
 			}
-			if err := c.fr.WriteSettingsAck(); err != nil {
-				return nil, ioStatus(err)
-			}
-			if err := c.bw.Flush(); err != nil {
-				return nil, ioStatus(err)
+			if err := c.flushed(c.fr.WriteSettingsAck()); err != nil {
+				return nil, err
 			}
 		case *http2.PingFrame:
 			if f.IsAck() {
 				continue
 			}
-			if err := c.fr.WritePing(true, f.Data); err != nil {
-				return nil, ioStatus(err)
-			}
-			if err := c.bw.Flush(); err != nil {
-				return nil, ioStatus(err)
+			if err := c.flushed(c.fr.WritePing(true, f.Data)); err != nil {
+				return nil, err
 			}
 		case *http2.WindowUpdateFrame:
 			if f.StreamID == 0 {
@@ -345,16 +339,13 @@ func (c *unaryConn) readReply() ([]byte, error) {
 				return nil, status.Error(codes.Internal, "grpc: DATA before the response headers")
 			}
 			if data, got, err = c.appendData(data, got, f.Data()); err != nil {
-				if status.Code(err) == codes.ResourceExhausted {
-					// Only this call fails, as with grpc-go: the
-					// rest of the reply is refused and skipped.
-					if err := c.fr.WriteRSTStream(c.stream, http2.ErrCodeCancel); err != nil {
-						return nil, ioStatus(err)
+				var ce *callError
+				if errors.As(err, &ce) {
+					// The rest of the reply is refused, and skipped
+					// by later calls.
+					if err := c.flushed(c.fr.WriteRSTStream(c.stream, http2.ErrCodeCancel)); err != nil {
+						return nil, err
 					}
-					if err := c.bw.Flush(); err != nil {
-						return nil, ioStatus(err)
-					}
-					return nil, &callError{st: status.Convert(err)}
 				}
 				return nil, err
 			}
@@ -381,7 +372,8 @@ func (c *unaryConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, e
 	}
 	n := binary.BigEndian.Uint32(data[1:5])
 	if int64(n) > int64(c.maxRecv) {
-		return nil, false, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.maxRecv)
+		// Only this call fails, as with grpc-go.
+		return nil, false, &callError{st: status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, c.maxRecv)}
 	}
 	switch {
 	case len(data)-5 == int(n):
@@ -401,11 +393,18 @@ func (c *unaryConn) received(n uint32) error {
 	if c.recvd < unaryWindow/2 {
 		return nil
 	}
-	if err := c.fr.WriteWindowUpdate(0, c.recvd); err != nil {
-		return ioStatus(err)
-	}
+	inc := c.recvd
 	c.recvd = 0
-	return ioStatus(c.bw.Flush())
+	return c.flushed(c.fr.WriteWindowUpdate(0, inc))
+}
+
+// flushed sends the frame the Framer just wrote to the buffer, with err the
+// error of that write, and makes a failure of either a status error.
+func (c *unaryConn) flushed(err error) error {
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	return ioStatus(err)
 }
 
 func (c *unaryConn) applySetting(s http2.Setting) error {

@@ -100,44 +100,56 @@ func TestUnaryAgainstGRPCServer(t *testing.T) {
 }
 
 func TestUnaryDeadlineAndCancel(t *testing.T) {
-	path := filepath.Join(unixDir(t), "mute.sock")
-	rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) }) // accepts, never answers
 	for _, tc := range []struct {
 		name string
-		ctx  func() (context.Context, context.CancelFunc)
+		ctx  func(requested <-chan struct{}) (context.Context, context.CancelFunc)
 		want codes.Code
 	}{
-		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		{"deadline", func(<-chan struct{}) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 100*time.Millisecond)
 		}, codes.DeadlineExceeded},
-		{"cancel", func() (context.Context, context.CancelFunc) {
+		{"cancel", func(requested <-chan struct{}) (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(50*time.Millisecond, cancel)
+			go func() { <-requested; cancel() }() // while the call waits for the reply
 			return ctx, cancel
 		}, codes.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(unixDir(t), "mute.sock")
+			requested := make(chan struct{}, 1)     // the mute plugin got the start of a request
+			rawListener(t, path, func(c net.Conn) { // accepts, reads, never answers
+				if _, err := c.Read(make([]byte, 1)); err == nil {
+					requested <- struct{}{}
+				}
+				io.Copy(io.Discard, c)
+			})
 			c := dialUnary(t, path)
-			ctx, cancel := tc.ctx()
+			ctx, cancel := tc.ctx(requested)
 			defer cancel()
 			_, err := pluginregistration.NewRegistrationClient(c).GetInfo(ctx, &pluginregistration.InfoRequest{})
 			if status.Code(err) != tc.want {
 				t.Fatalf("GetInfo = %v, want %v", err, tc.want)
 			}
-			// The connection is retired: a later call fails at once.
+			// The connection is retired: a later call fails at once, with
+			// the same error.
+			if c.err == nil {
+				t.Fatalf("connection not retired after %v", err)
+			}
 			_, err2 := pluginregistration.NewRegistrationClient(c).GetInfo(context.Background(), &pluginregistration.InfoRequest{})
-			if err2 == nil {
-				t.Errorf("a call after %v succeeded", err)
+			if status.Code(err2) != tc.want {
+				t.Errorf("a call after %v: %v, want the same code", err, err2)
 			}
 		})
 	}
 }
 
 // A scripted plugin: it reads the client's request and answers with frames
-// written by reply.
-func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) *unaryConn {
+// written by reply. The increments of the connection-level WINDOW_UPDATEs
+// it receives come out of windowBack (the first 16).
+func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) (c *unaryConn, windowBack <-chan uint32) {
 	t.Helper()
 	path := filepath.Join(unixDir(t), "s.sock")
+	back := make(chan uint32, 16)
 	rawListener(t, path, func(conn net.Conn) {
 		defer conn.Close()
 		pre := make([]byte, len(http2.ClientPreface))
@@ -161,12 +173,22 @@ func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []b
 			if err != nil {
 				return
 			}
-			if d, ok := f.(*http2.DataFrame); ok && d.StreamEnded() {
-				reply(fr, enc, d.StreamID)
+			switch f := f.(type) {
+			case *http2.DataFrame:
+				if f.StreamEnded() {
+					reply(fr, enc, f.StreamID)
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID == 0 {
+					select {
+					case back <- f.Increment:
+					default:
+					}
+				}
 			}
 		}
 	})
-	return dialUnary(t, path)
+	return dialUnary(t, path), back
 }
 
 // message is a gRPC length-prefixed message.
@@ -255,7 +277,7 @@ func TestUnaryScriptedReplies(t *testing.T) {
 		}, codes.Internal, "HTTP/2 protocol", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := scripted(t, func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			c, _ := scripted(t, func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 				if id == 1 {
 					tc.reply(fr, enc, id)
 				} else {
@@ -277,6 +299,51 @@ func TestUnaryScriptedReplies(t *testing.T) {
 				t.Errorf("second call on the connection: %v; want success %v", err, tc.again)
 			}
 		})
+	}
+}
+
+// A reply refused as too large may still arrive in full; the client skips
+// it and gives the connection's window back, so later replies never stall.
+func TestUnaryGivesTheWindowBack(t *testing.T) {
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com"}
+	const big = 600 << 10 // more than half the window the client announces
+	c, windowBack := scripted(t, func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(okHeaders...), EndHeaders: true})
+		if id == 1 {
+			m := make([]byte, 5+big)
+			binary.BigEndian.PutUint32(m[1:], big)
+			for len(m) > 0 {
+				k := min(len(m), 16<<10)
+				fr.WriteData(id, false, m[:k])
+				m = m[k:]
+			}
+		} else {
+			fr.WriteData(id, false, message(0, info))
+		}
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc("grpc-status", "0"), EndHeaders: true, EndStream: true})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc := pluginregistration.NewRegistrationClient(c)
+	if _, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("GetInfo of a %d-byte reply: %v, want ResourceExhausted", big, err)
+	}
+	if got, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); err != nil || !proto.Equal(got, info) {
+		t.Fatalf("GetInfo after the refused reply: %v, %v", got, err)
+	}
+	// The second call read the first reply's frames before its own, and
+	// gave back what it had received once that passed half the window. The
+	// client's first WINDOW_UPDATE is the one of its preface.
+	if inc := <-windowBack; inc != unaryWindow-defaultWindow {
+		t.Errorf("first WINDOW_UPDATE +%d, want the preface's +%d", inc, unaryWindow-defaultWindow)
+	}
+	select {
+	case inc := <-windowBack:
+		if inc < unaryWindow/2 || inc > big+5 {
+			t.Errorf("client gave back %d bytes of window, want between %d and %d", inc, unaryWindow/2, big+5)
+		}
+	case <-ctx.Done():
+		t.Fatal("the client gave no window back")
 	}
 }
 
