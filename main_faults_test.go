@@ -91,18 +91,24 @@ func stateNames(path string) ([]string, error) {
 	return n, nil
 }
 
-// stateWriteErrors returns plugreg_state_write_errors_total, or -1.
-func stateWriteErrors(t *testing.T, base string) float64 {
+// counter returns the value of the unlabelled metric name that the agent
+// serves at base, or -1 if it cannot be read.
+func counter(t *testing.T, base, name string) float64 {
 	t.Helper()
 	code, body := httpGet(t, base+"/metrics")
 	if code != http.StatusOK {
 		return -1
 	}
-	v, ok := sampleValue(parseExposition(t, body), "plugreg_state_write_errors_total", map[string]string{})
+	v, ok := sampleValue(parseExposition(t, body), name, map[string]string{})
 	if !ok {
 		return -1
 	}
 	return v
+}
+
+// stateWriteErrors returns plugreg_state_write_errors_total, or -1.
+func stateWriteErrors(t *testing.T, base string) float64 {
+	return counter(t, base, "plugreg_state_write_errors_total")
 }
 
 func TestEndToEndStateDirUnwritable(t *testing.T) {
@@ -185,16 +191,7 @@ func TestEndToEndStateDirUnwritable(t *testing.T) {
 
 // scansTotal returns plugreg_scans_total, or -1.
 func scansTotal(t *testing.T, base string) float64 {
-	t.Helper()
-	code, body := httpGet(t, base+"/metrics")
-	if code != http.StatusOK {
-		return -1
-	}
-	v, ok := sampleValue(parseExposition(t, body), "plugreg_scans_total", map[string]string{})
-	if !ok {
-		return -1
-	}
-	return v
+	return counter(t, base, "plugreg_scans_total")
 }
 
 // waitScans waits until the agent, serving metrics at base, has scanned n
@@ -534,6 +531,15 @@ func TestEndToEndLowFileLimit(t *testing.T) {
 	} else if len(ls) == 1 {
 		eventually(t, "the scans' recovery logged", func() bool { return len(logLines(agent, completeAgain)) > 0 })
 		oneLogLine(t, agent, completeAgain)
+	}
+	// Registrations that fail for want of descriptors: one Warn for the
+	// agent, and one Info once every socket is registered.
+	const outOfFDs, fdsBack = `"msg":"out of file descriptors: registrations are retried"`, `"msg":"file descriptors available again: every socket is registered"`
+	if ls := logLines(agent, outOfFDs); len(ls) > 1 {
+		t.Errorf("agent logged %d %s lines for one fault, want at most 1:\n%s", len(ls), outOfFDs, strings.Join(ls, "\n"))
+	} else if len(ls) == 1 {
+		eventually(t, "the registrations' recovery logged", func() bool { return len(logLines(agent, fdsBack)) > 0 })
+		oneLogLine(t, agent, fdsBack)
 	}
 
 	// Report how the fault was logged.

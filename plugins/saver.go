@@ -57,7 +57,7 @@ func (s *Saver) Run(ctx context.Context) error {
 	var (
 		saved   uint64 // revision of the last successful write
 		dirty   = true
-		lastErr string
+		failing bool // the last write failed; logged once, until a write succeeds
 		delay   time.Duration
 		retry   *time.Timer
 		retryC  <-chan time.Time // not nil while a retry is pending
@@ -83,17 +83,17 @@ func (s *Saver) Run(ctx context.Context) error {
 				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
 				// One fault, one Error: later failures of the same
 				// fault may fail at another step, with another text.
-				if lastErr == "" {
+				if !failing {
 					log.Error("state not saved", "path", s.Path, "err", err, "retry", delay)
 				} else {
 					log.Debug("state not saved", "path", s.Path, "err", err, "retry", delay)
 				}
-				lastErr = err.Error()
+				failing = true
 				retry = time.NewTimer(delay)
 				retryC = retry.C
-			} else if lastErr != "" {
+			} else if failing {
 				log.Info("state saved again", "path", s.Path)
-				lastErr, delay = "", 0
+				failing, delay = false, 0
 			}
 		}
 		select {

@@ -197,24 +197,30 @@ func (r *Reconciler) Run(ctx context.Context) error {
 
 // loop is the state owned by Run's goroutine.
 type loop struct {
-	r        *Reconciler
-	log      *slog.Logger
-	interval time.Duration
-	cache    *statecache.Cache
-	results  chan Result
-	inFlight int
-	prev     scan.Snapshot
-	scanErr  string            // the error of the scan fault in progress; "" while scans succeed
-	refused  map[string]bool   // sockets beyond MaxPlugins, logged once each
-	reported map[string]string // socket path -> the last rejection or failure logged
-	fdFault  bool              // out of file descriptors; logged once, until every socket is registered
-	ready    bool              // the first scan's operations have completed
+	r         *Reconciler
+	log       *slog.Logger
+	interval  time.Duration
+	cache     *statecache.Cache
+	results   chan Result
+	inFlight  int
+	prev      scan.Snapshot
+	scanFault bool              // scans fail; logged once, until a scan succeeds
+	refused   map[string]bool   // sockets beyond MaxPlugins, logged once each
+	reported  map[string]string // socket path -> the last rejection or failure logged
+	fdFault   bool              // out of file descriptors; logged once, until no registration waits for a retry
+	ready     bool              // the first scan's operations have completed
 }
 
-// publish refreshes the reconciler's Status. It costs O(sockets), so it
-// runs once per tick, not per operation.
+// publish refreshes the reconciler's Status, once per tick, and logs the
+// end of a file-descriptor fault: every socket registered, none waiting for
+// a retry.
 func (l *loop) publish() {
-	l.r.status.Store(&Status{Stats: l.cache.Stats(), InFlightOps: l.inFlight, Sockets: l.prev.Entries})
+	st := l.cache.Stats()
+	l.r.status.Store(&Status{Stats: st, InFlightOps: l.inFlight, Sockets: l.prev.Entries})
+	if l.fdFault && st.Backoff == 0 && st.Registered == st.Desired {
+		l.fdFault = false
+		l.log.Info("file descriptors available again: every socket is registered")
+	}
 }
 
 func (l *loop) scan() {
@@ -228,15 +234,14 @@ func (l *loop) scan() {
 	// lasts (EMFILE comes and goes at the limit on open files), so later
 	// failures are Debug, whatever they say, until a scan succeeds.
 	switch {
-	case err != nil && l.scanErr == "":
+	case err != nil && !l.scanFault:
 		l.log.Warn("scan incomplete", "err", err)
-		l.scanErr = err.Error()
+		l.scanFault = true
 	case err != nil:
 		l.log.Debug("scan incomplete", "err", err)
-		l.scanErr = err.Error()
-	case l.scanErr != "":
+	case l.scanFault:
 		l.log.Info("scan complete again")
-		l.scanErr = ""
+		l.scanFault = false
 	}
 	snap = l.limit(snap)
 	ch := scan.Diff(l.prev, snap)
@@ -345,7 +350,7 @@ func (l *loop) apply(res *Result) {
 		l.log.Info("plugin restored", attrs...)
 
 	case statecache.Probe:
-		if err != nil && errors.Is(err, fs.ErrPermission) {
+		if errors.Is(err, fs.ErrPermission) {
 			// The agent may not reach the socket (a directory on its
 			// path lost its search permission): that says nothing of
 			// the plugin, so it does not count as a failed probe.
@@ -365,10 +370,6 @@ func (l *loop) apply(res *Result) {
 			res.Plugin = p
 			l.cache.Done(op, p, nil)
 			delete(l.reported, op.Path)
-			if l.fdFault && l.cache.Idle() {
-				l.fdFault = false
-				l.log.Info("file descriptors available again: every socket is registered")
-			}
 			kind, msg := plugins.Registered, "plugin registered"
 			if op.Recovering {
 				kind, msg = plugins.Healthy, "plugin healthy again"
