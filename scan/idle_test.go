@@ -16,6 +16,34 @@ func shared(a, b Snapshot) bool {
 	return len(a.Entries) == len(b.Entries) && (len(a.Entries) == 0 || &a.Entries[0] == &b.Entries[0])
 }
 
+// history records the snapshots of a run of scans, to check that each
+// shares the previous one's entries exactly when nothing changed, and that
+// no scan writes to the entries of an earlier one.
+type history struct {
+	prev          Snapshot // the last snapshot added
+	snaps, copies []Snapshot
+}
+
+// add records got, the snapshot of step name, which shares the previous
+// snapshot's entries if and only if same (not checked for the first).
+func (h *history) add(t *testing.T, name string, got Snapshot, same bool) {
+	t.Helper()
+	if len(h.snaps) > 0 && shared(h.prev, got) != same {
+		t.Errorf("%s: Scan() returned the previous entries: %v, want %v", name, shared(h.prev, got), same)
+	}
+	h.prev = got
+	h.snaps = append(h.snaps, got)
+	h.copies = append(h.copies, Snapshot{Entries: slices.Clone(got.Entries)})
+}
+
+// untouched checks that later scans left every snapshot as it was.
+func (h *history) untouched(t *testing.T) {
+	t.Helper()
+	if d := cmp.Diff(h.copies, h.snaps); d != "" {
+		t.Errorf("snapshots changed by later scans (-then +now):\n%s", d)
+	}
+}
+
 // TestScanUnchangedIsShared makes changes of every kind to a real plugin
 // dir, and checks that Scan returns the previous Snapshot itself when
 // nothing it reports changed, a new and correct one after every change, and
@@ -143,9 +171,8 @@ func TestScanUnchangedIsShared(t *testing.T) {
 			same: true,
 		},
 	}
-	var prev Snapshot
-	var snaps, copies []Snapshot
-	for i, st := range steps {
+	var h history
+	for _, st := range steps {
 		if st.change != nil {
 			st.change()
 		}
@@ -166,17 +193,10 @@ func TestScanUnchangedIsShared(t *testing.T) {
 				t.Errorf("%s: Scan() differs from a full scan (-full +incremental):\n%s", st.name, d)
 			}
 		}
-		if i > 0 && shared(prev, got) != st.same {
-			t.Errorf("%s: Scan() returned the previous entries: %v, want %v", st.name, shared(prev, got), st.same)
-		}
-		if d := cmp.Diff(join(dir, st.replaced...), paths(Snapshot{Entries: Diff(prev, got).Replaced})); d != "" {
+		if d := cmp.Diff(join(dir, st.replaced...), paths(Snapshot{Entries: Diff(h.prev, got).Replaced})); d != "" {
 			t.Errorf("%s: Diff() replaced (-want +got):\n%s", st.name, d)
 		}
-		prev = got
-		snaps = append(snaps, got)
-		copies = append(copies, Snapshot{Entries: slices.Clone(got.Entries)})
+		h.add(t, st.name, got, st.same)
 	}
-	if d := cmp.Diff(copies, snaps); d != "" {
-		t.Errorf("snapshots changed by later scans (-then +now):\n%s", d)
-	}
+	h.untouched(t)
 }

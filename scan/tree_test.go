@@ -259,8 +259,7 @@ func TestScanIncremental(t *testing.T) {
 			same:   true,
 		},
 	}
-	var prev Snapshot
-	var snaps, copies []Snapshot
+	var h history
 	for _, st := range steps {
 		if st.change != nil {
 			st.change()
@@ -269,20 +268,12 @@ func TestScanIncremental(t *testing.T) {
 		if d := cmp.Diff(ft.oracle(), got); d != "" {
 			t.Errorf("%s: Scan() differs from a full scan (-full +incremental):\n%s", st.name, d)
 		}
-		if d := cmp.Diff(st.replaced, rels(Snapshot{Entries: Diff(prev, got).Replaced})); d != "" {
+		if d := cmp.Diff(st.replaced, rels(Snapshot{Entries: Diff(h.prev, got).Replaced})); d != "" {
 			t.Errorf("%s: Diff() replaced (-want +got):\n%s", st.name, d)
 		}
-		if shared(prev, got) != st.same {
-			t.Errorf("%s: Scan() returned the previous entries: %v, want %v", st.name, shared(prev, got), st.same)
-		}
-		prev = got
-		snaps = append(snaps, got)
-		copies = append(copies, Snapshot{Entries: slices.Clone(got.Entries)})
+		h.add(t, st.name, got, st.same)
 	}
-	// Later scans do not write to the snapshots returned before.
-	if d := cmp.Diff(copies, snaps); d != "" {
-		t.Errorf("snapshots changed by later scans (-then +now):\n%s", d)
-	}
+	h.untouched(t)
 }
 
 // TestScanRacy changes a directory in the same timestamp granule as the
