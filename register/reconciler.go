@@ -203,7 +203,8 @@ type loop struct {
 	cache     *statecache.Cache
 	results   chan Result
 	inFlight  int
-	prev      scan.Snapshot
+	prev      scan.Snapshot     // the last scan, limited to MaxPlugins
+	raw       scan.Snapshot     // the last scan as the scanner returned it
 	scanFault bool              // scans fail; logged once, until a scan succeeds
 	refused   map[string]bool   // sockets beyond MaxPlugins, logged once each
 	reported  map[string]string // socket path -> the last rejection or failure logged
@@ -244,7 +245,7 @@ func (l *loop) scan() {
 		l.scanFault = false
 	}
 	snap = l.limit(snap)
-	ch := scan.Diff(l.prev, snap)
+	ch := scan.Diff(l.prev, snap) // O(1) when the scan returned the previous snapshot
 	l.prev = snap
 	if !ch.Empty() {
 		l.log.Debug("scan changed", "added", len(ch.Added), "removed", len(ch.Removed), "replaced", len(ch.Replaced))
@@ -261,12 +262,17 @@ func (l *loop) scan() {
 // already, then new ones in path order. The others are refused.
 func (l *loop) limit(snap scan.Snapshot) scan.Snapshot {
 	max := cmpOr(l.r.MaxPlugins, DefaultMaxPlugins)
+	raw := l.raw
+	l.raw = snap
 	if len(snap.Entries) <= max {
 		if len(l.refused) > 0 {
 			l.log.Info("sockets no longer refused", "count", len(l.refused), "max_plugins", max)
 			clear(l.refused)
 		}
 		return snap
+	}
+	if scan.Diff(raw, snap).Empty() {
+		return l.prev // nothing changed: the same sockets kept, the same refused
 	}
 	known := make(map[string]bool, len(l.prev.Entries))
 	for _, e := range l.prev.Entries {
