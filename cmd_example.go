@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -12,16 +13,17 @@ import (
 
 // runExample is `plugreg example-plugin`.
 func runExample(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("example-plugin", "--dir DIR --name NAME [flags]", stderr)
-	dir := fs.String("dir", "", "plugin `directory` to put the socket in (required)")
-	name := fs.String("name", "", "plugin `name` (required); the socket is DIR/NAME.sock, with any '/' in NAME turned into '_'")
-	socket := fs.String("socket", "", "socket `path`, instead of DIR/NAME.sock")
-	typ := fs.String("type", "CSIPlugin", "plugin `type`")
-	versions := fs.String("versions", "1.0.0", "comma-separated supported `versions`")
-	endpoint := fs.String("endpoint", "", "`endpoint` to report (empty: the agent uses the socket path)")
-	logFormat := fs.String("log-format", "auto", "log format: auto, text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	if err := parse(fs, args); err != nil {
+	flags := newFlagSet("example-plugin", "--dir DIR --name NAME [flags]", stderr)
+	dir := flags.String("dir", "", "plugin `directory` to put the socket in (required)")
+	name := flags.String("name", "", "plugin `name` (required); the socket is DIR/NAME.sock, with any '/' in NAME turned into '_'")
+	socket := flags.String("socket", "", "socket `path`, instead of DIR/NAME.sock")
+	typ := flags.String("type", "CSIPlugin", "plugin `type`")
+	versions := flags.String("versions", "1.0.0", "comma-separated supported `versions`")
+	endpoint := flags.String("endpoint", "", "`endpoint` to report (empty: the agent uses the socket path)")
+	format, level := logFormat("auto"), logLevel(slog.LevelInfo)
+	flags.Var(&format, "log-format", "log format: auto, text or json")
+	flags.Var(&level, "log-level", "log level: debug, info, warn or error")
+	if err := parse(flags, args); err != nil {
 		return err
 	}
 	if *name == "" {
@@ -34,10 +36,7 @@ func runExample(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		path = filepath.Join(*dir, strings.ReplaceAll(*name, "/", "_")+".sock")
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return err
-	}
+	log := newLogger(stderr, format, level)
 	var vs []string
 	if *versions != "" {
 		vs = strings.Split(*versions, ",")

@@ -14,10 +14,10 @@ import (
 
 // runGet is `plugreg get TYPE NAME`.
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("get", "[flags] TYPE NAME", stderr)
-	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the agent's API")
-	output := fs.String("o", "table", "output format: table or json")
-	pos, err := parseInterspersed(fs, args)
+	flags := newFlagSet("get", "[flags] TYPE NAME", stderr)
+	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
+	output := flags.String("o", "table", "output format: table or json")
+	pos, err := parseInterspersed(flags, args)
 	if err != nil {
 		return err
 	}

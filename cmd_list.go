@@ -32,11 +32,11 @@ type pluginJSON struct {
 
 // runList is `plugreg list`.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("list", "[flags]", stderr)
-	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the agent's API")
-	output := fs.String("o", "table", "output format: table or json")
-	typ := fs.String("type", "", "list only plugins of this `type`")
-	if err := parse(fs, args); err != nil {
+	flags := newFlagSet("list", "[flags]", stderr)
+	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
+	output := flags.String("o", "table", "output format: table or json")
+	typ := flags.String("type", "", "list only plugins of this `type`")
+	if err := parse(flags, args); err != nil {
 		return err
 	}
 	if *output != "table" && *output != "json" {

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
+	"github.com/plugreg/plugreg/register/metrics"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -27,221 +27,258 @@ const shutdownGrace = time.Second
 // Defaults of `run` that no package owns.
 const (
 	defaultProbeInterval = 30 * time.Second
-	healthStale          = 10 // ticks without a loop beat before /healthz fails, but at least healthStaleMin
+	healthStale          = 10 // intervals without a scan before /healthz fails, but at least healthStaleMin
 	healthStaleMin       = 10 * time.Second
 )
 
+// runConfig is a parsed `plugreg run` command line.
+type runConfig struct {
+	dirs          stringList
+	accept        acceptList
+	interval      positiveDuration
+	api           string
+	apiGroup      string
+	state         string
+	metrics       string
+	metricsRemote bool
+	probeInterval optionalDuration
+	probeFailures positiveInt
+	probeRate     rate
+	logFormat     logFormat
+	logLevel      logLevel
+	timeouts      struct{ dial, getInfo, notify, handler positiveDuration }
+	maxInFlight   positiveInt
+	maxBackoff    positiveDuration
+	fullScanEvery optionalInt // -1: not given, one minute's worth of scans
+	maxPlugins    positiveInt
+	allowUIDs     uidList
+}
+
+// parseRun parses the flags of `plugreg run`. The flag values check their
+// own ranges, so a bad value is a usage error naming the flag.
+func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
+	c := &runConfig{
+		interval:      positiveDuration(register.DefaultInterval),
+		probeInterval: optionalDuration(defaultProbeInterval),
+		probeFailures: register.DefaultProbeFailures,
+		probeRate:     register.DefaultProbeRate,
+		logFormat:     "auto",
+		logLevel:      logLevel(slog.LevelInfo),
+		maxInFlight:   register.DefaultMaxInFlight,
+		maxBackoff:    positiveDuration(register.DefaultMaxBackoff),
+		fullScanEvery: -1,
+		maxPlugins:    register.DefaultMaxPlugins,
+	}
+	c.timeouts.dial = positiveDuration(register.DefaultDialTimeout)
+	c.timeouts.getInfo = positiveDuration(register.DefaultGetInfoTimeout)
+	c.timeouts.notify = positiveDuration(register.DefaultNotifyTimeout)
+	c.timeouts.handler = positiveDuration(register.DefaultHandlerTimeout)
+
+	flags := newFlagSet("run", "[flags]", stderr)
+	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
+	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
+	flags.Var(&c.interval, "interval", "time between two scans")
+	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
+	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
+	flags.StringVar(&c.state, "state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")
+	flags.StringVar(&c.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on this `address` (e.g. 127.0.0.1:9402; off when empty)")
+	flags.BoolVar(&c.metricsRemote, "metrics-allow-remote", false, "allow a --metrics address that is not loopback")
+	flags.Var(&c.probeInterval, "probe-interval", "time between two liveness probes (GetInfo) of a registered plugin (0: no probes)")
+	flags.Var(&c.probeFailures, "probe-failures", "failed probes in a row that make a plugin unhealthy")
+	flags.Var(&c.probeRate, "probe-rate", "liveness probes per second at most, across all plugins (0: no bound); with more plugins than rate × interval, each is probed less often")
+	flags.Var(&c.logFormat, "log-format", "log format: auto, text or json")
+	flags.Var(&c.logLevel, "log-level", "log level: debug, info, warn or error")
+	flags.Var(&c.timeouts.dial, "dial-timeout", "timeout to connect to a plugin's socket")
+	flags.Var(&c.timeouts.getInfo, "getinfo-timeout", "timeout of the GetInfo call")
+	flags.Var(&c.timeouts.notify, "notify-timeout", "timeout of each NotifyRegistrationStatus call")
+	flags.Var(&c.timeouts.handler, "handler-timeout", "timeout of a handler's Validate and Register, or DeRegister")
+	flags.Var(&c.maxInFlight, "max-in-flight", "registrations and deregistrations running at once")
+	flags.Var(&c.maxBackoff, "max-backoff", "longest wait before a failed registration is retried")
+	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 300 scans at the default interval)")
+	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
+	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
+	if err := parse(flags, args); err != nil {
+		return nil, err
+	}
+	if len(c.dirs) == 0 {
+		c.dirs = stringList{defaultDir()}
+	}
+	if c.fullScanEvery < 0 {
+		c.fullScanEvery = optionalInt(fullScansEvery(time.Duration(c.interval)))
+	}
+	return c, nil
+}
+
+// handlers returns the handlers of the --accept flags, or the defaults.
+func (c *runConfig) handlers() *plugins.Handlers {
+	h := plugins.NewHandlers()
+	accept := c.accept
+	if len(accept) == 0 {
+		accept = plugins.DefaultAccept()
+	}
+	for _, a := range accept {
+		h.Add(a.Type, a)
+	}
+	return h
+}
+
 // runAgent is `plugreg run`.
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("run", "[flags]", stderr)
-	var dirs, accepts stringList
-	fs.Var(&dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
-	fs.Var(&accepts, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
-	interval := fs.Duration("interval", register.DefaultInterval, "time between two scans")
-	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the local API")
-	apiGroup := fs.String("api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
-	statePath := fs.String("state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")
-	metricsAddr := fs.String("metrics", "", "serve /metrics, /healthz and /readyz on this `address` (e.g. 127.0.0.1:9402; off when empty)")
-	metricsRemote := fs.Bool("metrics-allow-remote", false, "allow a --metrics address that is not loopback")
-	probeInterval := fs.Duration("probe-interval", defaultProbeInterval, "time between two liveness probes (GetInfo) of a registered plugin (0: no probes)")
-	probeFailures := fs.Int("probe-failures", register.DefaultProbeFailures, "failed probes in a row that make a plugin unhealthy")
-	probeRate := fs.Float64("probe-rate", register.DefaultProbeRate, "liveness probes per second at most, across all plugins (0: no bound); with more plugins than rate × interval, each is probed less often")
-	logFormat := fs.String("log-format", "auto", "log format: auto, text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	dialTimeout := fs.Duration("dial-timeout", register.DefaultDialTimeout, "timeout to connect to a plugin's socket")
-	getInfoTimeout := fs.Duration("getinfo-timeout", register.DefaultGetInfoTimeout, "timeout of the GetInfo call")
-	notifyTimeout := fs.Duration("notify-timeout", register.DefaultNotifyTimeout, "timeout of each NotifyRegistrationStatus call")
-	handlerTimeout := fs.Duration("handler-timeout", register.DefaultHandlerTimeout, "timeout of a handler's Validate and Register, or DeRegister")
-	maxInFlight := fs.Int("max-in-flight", register.DefaultMaxInFlight, "registrations and deregistrations running at once")
-	maxBackoff := fs.Duration("max-backoff", register.DefaultMaxBackoff, "longest wait before a failed registration is retried")
-	fullScanEvery := fs.Int("full-scan-every", scan.DefaultFullScanEvery, "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 300 scans at the default interval)")
-	maxPlugins := fs.Int("max-plugins", register.DefaultMaxPlugins, "sockets the agent handles at most; more are refused, not dialled")
-	var allowUIDs []uint32 // nil: anyone may register
-	fs.Func("allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)", func(v string) error {
-		if err := allowUIDSupport(); err != nil {
-			return err
-		}
-		uids, err := parseUIDs(v)
-		allowUIDs = append(allowUIDs, uids...)
-		return err
-	})
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"interval", *interval}, {"dial-timeout", *dialTimeout}, {"getinfo-timeout", *getInfoTimeout},
-		{"notify-timeout", *notifyTimeout}, {"handler-timeout", *handlerTimeout}, {"max-backoff", *maxBackoff}} {
-		if err := positive(d.name, d.v); err != nil {
-			return err
-		}
-	}
-	if *fullScanEvery < 0 {
-		return usagef("invalid value \"%d\" for flag -full-scan-every: must be 0 (off) or positive", *fullScanEvery)
-	}
-	if *maxPlugins <= 0 {
-		return usagef("invalid value \"%d\" for flag -max-plugins: must be positive", *maxPlugins)
-	}
-	if *maxInFlight <= 0 {
-		return usagef("invalid value \"%d\" for flag -max-in-flight: must be positive", *maxInFlight)
-	}
-	if *probeInterval < 0 {
-		return usagef("invalid value %q for flag -probe-interval: must be 0 (off) or positive", *probeInterval)
-	}
-	if *probeRate < 0 || math.IsNaN(*probeRate) || math.IsInf(*probeRate, 0) {
-		return usagef("invalid value \"%v\" for flag -probe-rate: must be 0 (no bound) or positive", *probeRate)
-	}
-	if *probeFailures <= 0 {
-		return usagef("invalid value \"%d\" for flag -probe-failures: must be positive", *probeFailures)
-	}
-	handlers := plugins.NewHandlers()
-	if len(accepts) == 0 {
-		for _, a := range plugins.DefaultAccept() {
-			handlers.Add(a.Type, a)
-		}
-	}
-	for _, v := range accepts {
-		a, err := plugins.ParseAccept(v)
-		if err != nil {
-			return usagef("invalid value %q for flag -accept: %v", v, err)
-		}
-		if _, dup := handlers.Lookup(a.Type); dup {
-			return usagef("invalid value %q for flag -accept: type %s given twice", v, a.Type)
-		}
-		handlers.Add(a.Type, a)
-	}
-	if len(dirs) == 0 {
-		dirs = stringList{defaultDir()}
-	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
+	c, err := parseRun(args, stderr)
 	if err != nil {
 		return err
 	}
+	return c.start(ctx, newLogger(stderr, c.logFormat, c.logLevel))
+}
 
-	if err := probeAFUnix(dirs[0]); err != nil {
-		return err
-	}
-	scanner, err := scan.New(dirs, log)
+// agent is what a running agent is made of, for its shutdown.
+type agent struct {
+	log      *slog.Logger
+	registry *plugins.Registry
+	api      *grpc.Server
+	served   chan error
+	metrics  *http.Server // nil: no --metrics
+	saver    *plugins.Saver
+	stopSave context.CancelFunc
+	saved    sync.WaitGroup
+}
+
+// start opens what the agent serves and reads, runs the reconciler until
+// ctx is done, and shuts down.
+func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
+	lis, err := plugins.ListenAPI(c.api, c.apiGroup)
 	if err != nil {
 		return err
 	}
-	scanner.FullScanEvery = *fullScanEvery
-	if !flagSet(fs, "full-scan-every") {
-		scanner.FullScanEvery = fullScansEvery(*interval)
-	}
-	warnWritableDirs(log, scanner.Dirs())
-	registry := loadRegistry(*statePath, log)
-	defer registry.Close() // on early returns; the normal path closes it below
-	lis, err := plugins.ListenAPI(*apiPath, *apiGroup)
-	if err != nil {
-		return err
-	}
-	var metrics *register.Metrics
-	var metricsSrv *http.Server
-	if *metricsAddr != "" {
-		ml, err := register.ListenMetrics(*metricsAddr, *metricsRemote)
-		if err != nil {
+	var ml net.Listener
+	if c.metrics != "" {
+		if ml, err = metrics.Listen(c.metrics, c.metricsRemote); err != nil {
 			lis.Close()
+			if errors.Is(err, metrics.ErrNotLoopback) {
+				err = fmt.Errorf("%w; pass --metrics-allow-remote to serve metrics to other hosts", err)
+			}
 			return err
 		}
-		metrics = register.NewMetrics()
-		metricsSrv = &http.Server{Handler: metrics.Handler(max(healthStale**interval, healthStaleMin), time.Now), ReadHeaderTimeout: 5 * time.Second}
-		go metricsSrv.Serve(ml)
 	}
-
-	srv := grpc.NewServer()
-	plugregv1.RegisterRegistryServer(srv, plugins.NewAPIServer(registry))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-
+	scanner, err := scan.New(c.dirs, log)
+	if err != nil {
+		lis.Close()
+		if ml != nil {
+			ml.Close()
+		}
+		return err
+	}
+	scanner.FullScanEvery = int(c.fullScanEvery)
+	registry, err := loadRegistry(c.state, log)
+	if err != nil {
+		lis.Close()
+		if ml != nil {
+			ml.Close()
+		}
+		return err
+	}
+	handlers := c.handlers()
+	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1)}
 	rec := &register.Reconciler{
 		Scan: scanner.Scan,
 		Registrar: &register.Client{
 			Handlers:       handlers,
-			DialTimeout:    *dialTimeout,
-			GetInfoTimeout: *getInfoTimeout,
-			NotifyTimeout:  *notifyTimeout,
-			HandlerTimeout: *handlerTimeout,
-			AllowUIDs:      allowUIDs,
+			DialTimeout:    time.Duration(c.timeouts.dial),
+			GetInfoTimeout: time.Duration(c.timeouts.getInfo),
+			NotifyTimeout:  time.Duration(c.timeouts.notify),
+			HandlerTimeout: time.Duration(c.timeouts.handler),
+			AllowUIDs:      c.allowUIDs,
 			Log:            log,
 		},
-		Registry:      registry,
-		Interval:      *interval,
-		MaxInFlight:   *maxInFlight,
-		MaxBackoff:    *maxBackoff,
-		MaxPlugins:    *maxPlugins,
-		ProbeInterval: *probeInterval,
-		ProbeFailures: *probeFailures,
-		ProbeRate:     *probeRate,
-		Metrics:       metrics,
+		Registry:      a.registry,
+		Interval:      time.Duration(c.interval),
+		MaxInFlight:   int(c.maxInFlight),
+		MaxBackoff:    time.Duration(c.maxBackoff),
+		MaxPlugins:    int(c.maxPlugins),
+		ProbeInterval: time.Duration(c.probeInterval),
+		ProbeFailures: int(c.probeFailures),
+		ProbeRate:     float64(c.probeRate),
 		Log:           log,
 	}
-	var wg sync.WaitGroup
-	saveCtx, stopSaver := context.WithCancel(context.WithoutCancel(ctx))
-	var saver *plugins.Saver
-	if *statePath != "" {
-		saver = &plugins.Saver{Registry: registry, Path: *statePath, Log: log}
-		wg.Go(func() {
-			if err := saver.Run(saveCtx); err != nil {
-				log.Error("last state not saved", "path", *statePath, "err", err)
+	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry))
+	go func() { a.served <- a.api.Serve(lis) }()
+	if c.state != "" {
+		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Log: log}
+		var saveCtx context.Context
+		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
+		a.saved.Go(func() {
+			if err := a.saver.Run(saveCtx); err != nil {
+				log.Error("last state not saved", "path", c.state, "err", err)
 			}
 		})
 	}
-	if metrics != nil {
-		metrics.SetSources(sources(rec, registry, saver))
+	if ml != nil {
+		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
+		a.metrics = &http.Server{Handler: metrics.Handler(sources(rec, a.registry, a.saver), stale, time.Now), ReadHeaderTimeout: 5 * time.Second}
+		go a.metrics.Serve(ml)
 	}
 
-	log.Info("agent started", "dirs", scanner.Dirs(), "api", *apiPath, "state", *statePath,
-		"interval", *interval, "types", handlers.Types(), "restored", registry.Len())
+	log.Info("agent started", "dirs", scanner.Dirs(), "api", c.api, "state", c.state,
+		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len())
 	runErr := rec.Run(ctx)
+	return errors.Join(runErr, a.stop())
+}
 
-	registry.Close() // ends the watch streams, so that the API server stops at once
+// stop shuts the agent down once the reconciler has returned: the API (in
+// flight calls get shutdownGrace), the metrics, then a last save.
+func (a *agent) stop() error {
+	a.registry.Close() // ends the watch streams, so that the API server stops at once
 	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
+	go func() { a.api.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(shutdownGrace):
-		srv.Stop()
+		a.api.Stop()
 		<-stopped
 	}
-	if metricsSrv != nil {
-		metricsSrv.Close()
+	if a.metrics != nil {
+		a.metrics.Close()
 	}
-	stopSaver() // a final save of the latest state, then the saver returns
-	wg.Wait()
-	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		runErr = errors.Join(runErr, fmt.Errorf("serve api: %w", err))
+	if a.stopSave != nil {
+		a.stopSave() // a final save of the latest state, then the saver returns
+		a.saved.Wait()
 	}
-	log.Info("agent stopped")
-	return runErr
+	var err error
+	if serr := <-a.served; serr != nil && !errors.Is(serr, grpc.ErrServerStopped) {
+		err = fmt.Errorf("serve api: %w", serr)
+	}
+	a.log.Info("agent stopped")
+	return err
 }
 
 // loadRegistry restores the registry from the state file. A missing file
 // starts empty; a corrupt one is moved aside, logged, and the agent starts
-// empty and rebuilds from the scan.
-func loadRegistry(path string, log *slog.Logger) *plugins.Registry {
+// empty and rebuilds from the scan. Any other error (EACCES, EIO, EMFILE)
+// says nothing of the file's content: it is returned, and the file is kept.
+func loadRegistry(path string, log *slog.Logger) (*plugins.Registry, error) {
 	if path == "" {
-		return plugins.NewRegistry()
+		return plugins.NewRegistry(), nil
 	}
 	st, err := plugins.Load(path)
 	switch {
 	case err == nil:
-		return plugins.NewRegistryFrom(st)
+		return plugins.NewRegistryFrom(st), nil
 	case errors.Is(err, fs.ErrNotExist):
-		return plugins.NewRegistry()
-	default:
-		// Corrupt or unreadable: keep it for a post-mortem, never
-		// overwrite it, and rebuild from the scan.
+		return plugins.NewRegistry(), nil
+	case errors.Is(err, plugins.ErrCorrupt):
+		// Keep it for a post-mortem, never overwrite it, and rebuild
+		// from the scan.
 		aside, qerr := plugins.QuarantineCorrupt(path, time.Now())
 		log.Error("state file unusable, starting empty", "path", path, "moved_to", aside, "err", errors.Join(err, qerr))
+		return plugins.NewRegistry(), nil
 	}
-	return plugins.NewRegistry()
+	return nil, fmt.Errorf("read state file (kept as it is): %w", err)
 }
 
-// sources feeds the metrics' scrape-time gauges.
-func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Saver) register.Sources {
-	s := register.Sources{
+// sources feeds the metrics at scrape time.
+func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Saver) metrics.Sources {
+	s := metrics.Sources{
+		Agent: rec.Status,
 		Registered: func() map[string]int {
 			n := map[string]int{}
 			for _, p := range reg.List("") {
@@ -249,8 +286,6 @@ func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Sav
 			}
 			return n
 		},
-		InFlight: func() int { return rec.Status().InFlightOps },
-		Backoff:  func() int { return rec.Status().Backoff },
 		Watchers: reg.Watchers,
 		Resyncs:  reg.Resyncs,
 		Sockets: func() (desired, actual []string) {
@@ -267,13 +302,6 @@ func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Sav
 		s.StateWrites, s.StateWriteErrors = saver.Writes, saver.Errors
 	}
 	return s
-}
-
-// flagSet reports whether the flag called name was given.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // fullScansEvery is the default of --full-scan-every for a scan interval:

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/plugreg/plugreg/register"
 )
 
 func TestFullScansEvery(t *testing.T) {
@@ -19,5 +25,70 @@ func TestFullScansEvery(t *testing.T) {
 		if got := fullScansEvery(tc.interval); got != tc.want {
 			t.Errorf("fullScansEvery(%v) = %d, want %d", tc.interval, got, tc.want)
 		}
+	}
+}
+
+// TestRunUsage runs bad `run` command lines in process: each is a usage
+// error (exit 2) naming the flag, before anything is opened.
+func TestRunUsage(t *testing.T) {
+	uidErr := func(v, msg string) string { return `invalid value "` + v + `" for flag -allow-uid: ` + msg }
+	notDecimal := func(v, f string) string { return uidErr(v, strconv.Quote(f)+" is not a decimal uid") }
+	if _, err := register.ParseUIDs("0"); err != nil { // no peer credentials on this OS
+		notDecimal = func(v, _ string) string { return uidErr(v, err.Error()) }
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--allow-uid", "x"}, notDecimal("x", "x")},
+		{[]string{"run", "--allow-uid", "0,x"}, notDecimal("0,x", "x")},
+		{[]string{"run", "--allow-uid", ""}, notDecimal("", "")},
+		{[]string{"run", "--allow-uid", "0", "--allow-uid", "-5"}, notDecimal("-5", "-5")},
+		{[]string{"run", "--interval", "0s"}, `invalid value "0s" for flag -interval: must be positive`},
+		{[]string{"run", "--dial-timeout=-1s"}, `invalid value "-1s" for flag -dial-timeout: must be positive`},
+		{[]string{"run", "--probe-interval=-1s"}, `invalid value "-1s" for flag -probe-interval: must be 0 (off) or positive`},
+		{[]string{"run", "--probe-failures", "0"}, `invalid value "0" for flag -probe-failures: must be positive`},
+		{[]string{"run", "--probe-rate", "NaN"}, `invalid value "NaN" for flag -probe-rate: must be 0 (no bound) or positive`},
+		{[]string{"run", "--max-in-flight", "x"}, `invalid value "x" for flag -max-in-flight: parse error`},
+		{[]string{"run", "--full-scan-every=-1"}, `invalid value "-1" for flag -full-scan-every: must be 0 (off) or positive`},
+		{[]string{"run", "--accept", "A=1", "--accept", "A=2"}, `invalid value "A=2" for flag -accept: type A given twice`},
+		{[]string{"run", "--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
+		{[]string{"run", "--log-format", "xml"}, `invalid value "xml" for flag -log-format: want auto, text or json`},
+		{[]string{"run", "extra"}, `run: unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := exitCode(run(t.Context(), tc.args, &stdout, &stderr), &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("plugreg %q: exit %d, stderr %q; want exit 2 with %q", tc.args, code, stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestParseRunDefaults: with no flags, run uses the documented defaults.
+func TestParseRunDefaults(t *testing.T) {
+	c, err := parseRun(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string(c.dirs); len(got) != 1 || got[0] != defaultDir() {
+		t.Errorf("dirs = %q, want [%s]", got, defaultDir())
+	}
+	if time.Duration(c.interval) != register.DefaultInterval || int(c.fullScanEvery) != fullScansEvery(register.DefaultInterval) {
+		t.Errorf("interval %v, full scan every %d; want %v and %d", time.Duration(c.interval), c.fullScanEvery, register.DefaultInterval, fullScansEvery(register.DefaultInterval))
+	}
+	if types := c.handlers().Types(); len(types) != 3 {
+		t.Errorf("handlers for %v, want the three default types", types)
+	}
+	if c.allowUIDs != nil {
+		t.Errorf("allowUIDs = %v, want nil: anyone may register", c.allowUIDs)
+	}
+	c, err = parseRun([]string{"--interval", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.fullScanEvery != 60 {
+		t.Errorf("--interval 1s: full scan every %d scans, want 60 (once a minute)", c.fullScanEvery)
 	}
 }

@@ -32,11 +32,11 @@ type eventJSON struct {
 
 // runWatch is `plugreg watch`.
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("watch", "[flags]", stderr)
-	apiPath := fs.String("api", defaultAPI(), "unix socket `path` of the agent's API")
-	since := fs.Uint64("since", 0, "resume after this `revision` (0: start with a snapshot)")
-	output := fs.String("o", "text", "output format: text or json (one object per line)")
-	if err := parse(fs, args); err != nil {
+	flags := newFlagSet("watch", "[flags]", stderr)
+	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
+	since := flags.Uint64("since", 0, "resume after this `revision` (0: start with a snapshot)")
+	output := flags.String("o", "text", "output format: text or json (one object per line)")
+	if err := parse(flags, args); err != nil {
 		return err
 	}
 	if *output != "text" && *output != "json" {

@@ -41,14 +41,14 @@ func ValidateInfo(typ, name, endpoint string, versions []string) error {
 	return nil
 }
 
-// checkText checks one reported string: non-empty, at most max bytes,
+// checkText checks one reported string: non-empty, at most limit bytes,
 // valid UTF-8, no control characters.
-func checkText(what, s string, max int) error {
+func checkText(what, s string, limit int) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%s is empty", what)
-	case len(s) > max:
-		return fmt.Errorf("%s is %d bytes, longer than %d", what, len(s), max)
+	case len(s) > limit:
+		return fmt.Errorf("%s is %d bytes, longer than %d", what, len(s), limit)
 	case !utf8.ValidString(s):
 		return fmt.Errorf("%s is not valid UTF-8", what)
 	}

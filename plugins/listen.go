@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Errors of ListenUnix.
+// Errors of ListenUnix, for a plugin (such as plugins/example) to tell why
+// it cannot serve.
 var (
 	// ErrInUse: a live server already listens on the socket.
 	ErrInUse = errors.New("plugins: socket in use")
@@ -31,7 +32,8 @@ const maxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
 // its mode. Missing parent directories are created (0750). A socket file
 // left behind by a process that died (dialling it is refused) is replaced;
 // a live socket is left alone (ErrInUse), and so is a file that is not a
-// socket (ErrNotSocket). Closing the listener removes the socket file.
+// socket (ErrNotSocket). Closing the listener removes the socket file. On a
+// Windows without AF_UNIX sockets, the error says so.
 // A path longer than the OS's sun_path limit is refused before anything is
 // created.
 func ListenUnix(path string, mode fs.FileMode) (net.Listener, error) {
@@ -43,6 +45,9 @@ func ListenUnix(path string, mode fs.FileMode) (net.Listener, error) {
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
+		if e := noAFUnix(err); e != nil {
+			return nil, fmt.Errorf("listen %s: %w", path, e)
+		}
 		fi, statErr := os.Lstat(path)
 		switch {
 		case statErr != nil:

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -66,4 +67,18 @@ func restrictToAdmins(path string) error {
 	defer windows.CloseHandle(h)
 	return windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT,
 		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
+}
+
+// errNoAFUnix is what the agent says on a Windows without AF_UNIX sockets
+// (Windows Server 2016 and older, and wine), instead of a winsock error
+// number.
+var errNoAFUnix = errors.New("this Windows has no AF_UNIX sockets (needs Windows 10 1803 / Server 2019 or later)")
+
+// noAFUnix returns errNoAFUnix if err says that this system has no AF_UNIX
+// sockets, else nil.
+func noAFUnix(err error) error {
+	if errors.Is(err, windows.WSAEAFNOSUPPORT) {
+		return errNoAFUnix
+	}
+	return nil
 }

@@ -105,3 +105,19 @@ func TestListenAPIAdminsOnly(t *testing.T) {
 		t.Errorf("DACL of the API socket = %q, want %q", got, adminsOnly)
 	}
 }
+
+// TestListenUnixNoAFUnix checks the message of a Windows without AF_UNIX.
+// Wine is one; on a Windows that has AF_UNIX the listen succeeds, and the
+// message cannot be checked here.
+func TestListenUnixNoAFUnix(t *testing.T) {
+	path := filepath.Join(winTempDir(t), "api.sock")
+	l, err := ListenUnix(path, 0)
+	if err == nil {
+		l.Close()
+		t.Skip("this system has AF_UNIX sockets: the error message cannot be checked here")
+	}
+	want := "listen " + path + ": this Windows has no AF_UNIX sockets (needs Windows 10 1803 / Server 2019 or later)"
+	if err.Error() != want {
+		t.Errorf("ListenUnix() error = %q, want %q", err, want)
+	}
+}

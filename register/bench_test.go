@@ -56,7 +56,7 @@ func benchmarkBurst(b *testing.B, n int) {
 		applied := make(chan Result, n)
 		reg := plugins.NewRegistry()
 		rec := &Reconciler{Scan: sc.Scan, Registrar: &Client{Handlers: h}, Registry: reg,
-			Ticks: ticks, Applied: func(r Result) { applied <- r }}
+			ticks: ticks, applied: func(r Result) { applied <- r }}
 		// Run scans at once when it starts, so the clock starts with it.
 		rctx, rcancel := context.WithCancel(ctx)
 		done := make(chan error, 1)

@@ -58,16 +58,9 @@ func (c *Client) log() *slog.Logger {
 	return c.Log
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
-
 // Register registers the plugin serving the pluginregistration v1 API on
 // the socket at path. A rejection (no handler, failed validation, failed
-// registration) was reported to the plugin and matches ErrRejected; any
+// registration) was reported to the plugin and wraps a *RejectError; any
 // other error is transient (a socket that is not ready yet, a plugin that
 // is slow or gone). Both are wrapped in an *OpError.
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
@@ -176,9 +169,7 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 
 // Verify checks a registration restored from an earlier run of the agent:
 // the plugin must answer GetInfo as it did then, and its handler must still
-// accept it (the agent may run with other --accept flags now). A handler
-// that implements plugins.Restorer is then told the plugin is restored. An
-// error wrapping statecache.ErrChanged means the plugin answered
+// accept it (the agent may run with other --accept flags now). An error wrapping statecache.ErrChanged means the plugin answered
 // differently or is no longer accepted; any other error, that it did not
 // answer. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
@@ -211,11 +202,6 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 			return &OpError{"verify", path, err}
 		}
 		return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
-	}
-	if r, ok := h.(plugins.Restorer); ok {
-		if err := r.Restore(hctx, p.Name, p.Endpoint, p.Versions); err != nil {
-			return &OpError{"restore", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
-		}
 	}
 	return nil
 }

@@ -133,8 +133,8 @@ func newRig(t *testing.T) *rig {
 	h.Add("CSIPlugin", r.handler)
 	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
 	rec := &Reconciler{Scan: sc.Scan, Registrar: r.client, Registry: r.registry,
-		Interval: time.Second, Ticks: r.ticks, Log: log,
-		Applied: func(res Result) { r.applied <- res }}
+		Interval: time.Second, ticks: r.ticks, Log: log,
+		applied: func(res Result) { r.applied <- res }}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- rec.Run(ctx) }()

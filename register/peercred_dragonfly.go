@@ -7,6 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// havePeerCred: this OS tells who serves a socket.
+const havePeerCred = true
+
 // golang.org/x/sys/unix defines neither struct xucred nor LOCAL_PEERCRED
 // for DragonFly, so they are spelled out here from <sys/ucred.h> and
 // <sys/un.h>; the call is the one getpeereid(3) makes.

@@ -7,6 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// havePeerCred: this OS tells who serves a socket.
+const havePeerCred = true
+
 // peerCred returns the effective uid and the pid of the process that
 // called listen (SO_PEERCRED: struct sockpeercred { uid_t uid; gid_t gid;
 // pid_t pid; }).

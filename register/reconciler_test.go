@@ -103,6 +103,7 @@ type env struct {
 	dir    *fakeDir
 	reg    *fakeRegistrar
 	plugs  *plugins.Registry
+	rec    *Reconciler
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -136,6 +137,7 @@ func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, c
 		Log:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	config(r)
+	e.rec = r
 	ctx, cancel := context.WithCancel(t.Context())
 	e.cancel = cancel
 	go func() { e.done <- r.Run(ctx) }()
@@ -436,7 +438,7 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 				ticks := make(chan time.Time)
 				scans := 0 // Scan runs on Run's goroutine only
 				startWith(t, nil, plugins.NewRegistry(), func(r *Reconciler) {
-					r.Ticks = ticks
+					r.ticks = ticks
 					r.Log = slog.New(h)
 					r.Scan = func() (scan.Snapshot, error) {
 						if scans >= len(tc.scans) {

@@ -94,7 +94,9 @@ type root struct {
 // target from then on. A missing dir is created with mode 0750. New returns
 // an error naming the dir it cannot resolve or create.
 //
-// Dirs that resolve to the same path are scanned once. A nil log discards.
+// Dirs that resolve to the same path are scanned once. On unix, New warns
+// about each dir that its group or others may write to: whoever can create a
+// socket there can register a plugin. A nil log discards.
 func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("scan: no plugin directories")
@@ -109,7 +111,9 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 			resolved = append(resolved, p)
 		}
 	}
-	return newScanner(resolved, log, (&osFS{}).openRoot), nil
+	s := newScanner(resolved, log, (&osFS{}).openRoot)
+	warnWritable(s.log, resolved)
+	return s, nil
 }
 
 // newScanner returns a Scanner of the resolved dirs that opens them with

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -18,16 +17,16 @@ func BenchmarkBurst(b *testing.B) {
 				added[i] = scan.Entry{Path: fmt.Sprintf("/p/%06d.sock", i), ID: scan.ID{Ino: uint64(i)}}
 			}
 			for b.Loop() {
-				c := New(Config{MaxBackoff: 30})
+				c := New[string](Config{MaxBackoff: 30})
 				c.Observe(scan.Changes{Added: added})
 				inFlight := c.Next(64)
 				for len(inFlight) > 0 {
 					op := inFlight[0]
 					inFlight = inFlight[1:]
-					c.Done(op, plugins.Plugin{Name: op.Path}, nil)
+					c.Done(op, op.Path, nil)
 					inFlight = append(inFlight, c.Next(1)...)
 				}
-				if !c.Idle() {
+				if !idle(c) {
 					b.Fatal("not idle")
 				}
 			}

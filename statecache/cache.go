@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -71,8 +70,10 @@ type Config struct {
 	MaxProbesPerTick uint64
 }
 
-// Op is one operation the cache wants run.
-type Op struct {
+// Op is one operation the cache wants run. P is what the caller registers
+// at a socket (register.Reconciler uses plugins.Plugin); the cache only
+// carries it.
+type Op[P any] struct {
 	Kind Kind
 	Path string  // the socket path
 	ID   scan.ID // Register: the incarnation to register; Deregister: the registered one
@@ -80,9 +81,9 @@ type Op struct {
 	// Attempt counts the registrations of this incarnation, 1 for the
 	// first; always 1 for Deregister.
 	Attempt int
-	// Plugin is what is registered at Path; set for Deregister, Verify and
-	// Probe.
-	Plugin plugins.Plugin
+	// Plugin is what is registered at Path, as Restore or Done was given
+	// it; set for Deregister, Verify and Probe.
+	Plugin P
 	// Reason is why a Deregister is due.
 	Reason Reason
 	// Recovering is set on a Register when the socket's last registration
@@ -94,7 +95,7 @@ type Op struct {
 }
 
 // entry is everything the cache knows about one socket path.
-type entry struct {
+type entry[P any] struct {
 	// Desired state: the scanner sees a socket here with identity want.
 	desired bool
 	want    scan.ID
@@ -104,7 +105,7 @@ type entry struct {
 	registered bool
 	have       scan.ID
 	haveGen    uint64
-	plugin     plugins.Plugin
+	plugin     P
 
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
@@ -123,7 +124,7 @@ type entry struct {
 }
 
 // deregisterReason returns why the registration must go, or 0 if it stays.
-func (e *entry) deregisterReason() Reason {
+func (e *entry[P]) deregisterReason() Reason {
 	switch {
 	case !e.registered:
 		return 0
@@ -139,21 +140,10 @@ func (e *entry) deregisterReason() Reason {
 	return 0
 }
 
-// converged reports whether the entry needs no operation, now or later;
-// probes are scheduled separately.
-func (e *entry) converged() bool {
-	if e.inFlight {
-		return false
-	}
-	if !e.desired {
-		return !e.registered
-	}
-	return e.registered && e.deregisterReason() == 0 && !e.unverified
-}
-
-// Cache holds the desired and actual state. The zero value is not usable;
-// call New. Not safe for concurrent use.
-type Cache struct {
+// Cache holds the desired and actual state of the sockets, and carries a
+// P for each registered one. The zero value is not usable; call New. Not
+// safe for concurrent use.
+type Cache[P any] struct {
 	cfg  Config
 	tick uint64
 	// firstProbes counts the first probes scheduled in this tick, to
@@ -161,11 +151,7 @@ type Cache struct {
 	firstProbes uint64
 	probes      uint64 // probes handed out in this tick, for MaxProbesPerTick
 	gen         uint64
-	entries     map[string]*entry
-	// pending holds the paths whose entry is not converged, or whose probe
-	// is due, so that an idle Next costs nothing however many plugins are
-	// registered.
-	pending map[string]struct{}
+	entries     map[string]*entry[P]
 	// timers holds, per tick, the paths whose probe or retry falls due then.
 	timers map[uint64][]string
 	// ready holds the paths with an op due now, ordered as Next hands them
@@ -186,13 +172,12 @@ type Cache struct {
 
 // New returns an empty cache whose retry delay doubles from one tick up to
 // cfg.MaxBackoff ticks.
-func New(cfg Config) *Cache {
+func New[P any](cfg Config) *Cache[P] {
 	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
 	cfg.ProbeFailures = max(cfg.ProbeFailures, 1)
-	return &Cache{
+	return &Cache[P]{
 		cfg:      cfg,
-		entries:  make(map[string]*entry),
-		pending:  make(map[string]struct{}),
+		entries:  make(map[string]*entry[P]),
 		timers:   make(map[uint64][]string),
 		queued:   make(map[string]int),
 		retrying: make(map[string]struct{}),
@@ -204,9 +189,9 @@ func New(cfg Config) *Cache {
 // Once the scanner has reported, a restored plugin whose socket is gone or
 // changed is deregistered; one whose socket is unchanged is verified
 // (Verify) and stays registered if it answers the same.
-func (c *Cache) Restore(path string, id scan.ID, p plugins.Plugin) {
+func (c *Cache[P]) Restore(path string, id scan.ID, p P) {
 	c.gen++
-	en := &entry{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
+	en := &entry[P]{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
 	if old, ok := c.entries[path]; ok {
 		if old.desired {
 			c.nDesired--
@@ -223,7 +208,7 @@ func (c *Cache) Restore(path string, id scan.ID, p plugins.Plugin) {
 // Observe records the changes the scanner saw. An added or replaced socket
 // becomes a new incarnation with a fresh generation and no backoff; a
 // removed one is no longer desired.
-func (c *Cache) Observe(ch scan.Changes) {
+func (c *Cache[P]) Observe(ch scan.Changes) {
 	c.observed = true
 	for _, e := range ch.Removed {
 		if en, ok := c.entries[e.Path]; ok {
@@ -239,7 +224,7 @@ func (c *Cache) Observe(ch scan.Changes) {
 		for _, e := range list {
 			en, ok := c.entries[e.Path]
 			if !ok {
-				en = &entry{}
+				en = &entry[P]{}
 				c.entries[e.Path] = en
 			}
 			if en.desired && en.want == e.ID {
@@ -257,7 +242,7 @@ func (c *Cache) Observe(ch scan.Changes) {
 }
 
 // Tick advances logical time by one tick.
-func (c *Cache) Tick() {
+func (c *Cache[P]) Tick() {
 	c.tick++
 	c.firstProbes, c.probes = 0, 0
 	for _, p := range c.timers[c.tick] {
@@ -276,7 +261,7 @@ func (c *Cache) Tick() {
 // but the first plugin that became registered in this tick: the i-th comes
 // i ticks sooner (modulo ProbeEvery), so that the probes of a burst are
 // spread over the interval rather than all due in one tick.
-func (c *Cache) scheduleProbe(path string, en *entry, first bool) {
+func (c *Cache[P]) scheduleProbe(path string, en *entry[P], first bool) {
 	if c.cfg.ProbeEvery == 0 {
 		return
 	}
@@ -295,11 +280,11 @@ func (c *Cache) scheduleProbe(path string, en *entry, first bool) {
 // except that registrations that failed before come after first attempts
 // (fewest failures first).
 // Every returned op must be reported back with Done.
-func (c *Cache) Next(limit int) []Op {
+func (c *Cache[P]) Next(limit int) []Op[P] {
 	if !c.observed {
 		return nil
 	}
-	var ops []Op
+	var ops []Op[P]
 	for c.ready.Len() > 0 && (limit <= 0 || len(ops) < limit) {
 		// Probes come last: once the first candidate is a probe, the
 		// rest are probes too.
@@ -317,7 +302,7 @@ func (c *Cache) Next(limit int) []Op {
 		}
 		en.inFlight = true
 		c.nInFlight++
-		op := Op{Path: cd.path, Attempt: 1}
+		op := Op[P]{Path: cd.path, Attempt: 1}
 		switch {
 		case cd.class == classDeregister:
 			op.Kind, op.ID, op.Gen, op.Plugin = Deregister, en.have, en.haveGen, en.plugin
@@ -377,7 +362,7 @@ const (
 )
 
 // due returns the class of the op due for the entry now, or -1.
-func (c *Cache) due(en *entry) int {
+func (c *Cache[P]) due(en *entry[P]) int {
 	switch {
 	case en.inFlight:
 		return -1
@@ -405,7 +390,7 @@ func (c *Cache) due(en *entry) int {
 // replaced if err wraps ErrChanged, else as unhealthy. A failed Probe counts
 // towards ProbeFailures; reaching it makes the plugin unhealthy: it is
 // deregistered, then registered again with backoff once it answers.
-func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
+func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 	en, ok := c.entries[op.Path]
 	if !ok || !en.inFlight {
 		panic(fmt.Sprintf("statecache: Done(%s %s) without an op in flight", op.Kind, op.Path))
@@ -434,7 +419,8 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 		if en.registered {
 			c.nRegistered--
 		}
-		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, plugins.Plugin{}
+		var zero P
+		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, zero
 		en.unverified, en.verifyFailed = false, 0
 		if op.Reason == Unhealthy {
 			en.unhealthy, en.recovering = false, true
@@ -471,7 +457,7 @@ func (c *Cache) Done(op Op, p plugins.Plugin, err error) (retryTicks uint64) {
 }
 
 // backoff counts a failed registration and schedules the next attempt.
-func (c *Cache) backoff(path string, en *entry) uint64 {
+func (c *Cache[P]) backoff(path string, en *entry[P]) uint64 {
 	en.fails++
 	d := min(uint64(1)<<min(en.fails-1, 62), c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
@@ -480,9 +466,9 @@ func (c *Cache) backoff(path string, en *entry) uint64 {
 	return d
 }
 
-// update files the entry under pending, or forgets it once it is converged
-// and holds nothing.
-func (c *Cache) update(path string, en *entry) {
+// update queues the entry's due op, if any, and forgets the entry once it
+// holds nothing: no socket, no registration, no op in flight.
+func (c *Cache[P]) update(path string, en *entry[P]) {
 	class := c.due(en)
 	if class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
@@ -492,12 +478,7 @@ func (c *Cache) update(path string, en *entry) {
 		}
 		heap.Push(&c.ready, cand{class: class, order: order, path: path})
 	}
-	if !en.converged() || class == classProbe {
-		c.pending[path] = struct{}{}
-		return
-	}
-	delete(c.pending, path)
-	if !en.desired && !en.registered {
+	if !en.inFlight && !en.desired && !en.registered {
 		delete(c.entries, path)
 		delete(c.retrying, path)
 		delete(c.queued, path)
@@ -515,7 +496,7 @@ type Stats struct {
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
 // O(sockets): it runs at every tick, also while thousands of probes wait
 // for their turn under MaxProbesPerTick.
-func (c *Cache) Stats() Stats {
+func (c *Cache[P]) Stats() Stats {
 	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight}
 	for p := range c.retrying {
 		if en := c.entries[p]; en != nil && !en.inFlight && en.desired && !en.registered && en.retryAt > c.tick {
@@ -524,7 +505,3 @@ func (c *Cache) Stats() Stats {
 	}
 	return s
 }
-
-// Idle reports whether no operation is in flight or due later: every
-// desired socket is registered and nothing else is.
-func (c *Cache) Idle() bool { return len(c.pending) == 0 }

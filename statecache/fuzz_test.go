@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -17,8 +16,8 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New(Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2, MaxProbesPerTick: 2})
-		inFlight := map[string]Op{}
+		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2, MaxProbesPerTick: 2})
+		inFlight := map[string]Op[string]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
 		paths := []string{"/p/a", "/p/b", "/p/c"}
 		// The first byte says which paths were registered by an earlier run.
@@ -26,7 +25,7 @@ func FuzzCache(f *testing.F) {
 			for i, p := range paths {
 				if prog[0]&(1<<i) != 0 {
 					id := scan.ID{Ino: uint64(prog[0] >> 4)}
-					c.Restore(p, id, plugins.Plugin{Name: p})
+					c.Restore(p, id, p)
 					registered[p] = id
 				}
 			}
@@ -77,7 +76,7 @@ func FuzzCache(f *testing.F) {
 					err = fmt.Errorf("other: %w", ErrChanged)
 				}
 			}
-			c.Done(op, plugins.Plugin{Name: path}, err)
+			c.Done(op, path, err)
 			switch {
 			case op.Kind == Deregister:
 				delete(registered, path)
@@ -120,7 +119,7 @@ func FuzzCache(f *testing.F) {
 			for p := range inFlight {
 				done(p, false)
 			}
-			if c.Idle() {
+			if idle(c) {
 				break
 			}
 			c.Tick() // one at a time: with MaxProbesPerTick, probes are handed out per tick
@@ -149,7 +148,7 @@ func FuzzCache(f *testing.F) {
 
 // checkStats compares Stats, which keeps counts as it goes, with a count
 // over every entry.
-func checkStats(t *testing.T, c *Cache) {
+func checkStats(t *testing.T, c *Cache[string]) {
 	t.Helper()
 	var want Stats
 	for _, en := range c.entries {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -75,12 +74,12 @@ func parseScript(text string) []step {
 
 // harness drives a Cache and remembers the ops it handed out.
 type harness struct {
-	c        *Cache
-	inFlight map[string]Op
+	c        *Cache[string]
+	inFlight map[string]Op[string]
 }
 
 func newHarness(cfg Config) *harness {
-	return &harness{c: New(cfg), inFlight: map[string]Op{}}
+	return &harness{c: New[string](cfg), inFlight: map[string]Op[string]{}}
 }
 
 func runScript(t *testing.T, text string) {
@@ -125,7 +124,7 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		if err != nil || arg(3) == "" {
 			return nil, fmt.Errorf("want restore PATH INO NAME")
 		}
-		h.c.Restore(arg(1), scan.ID{Ino: ino}, plugins.Plugin{Name: arg(3), SocketPath: arg(1)})
+		h.c.Restore(arg(1), scan.ID{Ino: ino}, arg(3))
 	case "add", "replace":
 		ino, err := num(2, 0)
 		if err != nil || arg(1) == "" {
@@ -168,10 +167,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		}
 		delete(h.inFlight, arg(1))
 		var err error
-		var p plugins.Plugin
+		var p string
 		switch arg(2) {
 		case "ok", "":
-			p = plugins.Plugin{Name: arg(3), SocketPath: op.Path}
+			p = arg(3)
 		case "fail":
 			err = errors.New("unavailable")
 		case "changed":
@@ -185,29 +184,42 @@ func (h *harness) exec(cmd string) ([]string, error) {
 	case "stats":
 		s := h.c.Stats()
 		return []string{fmt.Sprintf("desired=%d registered=%d inflight=%d backoff=%d idle=%t",
-			s.Desired, s.Registered, s.InFlight, s.Backoff, h.c.Idle())}, nil
+			s.Desired, s.Registered, s.InFlight, s.Backoff, idle(h.c))}, nil
 	default:
 		return nil, fmt.Errorf("unknown command %q", f[0])
 	}
 	return nil, nil
 }
 
-func formatOp(op Op) string {
+func formatOp(op Op[string]) string {
 	switch op.Kind {
 	case Deregister:
-		s := fmt.Sprintf("deregister %s ino=%d name=%s reason=%s", op.Path, op.ID.Ino, op.Plugin.Name, op.Reason)
+		s := fmt.Sprintf("deregister %s ino=%d name=%s reason=%s", op.Path, op.ID.Ino, op.Plugin, op.Reason)
 		if op.Restored {
 			s += " restored"
 		}
 		return s
 	case Verify:
-		return fmt.Sprintf("verify %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin.Name)
+		return fmt.Sprintf("verify %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin)
 	case Probe:
-		return fmt.Sprintf("probe %s ino=%d name=%s attempt=%d", op.Path, op.ID.Ino, op.Plugin.Name, op.Attempt)
+		return fmt.Sprintf("probe %s ino=%d name=%s attempt=%d", op.Path, op.ID.Ino, op.Plugin, op.Attempt)
 	}
 	s := fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
 	if op.Recovering {
 		s += " recovering"
 	}
 	return s
+}
+
+// idle reports whether no operation is in flight or due, now or later:
+// every desired socket is registered and verified, nothing else is, and no
+// probe is due.
+func idle[P any](c *Cache[P]) bool {
+	for _, en := range c.entries {
+		if en.inFlight || en.desired != en.registered || en.deregisterReason() != 0 ||
+			en.unverified || c.due(en) == classProbe {
+			return false
+		}
+	}
+	return true
 }

@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// havePeerCred: this OS tells who serves a socket.
+const havePeerCred = true
+
 // xucredVersion is XUCRED_VERSION of <sys/ucred.h>.
 const xucredVersion = 0
 

@@ -7,6 +7,12 @@ import (
 	"runtime"
 )
 
+// havePeerCred: this OS gives no peer credentials that golang.org/x/sys/unix
+// can read, so ParseUIDs refuses any list. This file's build line is the one
+// list of the OSes with peer credentials: each has a peercred_GOOS.go (or
+// peercred_xucred.go) that sets havePeerCred.
+const havePeerCred = false
+
 // peerCred fails: this OS gives no peer credentials that
 // golang.org/x/sys/unix can read. The agent refuses --allow-uid here.
 func peerCred(fd uintptr) (peer, error) {

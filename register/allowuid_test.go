@@ -1,11 +1,19 @@
-package main
+package register
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 )
 
 func TestParseUIDs(t *testing.T) {
+	if !havePeerCred {
+		want := "peer credentials are not supported on " + runtime.GOOS
+		if got, err := ParseUIDs("0"); err == nil || err.Error() != want {
+			t.Fatalf("ParseUIDs(\"0\") = %v, %v; want the error %q: --allow-uid cannot be enforced here", got, err, want)
+		}
+		return
+	}
 	for _, tc := range []struct {
 		in      string
 		want    []uint32
@@ -30,13 +38,13 @@ func TestParseUIDs(t *testing.T) {
 		{"4294967295", nil, `"4294967295" is (uid_t)-1, which is no uid`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := parseUIDs(tc.in)
+			got, err := ParseUIDs(tc.in)
 			var gotErr string
 			if err != nil {
 				gotErr = err.Error()
 			}
 			if !slices.Equal(got, tc.want) || gotErr != tc.wantErr {
-				t.Errorf("parseUIDs(%q) = %v, %q; want %v, %q", tc.in, got, gotErr, tc.want, tc.wantErr)
+				t.Errorf("ParseUIDs(%q) = %v, %q; want %v, %q", tc.in, got, gotErr, tc.want, tc.wantErr)
 			}
 		})
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package scan
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-func TestWarnWritableDirs(t *testing.T) {
+func TestWarnWritable(t *testing.T) {
 	for _, tc := range []struct {
 		mode os.FileMode
 		want string // "": no warning
@@ -39,14 +39,14 @@ func TestWarnWritableDirs(t *testing.T) {
 					return a
 				},
 			}))
-			warnWritableDirs(log, []string{dir, filepath.Join(dir, "missing")})
+			warnWritable(log, []string{dir, filepath.Join(dir, "missing")})
 			got := buf.String()
 			want := ""
 			if tc.want != "" {
 				want = `level=WARN msg="plugin directory writable by group or others" path=` + dir + " " + tc.want + "\n"
 			}
 			if got != want {
-				t.Errorf("warnWritableDirs(%v) logged %q, want %q", tc.mode, got, want)
+				t.Errorf("warnWritable(%v) logged %q, want %q", tc.mode, got, want)
 			}
 		})
 	}

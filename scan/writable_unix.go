@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package scan
 
 import (
 	"fmt"
@@ -8,10 +8,9 @@ import (
 	"os"
 )
 
-// warnWritableDirs warns about each plugin directory that its group or
-// others may write to: whoever can create a socket there can register a
-// plugin (see --allow-uid).
-func warnWritableDirs(log *slog.Logger, dirs []string) {
+// warnWritable warns about each plugin directory that its group or others
+// may write to: whoever can create a socket there can register a plugin.
+func warnWritable(log *slog.Logger, dirs []string) {
 	for _, d := range dirs {
 		fi, err := os.Stat(d)
 		if err != nil {

@@ -1,4 +1,4 @@
-package register
+package metrics
 
 import (
 	"bufio"
@@ -12,13 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/register"
 )
 
 // The metrics tests scrape through net/http and parse what they get with
@@ -403,11 +403,29 @@ func familyNames(fams []*expFamily) []string {
 
 const weirdPath = "/run/plugins/we\"ird\\dir\nx.sock"
 
+// agentStatus returns a status of the reconciler, as Agent would.
+func agentStatus(f func(*register.Status)) func() register.Status {
+	return func() register.Status {
+		st := register.Status{Scans: register.ScanTimes{
+			Bounds: []time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+				time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+				25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+				500 * time.Millisecond, time.Second, 2500 * time.Millisecond},
+		}}
+		st.Scans.Counts = make([]uint64, len(st.Scans.Bounds)+1)
+		if f != nil {
+			f(&st)
+		}
+		return st
+	}
+}
+
 func allSources() Sources {
 	return Sources{
+		Agent: agentStatus(func(st *register.Status) {
+			st.InFlightOps, st.Backoff = 3, 1
+		}),
 		Registered:       func() map[string]int { return map[string]int{"DRAPlugin": 2, "CSIPlugin": 1, "DevicePlugin": 0} },
-		InFlight:         func() int { return 3 },
-		Backoff:          func() int { return 1 },
 		StateWrites:      func() uint64 { return 7 },
 		StateWriteErrors: func() uint64 { return 1 },
 		Watchers:         func() int { return 2 },
@@ -422,10 +440,12 @@ func allSources() Sources {
 func TestMetricsExposition(t *testing.T) {
 	baseFamilies := []string{
 		"plugreg_deregistrations_total counter",
+		"plugreg_operations_in_flight gauge",
 		"plugreg_registrations_total counter",
 		"plugreg_scan_duration_seconds histogram",
 		"plugreg_scan_entries gauge",
 		"plugreg_scans_total counter",
+		"plugreg_sockets_in_backoff gauge",
 		"plugreg_sockets_refused_total counter",
 	}
 	allFamilies := []string{
@@ -465,14 +485,13 @@ func TestMetricsExposition(t *testing.T) {
 
 	tests := []struct {
 		name         string
-		update       func(m *Metrics)
 		sources      Sources
 		wantFamilies []string
 		want         map[string]float64 // series that must have these values
 		wantLines    []string           // exact lines of the raw output
 	}{{
 		name:         "new",
-		update:       func(*Metrics) {},
+		sources:      Sources{Agent: agentStatus(nil)},
 		wantFamilies: baseFamilies,
 		want: map[string]float64{
 			bucket("0.0001"): 0, bucket("+Inf"): 0,
@@ -483,27 +502,29 @@ func TestMetricsExposition(t *testing.T) {
 		},
 	}, {
 		name: "counters and histogram",
-		update: func(m *Metrics) {
-			m.Registration("CSIPlugin", "registered")
-			m.Registration("CSIPlugin", "registered")
-			m.Registration("CSIPlugin", "failed")
-			m.Registration("Bogus", "rejected")
-			m.Deregistration("CSIPlugin", "replaced")
-			m.Refused("path_too_long")
-			m.Refused("path_too_long")
-			m.Refused("max_plugins")
-			for i, d := range scanDurations {
-				m.ObserveScan(d, 10+i)
+		sources: Sources{Agent: agentStatus(func(st *register.Status) {
+			st.Registrations = map[register.TypeOutcome]uint64{
+				{Type: "CSIPlugin", Outcome: "registered"}: 2,
+				{Type: "CSIPlugin", Outcome: "failed"}:     1,
+				{Type: "Bogus", Outcome: "rejected"}:       1,
 			}
-		},
+			st.Deregistrations = map[register.TypeOutcome]uint64{{Type: "CSIPlugin", Outcome: "replaced"}: 1}
+			st.Refused = map[string]uint64{"max_plugins": 3}
+			for _, d := range scanDurations {
+				i, _ := slices.BinarySearch(st.Scans.Bounds, d) // the first bound >= d
+				st.Scans.Counts[i]++
+				st.Scans.Count++
+				st.Scans.Sum += d
+			}
+			st.ScanEntries = 14
+		})},
 		wantFamilies: baseFamilies,
 		want: map[string]float64{
 			reg("CSIPlugin", "registered"):        2,
 			reg("CSIPlugin", "failed"):            1,
 			reg("Bogus", "rejected"):              1,
 			dereg("CSIPlugin", "replaced"):        1,
-			refused("path_too_long"):              2,
-			refused("max_plugins"):                1,
+			refused("max_plugins"):                3,
 			bucket("0.0001"):                      2, // 100µs is in its own bucket: le is inclusive
 			bucket("0.0025"):                      2,
 			bucket("0.005"):                       3,
@@ -521,7 +542,6 @@ func TestMetricsExposition(t *testing.T) {
 		},
 	}, {
 		name:         "sources",
-		update:       func(*Metrics) {},
 		sources:      allSources(),
 		wantFamilies: allFamilies,
 		want: map[string]float64{
@@ -548,19 +568,14 @@ func TestMetricsExposition(t *testing.T) {
 			`# TYPE plugin_manager_total_plugins gauge`,
 		},
 	}, {
-		name:   "some sources",
-		update: func(*Metrics) {},
+		name: "some sources",
 		sources: Sources{
-			InFlight: func() int { return 0 },
-			Sockets:  func() (desired, actual []string) { return nil, nil },
+			Sockets: func() (desired, actual []string) { return nil, nil },
 		},
-		wantFamilies: append([]string{"plugin_manager_total_plugins gauge"},
-			slices.Insert(slices.Clone(baseFamilies), 1, "plugreg_operations_in_flight gauge")...),
-		want: map[string]float64{"plugreg_operations_in_flight": 0},
+		wantFamilies: append([]string{"plugin_manager_total_plugins gauge"}, baseFamilies...),
+		want:         map[string]float64{"plugreg_operations_in_flight": 0},
 	}, {
 		name: "invalid UTF-8 path",
-		update: func(*Metrics) {
-		},
 		sources: Sources{Sockets: func() (desired, actual []string) {
 			return []string{"/run/plugins/\xffx.sock"}, nil
 		}},
@@ -569,11 +584,9 @@ func TestMetricsExposition(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
-			m.numGoroutine = func() int { return 42 } // steady across the two scrapes
-			tc.update(m)
-			m.SetSources(tc.sources)
-			srv := httptest.NewServer(m.Handler(time.Minute, nil))
+			src := tc.sources
+			src.Goroutines = func() int { return 42 } // steady across the two scrapes
+			srv := httptest.NewServer(Handler(src, time.Minute, nil))
 			defer srv.Close()
 
 			body, fams := scrape(t, srv)
@@ -606,34 +619,6 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
-func TestMetricsTypeLabelBound(t *testing.T) {
-	m := NewMetrics()
-	for i := range maxTypeLabels + 3 {
-		m.Registration(fmt.Sprintf("T%03d", i), "rejected")
-	}
-	m.Registration("T000", "rejected") // known: keeps its label
-	m.Deregistration(fmt.Sprintf("T%03d", maxTypeLabels+5), "removed")
-	fams := parseOrFatal(t, m.expose())
-	got := values(fams)
-	reg := func(typ string) string {
-		return seriesKey("plugreg_registrations_total", [2]string{"type", typ}, [2]string{"result", "rejected"})
-	}
-	for k, want := range map[string]float64{
-		reg("T000"):    2,
-		reg(OtherType): 3,
-		seriesKey("plugreg_deregistrations_total", [2]string{"type", OtherType}, [2]string{"reason", "removed"}): 1,
-	} {
-		if got[k] != want {
-			t.Errorf("%s = %g, want %g", k, got[k], want)
-		}
-	}
-	for _, f := range fams {
-		if f.name == "plugreg_registrations_total" && len(f.samples) != maxTypeLabels+1 {
-			t.Errorf("%s has %d series, want %d", f.name, len(f.samples), maxTypeLabels+1)
-		}
-	}
-}
-
 func parseOrFatal(t *testing.T, b []byte) []*expFamily {
 	t.Helper()
 	fams, err := parseExposition(string(b))
@@ -642,40 +627,6 @@ func parseOrFatal(t *testing.T, b []byte) []*expFamily {
 	}
 	checkExposition(t, fams)
 	return fams
-}
-
-// TestMetricsConcurrent scrapes while another goroutine updates, for the
-// race detector.
-func TestMetricsConcurrent(t *testing.T) {
-	m := NewMetrics()
-	var inFlight atomic.Int64
-	m.SetSources(Sources{InFlight: func() int { return int(inFlight.Load()) }})
-	srv := httptest.NewServer(m.Handler(time.Minute, nil))
-	defer srv.Close()
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			m.Registration("CSIPlugin", "registered")
-			m.Deregistration("CSIPlugin", "removed")
-			m.Refused("invalid_info")
-			m.ObserveScan(time.Duration(i)*time.Microsecond, i)
-			m.Beat(time.Now())
-			inFlight.Store(int64(i % 5))
-		}
-	})
-	for range 20 {
-		scrape(t, srv)
-	}
-	m.SetReady()
-	close(stop)
-	wg.Wait()
 }
 
 func TestHealth(t *testing.T) {
@@ -710,21 +661,19 @@ func TestHealth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMetrics()
+			var st register.Status
 			if tc.beatAgo >= 0 {
-				m.Beat(t0.Add(-tc.beatAgo))
+				st.LastScan = t0.Add(-tc.beatAgo)
 			}
-			if tc.ready {
-				m.SetReady()
-			}
-			st, method := tc.stale, tc.method
-			if st == 0 {
-				st = stale
+			st.Ready = tc.ready
+			stale, method := tc.stale, tc.method
+			if tc.stale == 0 {
+				stale = 10 * time.Second
 			}
 			if method == "" {
 				method = "GET"
 			}
-			h := m.Handler(st, func() time.Time { return t0 })
+			h := Handler(Sources{Agent: func() register.Status { return st }}, stale, func() time.Time { return t0 })
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(method, tc.path, nil))
 			if rec.Code != tc.wantCode || !strings.HasPrefix(rec.Body.String(), tc.wantBody) {
@@ -742,8 +691,8 @@ func TestHealth(t *testing.T) {
 func TestHealthSequence(t *testing.T) {
 	const stale = 3 * time.Second
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m := NewMetrics()
-	h := m.Handler(stale, func() time.Time { return now })
+	var st register.Status
+	h := Handler(Sources{Agent: func() register.Status { return st }}, stale, func() time.Time { return now })
 	get := func(path string) string {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -755,14 +704,14 @@ func TestHealthSequence(t *testing.T) {
 		healthz, readyz string
 	}{
 		{"start", func() {}, "503 unhealthy: reconcile loop has not started", "503 not ready: first scan pending"},
-		{"first beat", func() { m.Beat(now) }, "200 ok", "503 not ready: first scan pending"},
-		{"ready", func() { m.SetReady() }, "200 ok", "200 ok"},
-		{"tick", func() { now = now.Add(time.Second); m.Beat(now) }, "200 ok", "200 ok"},
+		{"first scan", func() { st.LastScan = now }, "200 ok", "503 not ready: first scan pending"},
+		{"ready", func() { st.Ready = true }, "200 ok", "200 ok"},
+		{"tick", func() { now = now.Add(time.Second); st.LastScan = now }, "200 ok", "200 ok"},
 		{"at stale", func() { now = now.Add(stale) }, "200 ok", "200 ok"},
 		{"stuck", func() { now = now.Add(time.Nanosecond) },
 			"503 unhealthy: reconcile loop last ran 3s ago, more than 3s",
 			"503 not ready: reconcile loop last ran 3s ago, more than 3s"},
-		{"beats again", func() { m.Beat(now) }, "200 ok", "200 ok"},
+		{"scans again", func() { st.LastScan = now }, "200 ok", "200 ok"},
 	}
 	for _, s := range steps {
 		s.do()
@@ -804,7 +753,7 @@ func TestCheckLoopback(t *testing.T) {
 	}
 }
 
-func TestListenMetrics(t *testing.T) {
+func TestListen(t *testing.T) {
 	ipv6 := true
 	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
 		ipv6 = false
@@ -831,28 +780,26 @@ func TestListenMetrics(t *testing.T) {
 			if tc.needIPv6 && !ipv6 {
 				t.Skip("no IPv6 loopback")
 			}
-			l, err := ListenMetrics(tc.addr, tc.allow)
+			l, err := Listen(tc.addr, tc.allow)
 			if tc.wantErr {
 				if err == nil {
 					l.Close()
-					t.Fatalf("ListenMetrics(%q, %v) = nil error, want refused", tc.addr, tc.allow)
+					t.Fatalf("Listen(%q, %v) = nil error, want refused", tc.addr, tc.allow)
 				}
-				for _, want := range []string{tc.addr, "--metrics-allow-remote"} {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q does not mention %q", err, want)
-					}
+				if !errors.Is(err, ErrNotLoopback) || !strings.Contains(err.Error(), tc.addr) {
+					t.Errorf("Listen(%q, %v) = %q, want ErrNotLoopback naming the address", tc.addr, tc.allow, err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ListenMetrics(%q, %v): %v", tc.addr, tc.allow, err)
+				t.Fatalf("Listen(%q, %v): %v", tc.addr, tc.allow, err)
 			}
 			defer l.Close()
 			if a, ok := l.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
 				return // a wildcard address: dialling it is not portable
 			}
 			// The listener serves.
-			srv := httptest.NewUnstartedServer(NewMetrics().Handler(time.Minute, nil))
+			srv := httptest.NewUnstartedServer(Handler(Sources{}, time.Minute, nil))
 			srv.Listener.Close()
 			srv.Listener = l
 			srv.Start()

@@ -1,0 +1,144 @@
+package register
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// apply records an outcome in the cache, the registry and the status, and
+// logs it.
+func (l *loop) apply(res *Result) {
+	switch res.Op.Kind {
+	case statecache.Register:
+		if res.Err == nil {
+			l.registered(res)
+		} else {
+			l.registerFailed(res)
+		}
+	case statecache.Deregister:
+		l.deregistered(res)
+	case statecache.Verify:
+		l.verified(res)
+	case statecache.Probe:
+		l.probed(res)
+	}
+}
+
+// attrs are the log attributes of an outcome.
+func attrs(res *Result) []any {
+	p := res.Plugin
+	return []any{"path", res.Op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", res.Op.Gen}
+}
+
+// registered records a successful registration.
+func (l *loop) registered(res *Result) {
+	op, now := res.Op, time.Now()
+	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID, now
+	p := res.Plugin
+	l.cache.Done(op, p, nil)
+	delete(l.reported, op.Path)
+	kind, msg := plugins.Registered, "plugin registered"
+	if op.Recovering {
+		kind, msg = plugins.Healthy, "plugin healthy again"
+	}
+	l.r.Registry.Apply(kind, p, "", now)
+	l.r.countOp(false, p.Type, "registered")
+	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
+}
+
+// registerFailed records a rejection or a failed registration, and logs
+// it once per socket and message, not at every retry: a stale socket or a
+// plugin that keeps being rejected would flood the log.
+func (l *loop) registerFailed(res *Result) {
+	op, p, err := res.Op, res.Plugin, res.Err
+	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
+	a := append(attrs(res), "attempt", op.Attempt, "err", err)
+	if retry > 0 {
+		a = append(a, "retry", retry)
+	}
+	var rej *RejectError
+	if errors.As(err, &rej) {
+		l.r.countOp(false, p.Type, "rejected")
+		if l.reported[op.Path] == "rejected: "+rej.Msg {
+			l.log.Debug("plugin rejected", a...)
+			return
+		}
+		l.reported[op.Path] = "rejected: " + rej.Msg
+		p.SocketID = op.ID
+		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
+		l.log.Info("plugin rejected", a...)
+		return
+	}
+	l.r.countOp(false, p.Type, "failed")
+	// Running out of file descriptors hits every socket at once: say so
+	// once for the agent, not once per socket.
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		if !l.fdFault {
+			l.fdFault = true
+			l.log.Warn("out of file descriptors: registrations are retried", a...)
+		} else {
+			l.log.Debug("registration failed", a...)
+		}
+		return
+	}
+	if retry == 0 || l.reported[op.Path] == "failed: "+err.Error() {
+		l.log.Debug("registration failed", a...)
+		return
+	}
+	l.reported[op.Path] = "failed: " + err.Error()
+	l.log.Warn("registration failed", a...)
+}
+
+// deregistered records a deregistration, which always succeeds: the
+// plugin is no longer registered, whatever its handler said.
+func (l *loop) deregistered(res *Result) {
+	op, p := res.Op, res.Plugin
+	l.cache.Done(op, plugins.Plugin{}, nil)
+	kind, msg := plugins.Deregistered, "plugin deregistered"
+	switch {
+	case op.Reason == statecache.Replaced && !op.Restored:
+		kind, msg = plugins.Replaced, "plugin replaced"
+	case op.Reason == statecache.Unhealthy:
+		kind, msg = plugins.Unhealthy, "plugin unhealthy"
+	}
+	l.r.Registry.Apply(kind, p, "", time.Now())
+	l.r.countOp(true, p.Type, op.Reason.String())
+	a := attrs(res)
+	if res.Err != nil {
+		a = append(a, "err", res.Err)
+	}
+	l.log.Info(msg, append(a, "reason", op.Reason.String())...)
+}
+
+// verified records the check of a plugin restored from the state file.
+func (l *loop) verified(res *Result) {
+	l.cache.Done(res.Op, plugins.Plugin{}, res.Err)
+	if res.Err != nil {
+		l.log.Info("restored plugin not verified", append(attrs(res), "err", res.Err)...)
+		return
+	}
+	l.log.Info("plugin restored", attrs(res)...)
+}
+
+// probed records a liveness probe.
+func (l *loop) probed(res *Result) {
+	err := res.Err
+	if errors.Is(err, fs.ErrPermission) {
+		// The agent may not reach the socket (a directory on its path
+		// lost its search permission): that says nothing of the plugin,
+		// so it does not count as a failed probe.
+		l.log.Debug("probe not possible", append(attrs(res), "err", err)...)
+		err = nil
+	}
+	l.cache.Done(res.Op, plugins.Plugin{}, err)
+	if err != nil {
+		l.log.Warn("probe failed", append(attrs(res), "attempt", res.Op.Attempt, "err", err)...)
+	} else if res.Op.Attempt > 1 {
+		l.log.Info("probe succeeded again", attrs(res)...)
+	}
+}

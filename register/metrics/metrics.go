@@ -1,0 +1,354 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/register"
+)
+
+// contentType is the Prometheus text exposition format 0.0.4.
+const contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Sources is what a scrape reads. Every func is called at scrape time, on
+// the goroutine of the HTTP request, concurrently with the agent and with
+// other scrapes, so it must be safe for concurrent use and return quickly.
+// A nil func omits its metric family, except Agent and Goroutines.
+type Sources struct {
+	// Agent is the reconciler's status (register.Reconciler.Status): the
+	// operation and scan counters, the gauges of operations and backoff,
+	// the heartbeat of /healthz and the readiness of /readyz. Nil: a zero
+	// Status, so the loop has not started.
+	Agent func() register.Status
+	// Goroutines is go_goroutines; nil: runtime.NumGoroutine.
+	Goroutines func() int
+
+	Registered       func() map[string]int             // plugins registered, by type: plugreg_plugins_registered
+	StateWrites      func() uint64                     // plugreg_state_writes_total
+	StateWriteErrors func() uint64                     // plugreg_state_write_errors_total
+	Watchers         func() int                        // plugreg_watch_clients
+	Resyncs          func() uint64                     // plugreg_watch_resyncs_total
+	Sockets          func() (desired, actual []string) // socket paths: plugin_manager_total_plugins
+}
+
+func (s Sources) agent() register.Status {
+	if s.Agent == nil {
+		return register.Status{}
+	}
+	return s.Agent()
+}
+
+// Handler serves:
+//
+//   - /metrics: every metric in the Prometheus text format 0.0.4;
+//   - /healthz: 200 "ok" while the last scan started at most stale ago,
+//     else 503 and the reason; a non-positive stale accepts any scan,
+//     however old;
+//   - /readyz: 503 "not ready: first scan pending" until the operations of
+//     the first scan have completed, then 200 "ok", or 503 while /healthz
+//     would fail.
+//
+// GET and HEAD only. now is the clock of the health checks; nil means
+// time.Now.
+func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handler {
+	if now == nil {
+		now = time.Now
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		body := expose(src)
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if reason := unhealthy(src.agent(), stale, now()); reason != "" {
+			writePlain(w, http.StatusServiceUnavailable, "unhealthy: "+reason)
+			return
+		}
+		writePlain(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := src.agent()
+		if !st.Ready {
+			writePlain(w, http.StatusServiceUnavailable, "not ready: first scan pending")
+			return
+		}
+		if reason := unhealthy(st, stale, now()); reason != "" {
+			writePlain(w, http.StatusServiceUnavailable, "not ready: "+reason)
+			return
+		}
+		writePlain(w, http.StatusOK, "ok")
+	})
+	return mux
+}
+
+// unhealthy returns why the loop is not alive at now, or "".
+func unhealthy(st register.Status, stale time.Duration, now time.Time) string {
+	if st.LastScan.IsZero() {
+		return "reconcile loop has not started"
+	}
+	if age := now.Sub(st.LastScan); stale > 0 && age > stale {
+		return fmt.Sprintf("reconcile loop last ran %s ago, more than %s", age.Round(time.Millisecond), stale)
+	}
+	return ""
+}
+
+func writePlain(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write([]byte(body))
+}
+
+// family is one metric family of the exposition.
+type family struct {
+	name, help, typ string
+	series          []series
+}
+
+// series is one sample line.
+type series struct {
+	suffix string      // appended to the family name: "_bucket", "_sum", "_count" or ""
+	labels [][2]string // name, value
+	value  string
+}
+
+// expose renders every family, sorted by name.
+func expose(src Sources) []byte {
+	st := src.agent()
+	goroutines := runtime.NumGoroutine
+	if src.Goroutines != nil {
+		goroutines = src.Goroutines
+	}
+	fams := []family{
+		vec2("plugreg_registrations_total", "Registration attempts by plugin type and result (registered, rejected, failed).",
+			"counter", "type", "result", st.Registrations),
+		vec2("plugreg_deregistrations_total", "Deregistrations by plugin type and reason (removed, replaced, unhealthy).",
+			"counter", "type", "reason", st.Deregistrations),
+		vec1("plugreg_sockets_refused_total", "Sockets the agent refused to handle, by reason.",
+			"counter", "reason", st.Refused),
+		histogram("plugreg_scan_duration_seconds", "Duration of a scan of the plugin directories.", st.Scans),
+		scalar("plugreg_scan_entries", "Sockets seen by the last scan.", "gauge", strconv.Itoa(st.ScanEntries)),
+		scalar("plugreg_scans_total", "Scans of the plugin directories.", "counter", strconv.FormatUint(st.Scans.Count, 10)),
+		scalar("plugreg_operations_in_flight", "Registrations and deregistrations in progress.", "gauge", strconv.Itoa(st.InFlightOps)),
+		scalar("plugreg_sockets_in_backoff", "Sockets waiting for a registration retry.", "gauge", strconv.Itoa(st.Backoff)),
+		scalar("go_goroutines", "Number of goroutines that currently exist.", "gauge", strconv.Itoa(goroutines())),
+	}
+	if f := src.Registered; f != nil {
+		reg := f()
+		s := make(map[string]uint64, len(reg))
+		for typ, n := range reg {
+			s[typ] = uint64(max(n, 0))
+		}
+		fams = append(fams, vec1("plugreg_plugins_registered", "Plugins registered, by type.", "gauge", "type", s))
+	}
+	if f := src.StateWrites; f != nil {
+		fams = append(fams, scalar("plugreg_state_writes_total", "Writes of the state file.",
+			"counter", strconv.FormatUint(f(), 10)))
+	}
+	if f := src.StateWriteErrors; f != nil {
+		fams = append(fams, scalar("plugreg_state_write_errors_total", "Failed writes of the state file.",
+			"counter", strconv.FormatUint(f(), 10)))
+	}
+	if f := src.Watchers; f != nil {
+		fams = append(fams, scalar("plugreg_watch_clients", "Clients watching the registry.",
+			"gauge", strconv.Itoa(f())))
+	}
+	if f := src.Resyncs; f != nil {
+		fams = append(fams, scalar("plugreg_watch_resyncs_total", "Watches closed because the client fell behind.",
+			"counter", strconv.FormatUint(f(), 10)))
+	}
+	if f := src.Sockets; f != nil {
+		desired, actual := f()
+		fams = append(fams, kubeletPlugins(desired, actual))
+	}
+
+	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.name, b.name) })
+	var b bytes.Buffer
+	for _, f := range fams {
+		f.write(&b)
+	}
+	return b.Bytes()
+}
+
+// kubeletPlugins is the kubelet's plugin_manager_total_plugins gauge: one
+// series of value 1 per socket path and state.
+func kubeletPlugins(desired, actual []string) family {
+	f := family{name: "plugin_manager_total_plugins", help: "Number of plugins in Plugin Manager", typ: "gauge"}
+	seen := make(map[[2]string]bool, len(desired)+len(actual))
+	add := func(paths []string, state string) {
+		for _, p := range paths {
+			k := [2]string{p, state}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			f.series = append(f.series, series{labels: [][2]string{{"socket_path", p}, {"state", state}}, value: "1"})
+		}
+	}
+	add(desired, "desired_state_of_world")
+	add(actual, "actual_state_of_world")
+	sortSeries(f.series)
+	return f
+}
+
+func scalar(name, help, typ, value string) family {
+	return family{name: name, help: help, typ: typ, series: []series{{value: value}}}
+}
+
+func vec1(name, help, typ, label string, values map[string]uint64) family {
+	f := family{name: name, help: help, typ: typ}
+	for v, n := range values {
+		f.series = append(f.series, series{labels: [][2]string{{label, v}}, value: strconv.FormatUint(n, 10)})
+	}
+	sortSeries(f.series)
+	return f
+}
+
+func vec2(name, help, typ, label0, label1 string, values map[register.TypeOutcome]uint64) family {
+	f := family{name: name, help: help, typ: typ}
+	for v, n := range values {
+		f.series = append(f.series, series{labels: [][2]string{{label0, v.Type}, {label1, v.Outcome}}, value: strconv.FormatUint(n, 10)})
+	}
+	sortSeries(f.series)
+	return f
+}
+
+// sortSeries orders the series of one family, which share their label
+// names, by their label values.
+func sortSeries(s []series) {
+	slices.SortFunc(s, func(a, b series) int {
+		return slices.CompareFunc(a.labels, b.labels, func(x, y [2]string) int { return strings.Compare(x[1], y[1]) })
+	})
+}
+
+func (f family) write(b *bytes.Buffer) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", f.name, escapeHelp(f.help), f.name, f.typ)
+	for _, s := range f.series {
+		b.WriteString(f.name)
+		b.WriteString(s.suffix)
+		if len(s.labels) > 0 {
+			b.WriteByte('{')
+			for i, l := range s.labels {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(l[0])
+				b.WriteString(`="`)
+				writeLabelValue(b, l[1])
+				b.WriteByte('"')
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte(' ')
+		b.WriteString(s.value)
+		b.WriteByte('\n')
+	}
+}
+
+// writeLabelValue writes v escaped as the text format requires: backslash,
+// double quote and line feed. Invalid UTF-8 (a socket path may hold any
+// byte) becomes U+FFFD, since label values must be UTF-8.
+func writeLabelValue(b *bytes.Buffer, v string) {
+	if !utf8.ValidString(v) {
+		v = strings.ToValidUTF8(v, "\uFFFD")
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// escapeHelp escapes backslash and line feed, as HELP lines require.
+func escapeHelp(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return strings.ReplaceAll(s, "\n", `\n`)
+}
+
+// histogram renders h with cumulative buckets, ending with le="+Inf".
+func histogram(name, help string, h register.ScanTimes) family {
+	f := family{name: name, help: help, typ: "histogram"}
+	var cum uint64
+	for i := range len(h.Bounds) + 1 {
+		if i < len(h.Counts) {
+			cum += h.Counts[i]
+		}
+		le := "+Inf"
+		if i < len(h.Bounds) {
+			le = formatFloat(h.Bounds[i].Seconds())
+		}
+		f.series = append(f.series, series{suffix: "_bucket", labels: [][2]string{{"le", le}}, value: strconv.FormatUint(cum, 10)})
+	}
+	f.series = append(f.series,
+		series{suffix: "_sum", value: formatFloat(h.Sum.Seconds())},
+		series{suffix: "_count", value: strconv.FormatUint(h.Count, 10)})
+	return f
+}
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// ErrNotLoopback is returned by Listen for an address that is not a
+// loopback address.
+var ErrNotLoopback = errors.New("metrics: not a loopback address")
+
+// Listen listens on the TCP address addr for the metrics and health
+// endpoints. Unless allowRemote, the host of addr must be a loopback IP
+// address or "localhost" (else the error wraps ErrNotLoopback): the
+// endpoints carry no authentication, and the socket paths in the metrics
+// describe the node. An empty host, as in ":9090", means every interface
+// and is refused too.
+func Listen(addr string, allowRemote bool) (net.Listener, error) {
+	if !allowRemote {
+		if err := checkLoopback(addr); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err // a *net.OpError naming addr
+	}
+	if a, ok := l.Addr().(*net.TCPAddr); ok && !allowRemote && !a.IP.IsLoopback() {
+		// "localhost" resolved to something else.
+		l.Close()
+		return nil, fmt.Errorf("metrics address %s resolves to %s: %w", addr, a.IP, ErrNotLoopback)
+	}
+	return l, nil
+}
+
+// checkLoopback returns an error unless the host of addr is a loopback IP
+// address or "localhost". It does not resolve names.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("metrics address: %w", err)
+	}
+	if host == "" {
+		return fmt.Errorf("metrics address %s has no host, so it listens on every interface: %w", addr, ErrNotLoopback)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("metrics address %s (want 127.0.0.1, ::1 or localhost): %w", addr, ErrNotLoopback)
+}

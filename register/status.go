@@ -1,0 +1,110 @@
+package register
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// OtherType stands for every plugin type beyond the first maxTypes seen, in
+// the keys of Status.Registrations and Status.Deregistrations. A plugin
+// chooses its own type, so without a bound a plugin cycling through types
+// that have no handler would add a key per attempt.
+const OtherType = "_other"
+
+// maxTypes bounds the plugin types counted apart.
+const maxTypes = 64
+
+// TypeOutcome keys the operation counters of Status: a plugin type (or
+// OtherType) and an outcome: the result of a registration attempt
+// ("registered", "rejected", "failed") or the reason of a deregistration
+// ("removed", "replaced", "unhealthy").
+type TypeOutcome struct{ Type, Outcome string }
+
+// Status is what the reconciler reports about itself: its state as of the
+// last tick, and counters since Run started.
+type Status struct {
+	statecache.Stats
+	InFlightOps int          // operations running now
+	Sockets     []scan.Entry // what the last scan saw, within MaxPlugins; do not modify
+
+	// Ready is set once the operations of the first scan have completed.
+	Ready bool
+	// LastScan is when the last scan started: the loop's heartbeat. Zero
+	// before the first scan.
+	LastScan    time.Time
+	ScanEntries int       // sockets the last scan saw, refused ones included
+	Scans       ScanTimes // how long the scans took
+
+	Registrations   map[TypeOutcome]uint64 // registration attempts
+	Deregistrations map[TypeOutcome]uint64
+	Refused         map[string]uint64 // sockets refused, by reason: "max_plugins"
+}
+
+// ScanTimes counts scan durations in buckets with inclusive upper bounds.
+type ScanTimes struct {
+	Bounds []time.Duration // ascending; do not modify
+	Counts []uint64        // per bucket, not cumulative; Counts[len(Bounds)] is above the last bound
+	Count  uint64
+	Sum    time.Duration
+}
+
+func newScanTimes() ScanTimes {
+	bounds := []time.Duration{
+		100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+		time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+		10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+		100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2500 * time.Millisecond,
+	}
+	return ScanTimes{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+}
+
+func (s *ScanTimes) observe(d time.Duration) {
+	i, _ := slices.BinarySearch(s.Bounds, d) // the first bound >= d
+	s.Counts[i]++
+	s.Count++
+	s.Sum += d
+}
+
+// Status returns a copy of the reconciler's status; safe for concurrent
+// use. Before Run starts, it is the zero Status.
+func (r *Reconciler) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.st
+	s.Scans.Counts = slices.Clone(s.Scans.Counts)
+	s.Registrations = maps.Clone(s.Registrations)
+	s.Deregistrations = maps.Clone(s.Deregistrations)
+	s.Refused = maps.Clone(s.Refused)
+	return s
+}
+
+// update changes the status under its lock.
+func (r *Reconciler) update(f func(*Status)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.st)
+}
+
+// countOp adds one to the counter of a registration attempt (deregistration
+// false) or a deregistration of a plugin of type typ with outcome.
+func (r *Reconciler) countOp(deregistration bool, typ, outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, known := r.types[typ]; !known {
+		if len(r.types) >= maxTypes {
+			typ = OtherType
+		} else {
+			r.types[typ] = struct{}{}
+		}
+	}
+	m := r.st.Registrations
+	if deregistration {
+		m = r.st.Deregistrations
+	}
+	m[TypeOutcome{typ, outcome}]++
+}

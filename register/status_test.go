@@ -1,0 +1,89 @@
+package register
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// TestStatus follows the counters and state of Status through a
+// registration, a rejection, a failure, a refusal and a deregistration.
+func TestStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		e := startWith(t, map[string]uint64{"/p/a": 1, "/p/b": 2, "/p/c": 3, "/p/d": 4}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.MaxPlugins = 3
+		})
+		calls := e.all("register", "/p/a", "/p/b", "/p/c")
+		if st := e.rec.Status(); st.Ready {
+			t.Errorf("while the first registrations run: Ready, want not yet")
+		}
+		calls["/p/a"].reply <- nil
+		calls["/p/b"].reply <- &RejectError{Msg: "no"}
+		calls["/p/c"].reply <- errors.New("refused")
+		synctest.Wait()
+		st := e.rec.Status()
+		if !st.Ready || st.Registered != 1 || st.Desired != 3 || !st.LastScan.Equal(t0) || st.ScanEntries != 4 || st.Scans.Count != 1 {
+			t.Errorf("after the first pass: %+v, want ready, 1 of 3 registered, one scan of 4 sockets at %v", st, t0)
+		}
+		// The next tick: /p/a is gone, /p/d takes its place, and the
+		// rejected and failed sockets are retried.
+		e.dir.set("/p/a", 0)
+		time.Sleep(time.Second)
+		for _, c := range e.collect("deregister /p/a", "register /p/b", "register /p/c", "register /p/d") {
+			c.reply <- errors.New("refused")
+		}
+		synctest.Wait()
+		st = e.rec.Status()
+		wantReg := map[TypeOutcome]uint64{{"T", "registered"}: 1, {"T", "rejected"}: 1, {"T", "failed"}: 4}
+		if diff := cmp.Diff(wantReg, st.Registrations); diff != "" {
+			t.Errorf("Registrations (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[TypeOutcome]uint64{{"T", "removed"}: 1}, st.Deregistrations); diff != "" {
+			t.Errorf("Deregistrations (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]uint64{"max_plugins": 1}, st.Refused); diff != "" {
+			t.Errorf("Refused (-want +got):\n%s", diff)
+		}
+		if st.Scans.Count != 2 || !st.LastScan.Equal(t0.Add(time.Second)) {
+			t.Errorf("Scans.Count %d, LastScan %v; want 2 scans, the last at %v", st.Scans.Count, st.LastScan, t0.Add(time.Second))
+		}
+		// A copy: changing it changes nothing in the reconciler.
+		st.Registrations[TypeOutcome{"T", "registered"}] = 99
+		if got := e.rec.Status().Registrations[TypeOutcome{"T", "registered"}]; got != 1 {
+			t.Errorf("Status shares its counters with the caller: %d after the caller wrote 99", got)
+		}
+	})
+}
+
+// TestStatusTypeBound: a plugin chooses its own type, so the counters keep
+// maxTypes types apart and count the rest as OtherType.
+func TestStatusTypeBound(t *testing.T) {
+	r := &Reconciler{}
+	r.st.Registrations, r.st.Deregistrations = map[TypeOutcome]uint64{}, map[TypeOutcome]uint64{}
+	r.types = map[string]struct{}{}
+	for i := range maxTypes + 3 {
+		r.countOp(false, fmt.Sprintf("T%03d", i), "rejected")
+	}
+	r.countOp(false, "T000", "rejected") // known: keeps its key
+	r.countOp(true, fmt.Sprintf("T%03d", maxTypes+5), "removed")
+	st := r.Status()
+	if got := st.Registrations[TypeOutcome{"T000", "rejected"}]; got != 2 {
+		t.Errorf("T000 rejected = %d, want 2", got)
+	}
+	if got := st.Registrations[TypeOutcome{OtherType, "rejected"}]; got != 3 {
+		t.Errorf("%s rejected = %d, want 3", OtherType, got)
+	}
+	if got := st.Deregistrations[TypeOutcome{OtherType, "removed"}]; got != 1 {
+		t.Errorf("%s removed = %d, want 1", OtherType, got)
+	}
+	if n := len(st.Registrations); n != maxTypes+1 {
+		t.Errorf("%d registration keys, want %d", n, maxTypes+1)
+	}
+}
