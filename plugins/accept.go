@@ -24,7 +24,7 @@ type Accept struct {
 }
 
 // Validate returns an error unless at least one of versions matches one of
-// a.Patterns. It does not check name: callers apply [ValidateName] to every
+// a.Patterns. It does not check name: callers apply [ValidateInfo] to every
 // plugin before asking its handler. A pattern that is not a valid glob is
 // reported as an error wrapping [path.ErrBadPattern]; ParseAccept never
 // returns one.

@@ -39,8 +39,8 @@ type Saver struct {
 // successful write, and returns that write's error, or nil. Before the
 // first write it removes temporary files that a crash left next to Path.
 //
-// A failed write is logged once per distinct error (Error level, with the
-// path), and retried after a delay that doubles from one second to 30
+// A failed write is logged once per fault (Error level, with the path),
+// whatever the error's text while the fault lasts, and retried after a delay that doubles from one second to 30
 // seconds, however many changes arrive meanwhile; the next success is
 // logged at Info level.
 func (s *Saver) Run(ctx context.Context) error {

@@ -3,7 +3,6 @@ package register
 import (
 	"errors"
 	"io/fs"
-	"syscall"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -77,13 +76,8 @@ func (l *loop) registerFailed(res *Result) {
 	l.r.countOp(false, p.Type, "failed")
 	// Running out of file descriptors hits every socket at once: say so
 	// once for the agent, not once per socket.
-	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-		if !l.fdFault {
-			l.fdFault = true
-			l.log.Warn("out of file descriptors: registrations are retried", a...)
-		} else {
-			l.log.Debug("registration failed", a...)
-		}
+	if outOfFDs(err) {
+		l.fdExhausted("registration failed", a...)
 		return
 	}
 	if retry == 0 || l.reported[op.Path] == "failed: "+err.Error() {

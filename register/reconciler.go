@@ -2,9 +2,11 @@ package register
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -156,7 +158,8 @@ type loop struct {
 	scanFault   bool              // scans fail; logged once, until a scan succeeds
 	refused     map[string]bool   // sockets beyond maxPlugins, logged once each
 	reported    map[string]string // socket path -> the last rejection or failure logged
-	fdFault     bool              // out of file descriptors; logged once, until no registration waits for a retry
+	fdFault     bool              // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
+	scanFailed  bool              // the last scan failed
 	ready       bool              // the first scan's operations have completed
 }
 
@@ -213,7 +216,7 @@ func (l *loop) publish() {
 	l.r.update(func(s *Status) {
 		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight, l.prev.Entries, l.ready
 	})
-	if l.fdFault && st.Backoff == 0 && st.Registered == st.Desired {
+	if l.fdFault && !l.scanFailed && st.Backoff == 0 && st.Registered == st.Desired {
 		l.fdFault = false
 		l.log.Info("file descriptors available again: every socket is registered")
 	}
@@ -229,9 +232,15 @@ func (l *loop) scan() {
 		s.LastScan, s.ScanEntries = t0, len(snap.Entries)
 	})
 	// One fault, one Warn: the error's text may change while the fault
-	// lasts (EMFILE comes and goes at the limit on open files), so later
-	// failures are Debug, whatever they say, until a scan succeeds.
+	// lasts, so later failures are Debug, whatever they say, until a scan
+	// succeeds. Running out of file descriptors is one fault of the agent's,
+	// whether a scan or a registration meets it: it comes and goes at the
+	// limit on open files, so it ends only once a scan succeeds and every
+	// socket is registered (see publish).
+	l.scanFailed = err != nil
 	switch {
+	case outOfFDs(err):
+		l.fdExhausted("scan incomplete", "err", err)
 	case err != nil && !l.scanFault:
 		l.log.Warn("scan incomplete", "err", err)
 		l.scanFault = true
@@ -299,6 +308,22 @@ func (l *loop) limit(snap scan.Snapshot) scan.Snapshot {
 	}
 	l.refused = still
 	return out
+}
+
+// outOfFDs reports whether err says the agent ran out of file descriptors.
+func outOfFDs(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// fdExhausted logs the start of a file-descriptor fault, once for the
+// agent, and later failures of the fault as msg at Debug level.
+func (l *loop) fdExhausted(msg string, attrs ...any) {
+	if l.fdFault {
+		l.log.Debug(msg, attrs...)
+		return
+	}
+	l.fdFault = true
+	l.log.Warn("out of file descriptors: registrations are retried", attrs...)
 }
 
 // run executes one op; it runs in its own goroutine.

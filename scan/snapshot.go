@@ -6,7 +6,7 @@ package scan
 // when the file system hands back the same inode (ext4 does), because its
 // modification, change or birth time differs.
 //
-// The fields are filled per OS (see id_unix.go, id_bsd.go and id_windows.go);
+// The fields are filled per OS (see id_birthtime.go, id_nobirthtime.go and id_windows.go);
 // callers only compare IDs for equality.
 type ID struct {
 	Dev   uint64 // device (unix) or volume serial number (Windows)

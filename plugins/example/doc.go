@@ -10,8 +10,10 @@
 // a live socket or a file that is not a socket, and the socket is removed
 // when serving stops.
 //
-// It must not depend on the agent's packages (register, statecache, scan,
-// plugins): a plugin only shares the wire API in proto/pluginregistration/v1.
+// It depends on the agent's packages only for [plugins.ListenUnix], the
+// socket set-up the agent uses for its own API; never on register,
+// statecache or scan. With the agent it shares only the wire API in
+// proto/pluginregistration/v1.
 //
 // # Windows notes
 //
