@@ -81,9 +81,7 @@ func (h hugeInfo) NotifyRegistrationStatus(_ context.Context, st *pluginregistra
 }
 
 func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
-	r := newRig(t)
-	r.client.GetInfoTimeout = 300 * time.Millisecond
-	r.client.NotifyTimeout = 300 * time.Millisecond
+	r := newRig(t, func(c *Client) { c.GetInfoTimeout, c.NotifyTimeout = 300*time.Millisecond, 300*time.Millisecond })
 	// Accepts and never speaks HTTP/2.
 	rawListener(t, filepath.Join(r.dir, "mute.sock"), func(c net.Conn) {
 		buf := make([]byte, 1024)
@@ -143,8 +141,7 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("500 sockets")
 	}
-	r := newRig(t)
-	r.client.GetInfoTimeout = 200 * time.Millisecond
+	r := newRig(t, func(c *Client) { c.GetInfoTimeout = 200 * time.Millisecond })
 	hung := &hungServer{called: make(chan struct{}, 10000)}
 	for i := range 500 {
 		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)

@@ -118,8 +118,9 @@ func unixDir(t *testing.T) string {
 	return dir
 }
 
-// newRig starts a reconciler on a fresh plugin directory.
-func newRig(t *testing.T) *rig {
+// newRig starts a reconciler on a fresh plugin directory, with its client
+// changed by configure before Run starts.
+func newRig(t *testing.T, configure ...func(*Client)) *rig {
 	t.Helper()
 	dir := unixDir(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -132,6 +133,9 @@ func newRig(t *testing.T) *rig {
 	h := plugins.NewHandlers()
 	h.Add("CSIPlugin", r.handler)
 	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
+	for _, f := range configure {
+		f(r.client)
+	}
 	rec := &Reconciler{Scan: sc.Scan, Registrar: r.client, Registry: r.registry,
 		Interval: time.Second, ticks: r.ticks, Log: log,
 		applied: func(res Result) { r.applied <- res }}
@@ -364,8 +368,8 @@ func (h *hungServer) GetInfo(ctx context.Context, _ *pluginregistration.InfoRequ
 }
 
 func TestIntegrationHungPluginBesideHealthyOne(t *testing.T) {
-	r := newRig(t)
-	r.client.GetInfoTimeout = time.Hour // the hung call ends only when the agent stops
+	// The hung call ends only when the agent stops.
+	r := newRig(t, func(c *Client) { c.GetInfoTimeout = time.Hour })
 	l, err := net.Listen("unix", filepath.Join(r.dir, "hung.sock"))
 	if err != nil {
 		t.Fatal(err)
