@@ -57,11 +57,20 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	$(GO) test -run='^$$' -fuzz='^FuzzCache$$' -fuzztime=$(or $(FUZZTIME),10s) ./statecache
 	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateInfo$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
-	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register
+	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 
-lint: ## gofmt, vet for every target OS, go mod tidy
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The pure core: scan and statecache import none of these.
+IMPURE := ^github.com/plugreg/plugreg/(plugins|register|proto)|^google.golang.org/grpc|^net/http$$
+
+lint: ## gofmt, vet for every target OS, staticcheck, the pure core's imports, go mod tidy
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }
 	@set -e; for os in $(OSES); do CGO_ENABLED=0 GOOS=$$os $(GO) vet ./...; done
+	$(GO) run $(STATICCHECK) ./...
+	@set -e; for p in ./scan ./statecache; do for os in $(OSES); do \
+	  bad=$$(GOOS=$$os $(GO) list -deps $$p | grep -E '$(IMPURE)' || true); \
+	  if [ -n "$$bad" ]; then echo "$$p must not import these (GOOS=$$os):"; echo "$$bad"; exit 1; fi; \
+	done; done
 	$(GO) mod tidy -diff
 
 clean: ## remove build output
