@@ -8,9 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/plugreg/plugreg/plugins"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
@@ -92,10 +95,25 @@ func writeTable(w io.Writer, ps []plugins.Plugin) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOCKET")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Type, p.Name, p.Endpoint,
-			strings.Join(p.Versions, ","), p.RegisteredAt.Local().Format(time.RFC3339), p.SocketPath)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Type), printable(p.Name), printable(p.Endpoint),
+			printable(strings.Join(p.Versions, ",")), p.RegisteredAt.Local().Format(time.RFC3339), printable(p.SocketPath))
 	}
 	return tw.Flush()
+}
+
+// printable returns s as it is if every character of it is printable
+// (unicode.IsPrint: no control characters, no tab or line feed, valid
+// UTF-8), else s quoted as %q does. A plugin chooses its own type, name,
+// endpoint and versions, and a socket path may hold any byte: none of them
+// may move the terminal's cursor, change its colours or break a line of
+// the table.
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // dialAPI connects to the agent's API socket. When nobody listens there,

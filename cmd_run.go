@@ -198,6 +198,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		ProbeInterval: time.Duration(c.probeInterval),
 		ProbeFailures: int(c.probeFailures),
 		ProbeRate:     float64(c.probeRate),
+		Types:         handlers.Types(),
 		Log:           log,
 	}
 	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry))

@@ -135,13 +135,13 @@ func printEvent(w io.Writer, m *plugregv1.Event, output string) error {
 	if snapshot {
 		names := make([]string, len(ev.Plugins))
 		for i, p := range ev.Plugins {
-			names[i] = p.Type + "/" + p.Name
+			names[i] = printable(p.Type + "/" + p.Name)
 		}
 		line += fmt.Sprintf("\t%d plugins\t%s", len(names), strings.Join(names, " "))
 	} else {
-		line += fmt.Sprintf("\t%s/%s\t%s", ev.Plugin.Type, ev.Plugin.Name, ev.Plugin.SocketPath)
+		line += "\t" + printable(ev.Plugin.Type+"/"+ev.Plugin.Name) + "\t" + printable(ev.Plugin.SocketPath)
 		if ev.Error != "" {
-			line += "\t" + ev.Error
+			line += "\t" + printable(ev.Error)
 		}
 	}
 	_, err := fmt.Fprintln(w, line)

@@ -70,6 +70,11 @@ type Reconciler struct {
 	// each is probed less often than every ProbeInterval.
 	ProbeRate float64
 
+	// Types are the plugin types that have a handler. They are counted
+	// apart in Status from the start, so that plugins cycling through
+	// junk types can never push a real type into OtherType.
+	Types []string
+
 	Log *slog.Logger // nil: discard
 
 	// ticks, when not nil, replaces the ticker of Interval in tests: each
@@ -203,7 +208,10 @@ func (r *Reconciler) newLoop() *loop {
 			Deregistrations: make(map[TypeOutcome]uint64),
 			Refused:         make(map[string]uint64),
 		}
-		r.types = make(map[string]struct{})
+		r.types = make(map[string]struct{}, len(r.Types))
+		for _, t := range r.Types {
+			r.types[t] = struct{}{}
+		}
 	})
 	return l
 }

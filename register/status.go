@@ -9,8 +9,9 @@ import (
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// OtherType stands for every plugin type beyond the first maxTypes seen, in
-// the keys of Status.Registrations and Status.Deregistrations. A plugin
+// OtherType stands for every plugin type beyond the first maxTypes seen
+// (Reconciler.Types first), in the keys of Status.Registrations and
+// Status.Deregistrations. A plugin
 // chooses its own type, so without a bound a plugin cycling through types
 // that have no handler would add a key per attempt.
 const OtherType = "_other"
@@ -96,7 +97,7 @@ func (r *Reconciler) countOp(deregistration bool, typ, outcome string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, known := r.types[typ]; !known {
-		if len(r.types) >= maxTypes {
+		if len(r.types) >= maxTypes+len(r.Types) {
 			typ = OtherType
 		} else {
 			r.types[typ] = struct{}{}

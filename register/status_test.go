@@ -63,13 +63,17 @@ func TestStatus(t *testing.T) {
 }
 
 // TestStatusTypeBound: a plugin chooses its own type, so the counters keep
-// maxTypes types apart and count the rest as OtherType.
+// maxTypes types apart and count the rest as OtherType; the types that
+// have a handler are always apart.
 func TestStatusTypeBound(t *testing.T) {
-	r := &Reconciler{}
-	r.st.Registrations, r.st.Deregistrations = map[TypeOutcome]uint64{}, map[TypeOutcome]uint64{}
-	r.types = map[string]struct{}{}
+	r := &Reconciler{Registry: plugins.NewRegistry(), Types: []string{"CSIPlugin", "DRAPlugin"}}
+	r.newLoop()
 	for i := range maxTypes + 3 {
 		r.countOp(false, fmt.Sprintf("T%03d", i), "rejected")
+	}
+	r.countOp(false, "DRAPlugin", "registered") // configured: keeps its key after the junk
+	if got := r.Status().Registrations[TypeOutcome{"DRAPlugin", "registered"}]; got != 1 {
+		t.Errorf("DRAPlugin registered = %d, want 1: a configured type was pushed into %s", got, OtherType)
 	}
 	r.countOp(false, "T000", "rejected") // known: keeps its key
 	r.countOp(true, fmt.Sprintf("T%03d", maxTypes+5), "removed")
@@ -83,7 +87,7 @@ func TestStatusTypeBound(t *testing.T) {
 	if got := st.Deregistrations[TypeOutcome{OtherType, "removed"}]; got != 1 {
 		t.Errorf("%s removed = %d, want 1", OtherType, got)
 	}
-	if n := len(st.Registrations); n != maxTypes+1 {
-		t.Errorf("%d registration keys, want %d", n, maxTypes+1)
+	if n := len(st.Registrations); n != maxTypes+2 {
+		t.Errorf("%d registration keys, want %d: %d junk types, %s and DRAPlugin", n, maxTypes+2, maxTypes, OtherType)
 	}
 }
