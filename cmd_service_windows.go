@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/windows/svc/mgr"
 )
 
-const serviceUsage = `usage: plugreg service install [RUN FLAGS] | uninstall | start | stop
-
+// serviceUsage is the usage of `plugreg service` on Windows.
+const serviceUsage = serviceSynopsis + `
   install [RUN FLAGS]   register the Windows service "plugreg" (automatic start,
                         restarted on failure) as 'plugreg run RUN FLAGS', with the
                         path of this executable, and its event log source
@@ -26,8 +26,11 @@ const serviceUsage = `usage: plugreg service install [RUN FLAGS] | uninstall | s
                         event log source
   start                 start the service
   stop                  stop the service and wait until it has stopped
+  status                print the state of the service; exit status 1 unless
+                        it is running
+  print [RUN FLAGS]     print the command line that install would register
 
-Every action needs an elevated prompt (Administrator).
+Every action but print needs an elevated prompt (Administrator).
 `
 
 const (
@@ -43,39 +46,6 @@ const (
 	eventLogKey = `SYSTEM\CurrentControlSet\Services\EventLog\Application\` + serviceName
 )
 
-// serviceArgs is a parsed `plugreg service` command line.
-type serviceArgs struct {
-	action  string   // install, uninstall, start or stop
-	runArgs []string // install only: the flags of `plugreg run`
-}
-
-// parseServiceArgs parses the arguments of `plugreg service`, before any
-// call to the service manager. -h gives errHelp.
-func parseServiceArgs(args []string) (serviceArgs, error) {
-	if len(args) == 0 {
-		return serviceArgs{}, usagef("service: no action given; want install, uninstall, start or stop")
-	}
-	action, rest := args[0], args[1:]
-	switch action {
-	case "install":
-		// `run` rejects positional arguments, and a leading "run" is a
-		// common slip: install adds it.
-		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-			return serviceArgs{}, usagef("service install: unexpected argument %q; give only the flags of 'plugreg run', such as --dir DIR", rest[0])
-		}
-		return serviceArgs{action: action, runArgs: rest}, nil
-	case "uninstall", "start", "stop":
-		if len(rest) > 0 {
-			return serviceArgs{}, usagef("service %s: unexpected argument %q", action, rest[0])
-		}
-		return serviceArgs{action: action}, nil
-	case "-h", "-help", "--help", "help":
-		return serviceArgs{}, errHelp
-	default:
-		return serviceArgs{}, usagef("service: unknown action %q; want install, uninstall, start or stop", action)
-	}
-}
-
 // runService is `plugreg service`.
 func runService(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	sa, err := parseServiceArgs(args)
@@ -84,6 +54,14 @@ func runService(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		return err
+	}
+	if sa.action == "print" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("service print: %w", err)
+		}
+		fmt.Fprintln(stdout, windowsCommandLine(exe, sa.runArgs))
+		return nil
 	}
 	m, err := mgr.Connect()
 	if err != nil {
@@ -99,6 +77,8 @@ func runService(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		err = startService(m, stdout)
 	case "stop":
 		err = withService(m, func(s *mgr.Service) error { return stopService(s, stdout) })
+	case "status":
+		err = withService(m, func(s *mgr.Service) error { return statusService(s, stdout) })
 	}
 	if err != nil {
 		return fmt.Errorf("service %s: %w%s", sa.action, err, adminHint(err))
@@ -141,12 +121,18 @@ func installService(m *mgr.Mgr, runArgs []string, stdout, stderr io.Writer) erro
 		s.Delete()
 		return err
 	}
+	fmt.Fprintf(stdout, "installed service %s: %s\n", serviceName, windowsCommandLine(exe, runArgs))
+	return nil
+}
+
+// windowsCommandLine is the command line of the service: exe, "run" and
+// runArgs, each quoted as the service manager needs.
+func windowsCommandLine(exe string, runArgs []string) string {
 	cmdline := []string{syscall.EscapeArg(exe), "run"}
 	for _, a := range runArgs {
 		cmdline = append(cmdline, syscall.EscapeArg(a))
 	}
-	fmt.Fprintf(stdout, "installed service %s: %s\n", serviceName, strings.Join(cmdline, " "))
-	return nil
+	return strings.Join(cmdline, " ")
 }
 
 // setRecovery makes the service manager restart the service 5 s after it
@@ -224,6 +210,42 @@ func stopService(s *mgr.Service, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "stopped service %s\n", serviceName)
 	return nil
+}
+
+// statusService prints the state of s, and returns an error unless it is
+// running.
+func statusService(s *mgr.Service, stdout io.Writer) error {
+	st, err := s.Query()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "service %s is %s\n", serviceName, stateName(st.State))
+	if st.State != svc.Running {
+		return fmt.Errorf("%s is not running", serviceName)
+	}
+	return nil
+}
+
+// stateName names a service state as the output of `service status` does.
+func stateName(s svc.State) string {
+	switch s {
+	case svc.Stopped:
+		return "stopped"
+	case svc.StartPending:
+		return "start pending"
+	case svc.StopPending:
+		return "stop pending"
+	case svc.Running:
+		return "running"
+	case svc.ContinuePending:
+		return "continue pending"
+	case svc.PausePending:
+		return "pause pending"
+	case svc.Paused:
+		return "paused"
+	default:
+		return fmt.Sprintf("in state %d", s)
+	}
 }
 
 // withService calls f with plugreg's service.

@@ -10,7 +10,7 @@
 //	plugreg get [flags] TYPE NAME    show one registered plugin
 //	plugreg watch [flags]            stream registry events
 //	plugreg example-plugin [flags]   serve an example plugin
-//	plugreg service ACTION           manage the Windows service
+//	plugreg service ACTION [flags]   install plugreg as a system service
 //	plugreg version                  print the version
 //
 // Exit status: 0 on success and after a clean shutdown on SIGINT or
@@ -70,7 +70,8 @@ commands:
   get TYPE NAME    show one registered plugin
   watch            stream registry events
   example-plugin   serve an example plugin on DIR/NAME.sock
-  service          install, uninstall, start or stop the Windows service
+  service ACTION   install plugreg as a system service (systemd, rc.d, launchd,
+                   Windows) and start, stop or query it
   version          print the version
 
 Run 'plugreg <command> -h' for the flags of a command.

@@ -12,10 +12,6 @@ import (
 	"golang.org/x/sys/windows/svc/eventlog"
 )
 
-// serviceName is the name of plugreg's Windows service and of its event
-// log source.
-const serviceName = "plugreg"
-
 // Event IDs of plugreg's entries in the Application event log.
 const (
 	eventStarted = 1

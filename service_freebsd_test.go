@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestServiceRCD(t *testing.T) {
+	is := rcd()
+	testWiring(t, is, "/usr/local/etc/rc.d/plugreg", 0o555,
+		[]string{"sysrc plugreg_enable=YES [file]"},
+		[]string{"service plugreg onestop [file]", "sysrc -x plugreg_enable [no file]"})
+	for _, tc := range []struct {
+		c    command
+		want string
+	}{
+		{is.start, "service plugreg start"},
+		{is.stop, "service plugreg stop"},
+		{is.status, "service plugreg status"},
+	} {
+		if tc.c.String() != tc.want {
+			t.Errorf("command %s, want %s", tc.c, tc.want)
+		}
+	}
+}
+
+// TestServicePrint runs `plugreg service print` in-process, as main would.
+func TestServicePrint(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"service", "print", "--dir", "/var/lib/plug ins"}
+	code := exitCode(run(t.Context(), args, &stdout, &stderr), &stderr)
+	want := " " + shQuote(exe) + ` run --dir '/var/lib/plug ins' ${plugreg_args}"` + "\n"
+	if code != 0 || stderr.Len() != 0 || !strings.Contains(stdout.String(), want) || !strings.HasPrefix(stdout.String(), "#!/bin/sh\n") {
+		t.Errorf("plugreg %q: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a script with %q", args, code, stderr.String(), stdout.String(), want)
+	}
+}

@@ -1,0 +1,33 @@
+//go:build linux || freebsd || darwin || windows
+
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestServiceCommandUsage runs `plugreg service` in-process, as main would,
+// for command lines that must fail before the service manager is reached.
+func TestServiceCommandUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{[]string{"service"}, 2, "plugreg: service: no action given; want install, uninstall, start, stop, status or print\nrun 'plugreg help' for usage\n"},
+		{[]string{"service", "frob"}, 2, `plugreg: service: unknown action "frob"`},
+		{[]string{"service", "uninstall", "x"}, 2, `plugreg: service uninstall: unexpected argument "x"`},
+		{[]string{"service", "status", "x"}, 2, `plugreg: service status: unexpected argument "x"`},
+		{[]string{"service", "install", "run", "--dir", "x"}, 2, `plugreg: service install: unexpected argument "run"`},
+		{[]string{"service", "print", "--dir", "a\nb"}, 2, `plugreg: service print: argument "a\nb" holds the character U+000A`},
+		{[]string{"service", "-h"}, 0, "usage: plugreg service install [RUN FLAGS] | uninstall | start | stop | status | print [RUN FLAGS]\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := exitCode(run(t.Context(), tc.args, &stdout, &stderr), &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("plugreg %q: exit %d, stdout %q, stderr %q; want exit %d with %q in stderr", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.want)
+		}
+	}
+}
