@@ -311,3 +311,11 @@ func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Sav
 func fullScansEvery(interval time.Duration) int {
 	return max(1, int((time.Minute+interval-1)/interval))
 }
+
+// checkRunArgs checks the flags of `plugreg run` without running the
+// agent: `plugreg service install` and `print` refuse a service that
+// would exit with a usage error at its first start.
+func checkRunArgs(args []string) error {
+	_, err := parseRun(args, io.Discard)
+	return err
+}

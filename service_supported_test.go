@@ -22,6 +22,8 @@ func TestServiceCommandUsage(t *testing.T) {
 		{[]string{"service", "status", "x"}, 2, `plugreg: service status: unexpected argument "x"`},
 		{[]string{"service", "install", "run", "--dir", "x"}, 2, `plugreg: service install: unexpected argument "run"`},
 		{[]string{"service", "print", "--dir", "a\nb"}, 2, `plugreg: service print: argument "a\nb" holds the character U+000A`},
+		{[]string{"service", "print", "--interval", "0s"}, 2, `invalid value "0s" for flag -interval: must be positive`},
+		{[]string{"service", "install", "--no-such-flag"}, 2, `flag provided but not defined: -no-such-flag`},
 		{[]string{"service", "-h"}, 0, "usage: plugreg service install [RUN FLAGS] | uninstall | start | stop | status | print [RUN FLAGS]\n"},
 	} {
 		var stdout, stderr bytes.Buffer
