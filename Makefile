@@ -57,7 +57,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	$(GO) test -run='^$$' -fuzz='^FuzzCache$$' -fuzztime=$(or $(FUZZTIME),10s) ./statecache
 	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateInfo$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
-	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register
+	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 
 lint: ## gofmt, vet for every target OS, go mod tidy
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }

@@ -13,10 +13,10 @@
 // The registration sequence (Client.Register) follows the kubelet's, with
 // the strings plugins log and parse:
 //
-//  1. dial the socket (a gRPC "passthrough" target with a unix dialer, so
-//     there is never a DNS lookup); with AllowUIDs, refuse a socket whose
-//     file owner or serving process has another uid, before any RPC; call
-//     GetInfo (a reply over 64 KiB is a rejection);
+//  1. dial the socket (a unix dial, never a DNS lookup; the calls go over
+//     it through package unary's client); with AllowUIDs, refuse a socket
+//     whose file owner or serving process has another uid, before any RPC;
+//     call GetInfo (a reply over 64 KiB is a rejection);
 //  2. no handler for the type: NotifyRegistrationStatus(false,
 //     "RegisterPlugin error -- no handler registered for plugin type: TYPE
 //     at socket PATH");
