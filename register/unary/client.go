@@ -282,6 +282,9 @@ func (c *clientConn) readReply() ([]byte, error) {
 			if f.StreamID != c.stream {
 				continue
 			}
+			if f.Truncated { // over maxHeaderListSize: the fields read are not the whole list
+				return nil, status.Error(codes.Internal, "peer header list size exceeded limit")
+			}
 			if !headers {
 				headers = true
 				if err := checkResponseHeaders(f); err != nil {
@@ -482,17 +485,21 @@ func httpCode(s string) codes.Code {
 	return codes.Unknown
 }
 
-// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does.
+// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go's
+// http2ErrConvTab does: a code HTTP/2 does not define is Unknown.
 func rstCode(e http2.ErrCode) codes.Code {
 	switch e {
 	case http2.ErrCodeRefusedStream:
 		return codes.Unavailable
 	case http2.ErrCodeCancel:
 		return codes.Canceled
-	case http2.ErrCodeEnhanceYourCalm:
+	case http2.ErrCodeFlowControl, http2.ErrCodeEnhanceYourCalm:
 		return codes.ResourceExhausted
 	case http2.ErrCodeInadequateSecurity:
 		return codes.PermissionDenied
+	}
+	if e > http2.ErrCodeHTTP11Required {
+		return codes.Unknown
 	}
 	return codes.Internal
 }

@@ -320,6 +320,22 @@ func TestUnaryScriptedReplies(t *testing.T) {
 		{"rst_stream", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		}, codes.Unavailable, "RST_STREAM", false},
+		{"rst_stream flow control", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteRSTStream(id, http2.ErrCodeFlowControl)
+		}, codes.ResourceExhausted, "RST_STREAM", false},
+		{"headers over the list limit", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			kv := okHeaders
+			for i := range 4 { // 80 KiB of fields, each within the limit
+				kv = append(kv, "x-big-"+strconv.Itoa(i), strings.Repeat("v", 20<<10))
+			}
+			block := enc(kv...)
+			k := 16 << 10
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:k]})
+			for block = block[k:]; len(block) > k; block = block[k:] {
+				fr.WriteContinuation(id, false, block[:k])
+			}
+			fr.WriteContinuation(id, true, block)
+		}, codes.Internal, "header list size", false},
 		{"goaway", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteGoAway(0, http2.ErrCodeNo, []byte("bye"))
 		}, codes.Unavailable, "GOAWAY", false},
@@ -356,6 +372,34 @@ func TestUnaryScriptedReplies(t *testing.T) {
 				t.Errorf("second call on the connection: %v; want success %v", err, tc.again)
 			}
 		})
+	}
+}
+
+func TestRSTCode(t *testing.T) {
+	for _, tc := range []struct {
+		e    http2.ErrCode
+		want codes.Code
+	}{ // grpc-go's http2ErrConvTab, and Unknown for a code outside it
+		{http2.ErrCodeNo, codes.Internal},
+		{http2.ErrCodeProtocol, codes.Internal},
+		{http2.ErrCodeInternal, codes.Internal},
+		{http2.ErrCodeFlowControl, codes.ResourceExhausted},
+		{http2.ErrCodeSettingsTimeout, codes.Internal},
+		{http2.ErrCodeStreamClosed, codes.Internal},
+		{http2.ErrCodeFrameSize, codes.Internal},
+		{http2.ErrCodeRefusedStream, codes.Unavailable},
+		{http2.ErrCodeCancel, codes.Canceled},
+		{http2.ErrCodeCompression, codes.Internal},
+		{http2.ErrCodeConnect, codes.Internal},
+		{http2.ErrCodeEnhanceYourCalm, codes.ResourceExhausted},
+		{http2.ErrCodeInadequateSecurity, codes.PermissionDenied},
+		{http2.ErrCodeHTTP11Required, codes.Internal},
+		{http2.ErrCodeHTTP11Required + 1, codes.Unknown},
+		{0xffffffff, codes.Unknown},
+	} {
+		if got := rstCode(tc.e); got != tc.want {
+			t.Errorf("rstCode(%v) = %v, want %v", tc.e, got, tc.want)
+		}
 	}
 }
 

@@ -34,10 +34,11 @@
 //     table: 400 Internal, 401 Unauthenticated, 403 PermissionDenied, 404
 //     Unimplemented, 429, 502, 503 and 504 Unavailable, any other Unknown.
 //     A 200 without a gRPC content type is Unknown too.
-//   - RST_STREAM on the call's stream fails it, by the error code:
-//     REFUSED_STREAM Unavailable, CANCEL Canceled, ENHANCE_YOUR_CALM
-//     ResourceExhausted, INADEQUATE_SECURITY PermissionDenied, any other
-//     Internal.
+//   - RST_STREAM on the call's stream fails it with the code of grpc-go's
+//     table: REFUSED_STREAM Unavailable, CANCEL Canceled, FLOW_CONTROL and
+//     ENHANCE_YOUR_CALM ResourceExhausted, INADEQUATE_SECURITY
+//     PermissionDenied, any other code HTTP/2 defines Internal, and one it
+//     does not define Unknown.
 //   - A GOAWAY whose last stream ID is below the call's stream fails it
 //     with Unavailable.
 //   - The context's deadline goes to the server as grpc-timeout, encoded as
@@ -54,7 +55,8 @@
 //     reset with CANCEL and the rest of the reply is skipped.
 //   - The client announces a header-list limit of 64 KiB
 //     (SETTINGS_MAX_HEADER_LIST_SIZE) and decodes no more of a reply's
-//     header list than that; the fields beyond it are dropped.
+//     header list than that; a reply whose headers or trailers exceed it
+//     fails with Internal, with grpc-go's message.
 //   - Flow control: the client announces windows of 1 MiB for each stream
 //     and for the connection, and gives the connection's back with
 //     WINDOW_UPDATE once half of it is used, so no reply within maxReply
