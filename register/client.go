@@ -14,6 +14,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/register/unary"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -64,11 +65,11 @@ func (c *Client) log() *slog.Logger {
 // other error is transient (a socket that is not ready yet, a plugin that
 // is slow or gone). Both are wrapped in an *OpError.
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
-	cc, rc, err := c.connect(ctx, path)
+	conn, rc, err := c.connect(ctx, path)
 	if err != nil {
 		return plugins.Plugin{SocketPath: path}, err
 	}
-	defer cc.Close()
+	defer conn.Close()
 	p, err := c.getInfo(ctx, rc, path)
 	if status.Code(err) == codes.ResourceExhausted {
 		// The plugin answered, with more than any plugin needs to say.
@@ -114,11 +115,12 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 	return p, nil
 }
 
-// connect opens a client connection to the registration socket at path.
+// connect dials the registration socket at path and returns the
+// connection, for the caller to close, and a client that calls over it.
 // With c.AllowUIDs set, a socket whose owner or serving process is not
 // allowed is rejected here, before any call but the rejection itself:
 // GetInfo is never sent to an untrusted process.
-func (c *Client) connect(ctx context.Context, path string) (*unaryConn, pluginregistration.RegistrationClient, error) {
+func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregistration.RegistrationClient, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
@@ -135,14 +137,13 @@ func (c *Client) connect(ctx context.Context, path string) (*unaryConn, pluginre
 			return nil, nil, &OpError{"authorize", path, err}
 		}
 	}
-	cc := newUnaryConn(conn, MaxInfoBytes)
-	rc := pluginregistration.NewRegistrationClient(cc)
+	rc := pluginregistration.NewRegistrationClient(unary.New(conn, MaxInfoBytes))
 	if refused != nil {
-		defer cc.Close()
+		defer conn.Close()
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + refused.Error()
 		return nil, nil, c.reject(ctx, rc, path, "authorize", msg, refused)
 	}
-	return cc, rc, nil
+	return conn, rc, nil
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the
@@ -174,11 +175,11 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // answer. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
-	cc, rc, err := c.connect(ctx, path)
+	conn, rc, err := c.connect(ctx, path)
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
+	defer conn.Close()
 	p, err := c.getInfo(ctx, rc, path)
 	if err != nil {
 		return err
@@ -208,11 +209,11 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 
 // Probe checks that a registered plugin still answers GetInfo.
 func (c *Client) Probe(ctx context.Context, p plugins.Plugin) error {
-	cc, rc, err := c.connect(ctx, p.SocketPath)
+	conn, rc, err := c.connect(ctx, p.SocketPath)
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
+	defer conn.Close()
 	_, err = c.getInfo(ctx, rc, p.SocketPath)
 	return err
 }

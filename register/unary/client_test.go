@@ -1,4 +1,4 @@
-package register
+package unary
 
 import (
 	"bytes"
@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +25,70 @@ import (
 
 // The unary client against real grpc-go servers: what plugins run.
 
-// dialUnary dials path and returns a unaryConn over it.
-func dialUnary(t *testing.T, path string) *unaryConn {
+// maxReply is the reply limit of the tests, the agent's (register.MaxInfoBytes).
+const maxReply = 64 << 10
+
+// dialUnary dials path and returns a client over it, and the connection,
+// which the test closes when it ends.
+func dialUnary(t *testing.T, path string) (grpc.ClientConnInterface, net.Conn) {
 	t.Helper()
 	conn, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newUnaryConn(conn, MaxInfoBytes)
-	t.Cleanup(func() { c.Close() })
-	return c
+	t.Cleanup(func() { conn.Close() })
+	return New(conn, maxReply), conn
+}
+
+// unixDir returns a new directory for sockets, short enough for sun_path
+// (t.TempDir can overflow it on macOS), and skips the test where AF_UNIX
+// sockets are not available.
+func unixDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "unary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if l, err := net.Listen("unix", filepath.Join(dir, "probe.sock")); err != nil {
+		t.Skipf("no AF_UNIX sockets here: %v", err)
+	} else {
+		l.Close()
+	}
+	return dir
+}
+
+// rawListener listens on path and hands every connection to serve, in a
+// goroutine of its own.
+func rawListener(t *testing.T, path string, serve func(net.Conn)) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+}
+
+// grpcPlugin serves srv on path with a grpc-go server.
+func grpcPlugin(t *testing.T, path string, srv pluginregistration.RegistrationServer) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pluginregistration.RegisterRegistrationServer(s, srv)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
 }
 
 // infoServer answers GetInfo with info and records Notify.
@@ -62,7 +118,7 @@ func TestUnaryAgainstGRPCServer(t *testing.T) {
 		status: make(chan *pluginregistration.RegistrationStatus, 4),
 	}
 	grpcPlugin(t, path, srv)
-	c := dialUnary(t, path)
+	c, conn := dialUnary(t, path)
 	rc := pluginregistration.NewRegistrationClient(c)
 	ctx := context.Background()
 
@@ -93,7 +149,7 @@ func TestUnaryAgainstGRPCServer(t *testing.T) {
 	if _, err := c.NewStream(ctx, &grpc.StreamDesc{}, "/x"); status.Code(err) != codes.Unimplemented {
 		t.Errorf("NewStream: %v, want Unimplemented", err)
 	}
-	c.Close()
+	conn.Close()
 	if _, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); status.Code(err) != codes.Canceled {
 		t.Errorf("GetInfo after Close: %v, want Canceled", err)
 	}
@@ -123,7 +179,7 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 				}
 				io.Copy(io.Discard, c)
 			})
-			c := dialUnary(t, path)
+			c, _ := dialUnary(t, path)
 			ctx, cancel := tc.ctx(requested)
 			defer cancel()
 			_, err := pluginregistration.NewRegistrationClient(c).GetInfo(ctx, &pluginregistration.InfoRequest{})
@@ -132,7 +188,7 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 			}
 			// The connection is retired: a later call fails at once, with
 			// the same error.
-			if c.err == nil {
+			if c.(*clientConn).err == nil {
 				t.Fatalf("connection not retired after %v", err)
 			}
 			_, err2 := pluginregistration.NewRegistrationClient(c).GetInfo(context.Background(), &pluginregistration.InfoRequest{})
@@ -146,7 +202,7 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 // A scripted plugin: it reads the client's request and answers with frames
 // written by reply. The increments of the connection-level WINDOW_UPDATEs
 // it receives come out of windowBack (the first 16).
-func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) (c *unaryConn, windowBack <-chan uint32) {
+func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []byte, stream uint32)) (c grpc.ClientConnInterface, windowBack <-chan uint32) {
 	t.Helper()
 	path := filepath.Join(unixDir(t), "s.sock")
 	back := make(chan uint32, 16)
@@ -188,7 +244,8 @@ func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []b
 			}
 		}
 	})
-	return dialUnary(t, path), back
+	c, _ = dialUnary(t, path)
+	return c, back
 }
 
 // message is a gRPC length-prefixed message.
@@ -263,6 +320,22 @@ func TestUnaryScriptedReplies(t *testing.T) {
 		{"rst_stream", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		}, codes.Unavailable, "RST_STREAM", false},
+		{"rst_stream flow control", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteRSTStream(id, http2.ErrCodeFlowControl)
+		}, codes.ResourceExhausted, "RST_STREAM", false},
+		{"headers over the list limit", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			kv := okHeaders
+			for i := range 4 { // 80 KiB of fields, each within the limit
+				kv = append(kv, "x-big-"+strconv.Itoa(i), strings.Repeat("v", 20<<10))
+			}
+			block := enc(kv...)
+			k := 16 << 10
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:k]})
+			for block = block[k:]; len(block) > k; block = block[k:] {
+				fr.WriteContinuation(id, false, block[:k])
+			}
+			fr.WriteContinuation(id, true, block)
+		}, codes.ResourceExhausted, "reply headers larger than the client's 65536-byte limit", false},
 		{"goaway", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteGoAway(0, http2.ErrCodeNo, []byte("bye"))
 		}, codes.Unavailable, "GOAWAY", false},
@@ -302,6 +375,34 @@ func TestUnaryScriptedReplies(t *testing.T) {
 	}
 }
 
+func TestRSTCode(t *testing.T) {
+	for _, tc := range []struct {
+		e    http2.ErrCode
+		want codes.Code
+	}{ // grpc-go's http2ErrConvTab, and Unknown for a code outside it
+		{http2.ErrCodeNo, codes.Internal},
+		{http2.ErrCodeProtocol, codes.Internal},
+		{http2.ErrCodeInternal, codes.Internal},
+		{http2.ErrCodeFlowControl, codes.ResourceExhausted},
+		{http2.ErrCodeSettingsTimeout, codes.Internal},
+		{http2.ErrCodeStreamClosed, codes.Internal},
+		{http2.ErrCodeFrameSize, codes.Internal},
+		{http2.ErrCodeRefusedStream, codes.Unavailable},
+		{http2.ErrCodeCancel, codes.Canceled},
+		{http2.ErrCodeCompression, codes.Internal},
+		{http2.ErrCodeConnect, codes.Internal},
+		{http2.ErrCodeEnhanceYourCalm, codes.ResourceExhausted},
+		{http2.ErrCodeInadequateSecurity, codes.PermissionDenied},
+		{http2.ErrCodeHTTP11Required, codes.Internal},
+		{http2.ErrCodeHTTP11Required + 1, codes.Unknown},
+		{0xffffffff, codes.Unknown},
+	} {
+		if got := rstCode(tc.e); got != tc.want {
+			t.Errorf("rstCode(%v) = %v, want %v", tc.e, got, tc.want)
+		}
+	}
+}
+
 // A reply refused as too large may still arrive in full; the client skips
 // it and gives the connection's window back, so later replies never stall.
 func TestUnaryGivesTheWindowBack(t *testing.T) {
@@ -334,13 +435,13 @@ func TestUnaryGivesTheWindowBack(t *testing.T) {
 	// The second call read the first reply's frames before its own, and
 	// gave back what it had received once that passed half the window. The
 	// client's first WINDOW_UPDATE is the one of its preface.
-	if inc := <-windowBack; inc != unaryWindow-defaultWindow {
-		t.Errorf("first WINDOW_UPDATE +%d, want the preface's +%d", inc, unaryWindow-defaultWindow)
+	if inc := <-windowBack; inc != recvWindow-defaultWindow {
+		t.Errorf("first WINDOW_UPDATE +%d, want the preface's +%d", inc, recvWindow-defaultWindow)
 	}
 	select {
 	case inc := <-windowBack:
-		if inc < unaryWindow/2 || inc > big+5 {
-			t.Errorf("client gave back %d bytes of window, want between %d and %d", inc, unaryWindow/2, big+5)
+		if inc < recvWindow/2 || inc > big+5 {
+			t.Errorf("client gave back %d bytes of window, want between %d and %d", inc, recvWindow/2, big+5)
 		}
 	case <-ctx.Done():
 		t.Fatal("the client gave no window back")
@@ -373,8 +474,8 @@ func FuzzUnaryReply(f *testing.F) {
 			server.Write(data)
 			server.Close()
 		}()
-		c := newUnaryConn(client, 1024)
-		defer c.Close()
+		c := New(client, 1024)
+		defer client.Close()
 		defer server.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -387,4 +488,29 @@ func FuzzUnaryReply(f *testing.F) {
 			t.Fatalf("accepted a reply of %d bytes, over the limit", proto.Size(&info))
 		}
 	})
+}
+
+func TestNewReplyLimit(t *testing.T) {
+	for _, tc := range []struct {
+		maxReply int
+		panics   bool
+	}{
+		{-1, true},
+		{0, false},
+		{maxReply, false},
+		{recvWindow - 5, false}, // the largest reply the stream window holds
+		{recvWindow - 4, true},
+	} {
+		t.Run(strconv.Itoa(tc.maxReply), func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			defer server.Close()
+			defer func() {
+				if r := recover(); (r != nil) != tc.panics {
+					t.Errorf("New(conn, %d): panic %v, want a panic %v", tc.maxReply, r, tc.panics)
+				}
+			}()
+			New(client, tc.maxReply)
+		})
+	}
 }

@@ -1,4 +1,4 @@
-package register
+package unary
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -24,103 +23,86 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// unaryConn is a gRPC client connection for a few unary calls, one after the
-// other, over a connection the caller dialled: HTTP/2 framing straight on
-// the socket, with no goroutine, resolver, balancer or reconnection of its
-// own. A grpc.ClientConn costs several goroutines and about half a
-// millisecond of CPU to set up and tear down; the agent opens one for every
-// registration and every liveness probe, so that cost, not the plugin's,
-// set the agent's throughput and most of its idle CPU. unaryConn speaks the
-// same wire protocol (gRPC over HTTP/2, see PROTOCOL-HTTP2.md in grpc's
-// repository): the plugin sees an ordinary gRPC client.
+// New returns a client for unary calls over conn, a fresh connection to a
+// gRPC server: the client writes the HTTP/2 preface with its first call.
+// The caller owns conn and closes it when done. Calls on a closed conn fail
+// with codes.Canceled, as on a closed grpc.ClientConn, when its errors
+// match net.ErrClosed, as those of the net package's connections do;
+// calls on a connection the server closed fail with codes.Unavailable.
 //
-// It implements grpc.ClientConnInterface for unary calls, so the generated
-// client stubs work over it. It is not safe for concurrent use.
-type unaryConn struct {
-	conn    net.Conn
-	*bufs   // nil after Close
-	fr      *http2.Framer
-	maxRecv int    // the largest reply message accepted, in bytes
-	stream  uint32 // the last stream ID used; client streams are odd
-	err     error  // a connection-level failure: every later call fails with it
-
-	peerMaxFrame uint32 // the plugin's SETTINGS_MAX_FRAME_SIZE
-	peerWindow   int64  // what the plugin lets us send on a new stream (and the connection, below)
-	sendWindow   int64  // connection-level send window
-	recvd        uint32 // DATA bytes received and not yet given back by a WINDOW_UPDATE
-}
-
-// Windows and limits that unaryConn announces. A reply of maxRecv bytes must
-// fit in the windows, so that no WINDOW_UPDATE is ever needed from us.
-const (
-	unaryWindow        = 1 << 20  // per stream and for the connection
-	unaryMaxHeaderList = 64 << 10 // decoded header list, trailers included
-	defaultWindow      = 65535    // HTTP/2's initial window before SETTINGS
-)
-
-// newUnaryConn returns a unaryConn over conn, which it owns from now on.
-// maxRecv bounds the reply messages; a larger one fails with
-// codes.ResourceExhausted, as grpc.MaxCallRecvMsgSize does.
-func newUnaryConn(conn net.Conn, maxRecv int) *unaryConn {
-	b := bufPool.Get().(*bufs)
-	b.bw.Reset(conn)
-	b.br.Reset(conn)
-	c := &unaryConn{
+// maxReply bounds the reply messages, in bytes; a larger one fails its call
+// with codes.ResourceExhausted, as grpc.MaxCallRecvMsgSize does. A reply
+// has to fit in the stream window the client announces, which it never
+// enlarges, so New panics if maxReply is negative or over 1 MiB - 5.
+func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
+	if maxReply < 0 || maxReply > recvWindow-5 {
+		panic(fmt.Sprintf("unary: maxReply %d out of range [0, %d]", maxReply, recvWindow-5))
+	}
+	bw := bufio.NewWriterSize(conn, bufferSize)
+	c := &clientConn{
 		conn:         conn,
-		bufs:         b,
-		fr:           http2.NewFramer(b.bw, b.br),
-		maxRecv:      maxRecv,
+		bw:           bw,
+		fr:           http2.NewFramer(bw, bufio.NewReaderSize(conn, bufferSize)),
+		maxRecv:      maxReply,
 		peerMaxFrame: 16 << 10,
 		peerWindow:   defaultWindow,
 		sendWindow:   defaultWindow,
 	}
+	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = unaryMaxHeaderList
+	c.fr.MaxHeaderListSize = maxHeaderListSize
 	c.fr.SetMaxReadFrameSize(16 << 10) // the default SETTINGS_MAX_FRAME_SIZE, which we do not raise
 	return c
 }
 
-// bufs is what a unaryConn can hand on to the next one: the buffers, and
-// an HPACK encoder that never indexes, so it carries no state from one
-// connection to the next.
-type bufs struct {
-	bw   *bufio.Writer
-	br   *bufio.Reader
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
+// clientConn is the grpc.ClientConnInterface that New returns: one
+// connection, its buffers and HTTP/2 state, and no goroutine. It is not
+// safe for concurrent use.
+type clientConn struct {
+	conn    net.Conn
+	bw      *bufio.Writer // under fr, flushed once per request and per answer
+	fr      *http2.Framer
+	henc    *hpack.Encoder // writes to hbuf
+	hbuf    bytes.Buffer   // the header block of the request being written
+	maxRecv int            // the largest reply message accepted, in bytes
+	stream  uint32         // the last stream ID used; client streams are odd
+	err     error          // a connection-level failure: every later call fails with it
+
+	peerMaxFrame uint32 // the server's SETTINGS_MAX_FRAME_SIZE
+	peerWindow   int64  // what the server lets us send on a new stream (and the connection, below)
+	sendWindow   int64  // connection-level send window
+	recvd        uint32 // DATA bytes received and not yet given back by a WINDOW_UPDATE
 }
 
-var bufPool = sync.Pool{New: func() any {
-	b := &bufs{bw: bufio.NewWriterSize(nil, 4<<10), br: bufio.NewReaderSize(nil, 4<<10)}
-	b.henc = hpack.NewEncoder(&b.hbuf)
-	return b
-}}
+// Windows and limits that the client announces. A reply of maxRecv bytes
+// must fit in the windows, so that no stream-level WINDOW_UPDATE is ever
+// needed from us.
+const (
+	recvWindow        = 1 << 20  // per stream and for the connection
+	maxHeaderListSize = 64 << 10 // decoded header list, trailers included
+	defaultWindow     = 65535    // HTTP/2's initial window before SETTINGS
+	// bufferSize is the size of the read and the write buffer. A unary
+	// request and an ordinary reply are a few hundred bytes; a larger
+	// reply takes more reads, and costs less than larger buffers made for
+	// every connection.
+	bufferSize = 1 << 10
+)
 
-// Close closes the connection. The unaryConn must not be used after.
-func (c *unaryConn) Close() error {
-	if b := c.bufs; b != nil {
-		c.bufs = nil
-		b.bw.Reset(nil)
-		b.br.Reset(nil)
-		bufPool.Put(b)
-	}
-	if c.err == nil {
-		c.err = status.Error(codes.Canceled, "grpc: the client connection is closing")
-	}
-	return c.conn.Close()
-}
-
-// NewStream is not supported: the registration API is unary.
-func (c *unaryConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+// NewStream fails with codes.Unimplemented: the client makes unary calls
+// only.
+func (c *clientConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Unimplemented, "streaming calls are not supported on a registration connection")
 }
 
 // Invoke performs the unary call method with args and decodes the reply
 // into reply; both are proto messages. Errors are gRPC status errors, as
-// grpc.ClientConn.Invoke returns them. Call options are ignored. After any
-// failure but an error status sent by the plugin, the connection is broken
-// and every later call fails.
-func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+// grpc.ClientConn.Invoke returns them. Call options are ignored. A failure
+// leaves the connection usable when the call's stream ended in order (an
+// error status in the trailers, or a reply that does not unmarshal) or its
+// reply was over the size limit; after any other, and after ctx ends during
+// a call, the connection is retired and every later call fails with the
+// same error.
+func (c *clientConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -160,13 +142,13 @@ func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, 
 }
 
 // callError is the failure of one call that leaves the connection fine: an
-// error status the plugin sent in its trailers, or a reply too large, whose
+// error status the server sent in its trailers, or a reply too large, whose
 // stream was reset.
 type callError struct{ st *status.Status }
 
 func (e *callError) Error() string { return e.st.Err().Error() }
 
-func (c *unaryConn) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
+func (c *clientConn) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
 	msg, err := proto.Marshal(in)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
@@ -196,23 +178,23 @@ func (c *unaryConn) invoke(method string, deadline time.Time, hasDeadline bool, 
 // writePreface writes the client connection preface, SETTINGS and a
 // connection window large enough for any reply; they go out with the first
 // request.
-func (c *unaryConn) writePreface() error {
+func (c *clientConn) writePreface() error {
 	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
 		return ioStatus(err)
 	}
 	err := c.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: unaryWindow},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: unaryMaxHeaderList},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: recvWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize},
 	)
 	if err == nil {
-		err = c.fr.WriteWindowUpdate(0, unaryWindow-defaultWindow)
+		err = c.fr.WriteWindowUpdate(0, recvWindow-defaultWindow)
 	}
 	return ioStatus(err)
 }
 
 // writeRequest writes the HEADERS and DATA of one call and flushes them.
-func (c *unaryConn) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
+func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
 	c.hbuf.Reset()
 	for _, f := range [...]hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
@@ -223,7 +205,7 @@ func (c *unaryConn) writeRequest(method string, deadline time.Time, hasDeadline 
 		{Name: "te", Value: "trailers"},
 		{Name: "user-agent", Value: "plugreg"},
 	} {
-		f.Sensitive = true // never indexed: the encoder keeps no state
+		f.Sensitive = true // never indexed: the dynamic table stays empty and each block stands alone
 		c.henc.WriteField(f)
 	}
 	if hasDeadline {
@@ -237,8 +219,8 @@ func (c *unaryConn) writeRequest(method string, deadline time.Time, hasDeadline 
 	}); err != nil {
 		return ioStatus(err)
 	}
-	// The message, length-prefixed, in frames the plugin accepts. Requests
-	// are small; one larger than the plugin's window would need its
+	// The message, length-prefixed, in frames the server accepts. Requests
+	// are small; one larger than the server's window would need its
 	// WINDOW_UPDATEs, which this connection does not wait for.
 	n := int64(5 + len(msg))
 	if n > min(c.peerWindow, c.sendWindow) {
@@ -260,7 +242,7 @@ func (c *unaryConn) writeRequest(method string, deadline time.Time, hasDeadline 
 
 // readReply reads frames until the call's stream ends and returns its
 // message. It answers SETTINGS and PING on the way.
-func (c *unaryConn) readReply() ([]byte, error) {
+func (c *clientConn) readReply() ([]byte, error) {
 	var (
 		data    []byte
 		headers bool // the response headers were seen
@@ -304,6 +286,9 @@ func (c *unaryConn) readReply() ([]byte, error) {
 		case *http2.MetaHeadersFrame:
 			if f.StreamID != c.stream {
 				continue
+			}
+			if f.Truncated { // over maxHeaderListSize: the fields read are not the whole list
+				return nil, status.Errorf(codes.ResourceExhausted, "reply headers larger than the client's %d-byte limit (SETTINGS_MAX_HEADER_LIST_SIZE)", maxHeaderListSize)
 			}
 			if !headers {
 				headers = true
@@ -359,7 +344,7 @@ func (c *unaryConn) readReply() ([]byte, error) {
 // appendData adds a DATA payload to the message read so far. A unary reply
 // is exactly one message; its declared length is checked against maxRecv
 // before the bytes arrive.
-func (c *unaryConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
+func (c *clientConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
 	if got && len(p) > 0 {
 		return nil, false, status.Error(codes.Internal, "grpc: more than one reply message in a unary call")
 	}
@@ -388,9 +373,9 @@ func (c *unaryConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, e
 // window and gives them back once half the window is used, so that the
 // replies of later calls, and the frames of a refused reply still on their
 // way, never stall.
-func (c *unaryConn) received(n uint32) error {
+func (c *clientConn) received(n uint32) error {
 	c.recvd += n
-	if c.recvd < unaryWindow/2 {
+	if c.recvd < recvWindow/2 {
 		return nil
 	}
 	inc := c.recvd
@@ -400,14 +385,14 @@ func (c *unaryConn) received(n uint32) error {
 
 // flushed sends the frame the Framer just wrote to the buffer, with err the
 // error of that write, and makes a failure of either a status error.
-func (c *unaryConn) flushed(err error) error {
+func (c *clientConn) flushed(err error) error {
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	return ioStatus(err)
 }
 
-func (c *unaryConn) applySetting(s http2.Setting) error {
+func (c *clientConn) applySetting(s http2.Setting) error {
 	if err := s.Valid(); err != nil {
 		return status.Errorf(codes.Unavailable, "the plugin sent an invalid setting: %v", err)
 	}
@@ -505,22 +490,27 @@ func httpCode(s string) codes.Code {
 	return codes.Unknown
 }
 
-// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does.
+// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go's
+// http2ErrConvTab does: a code HTTP/2 does not define is Unknown.
 func rstCode(e http2.ErrCode) codes.Code {
 	switch e {
 	case http2.ErrCodeRefusedStream:
 		return codes.Unavailable
 	case http2.ErrCodeCancel:
 		return codes.Canceled
-	case http2.ErrCodeEnhanceYourCalm:
+	case http2.ErrCodeFlowControl, http2.ErrCodeEnhanceYourCalm:
 		return codes.ResourceExhausted
 	case http2.ErrCodeInadequateSecurity:
 		return codes.PermissionDenied
 	}
+	if e > http2.ErrCodeHTTP11Required {
+		return codes.Unknown
+	}
 	return codes.Internal
 }
 
-// ioStatus makes a write error a status error.
+// ioStatus makes an I/O error a status error: a connection the caller
+// closed is Canceled, as a closed grpc.ClientConn is.
 func ioStatus(err error) error {
 	if err == nil {
 		return nil
@@ -531,10 +521,13 @@ func ioStatus(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 	}
+	if errors.Is(err, net.ErrClosed) {
+		return status.Error(codes.Canceled, "grpc: the client connection is closing")
+	}
 	return status.Errorf(codes.Unavailable, "connection error: %v", err)
 }
 
-// readStatus makes a read error a status error, with the plugin's protocol
+// readStatus makes a read error a status error, with the server's protocol
 // errors named as such.
 func readStatus(err error) error {
 	var ce http2.ConnectionError
