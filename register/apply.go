@@ -28,6 +28,13 @@ func (l *loop) apply(res *Result) {
 	}
 }
 
+// What was reported of a socket's registrations, in loop.reported: each
+// once per incarnation.
+const (
+	reportedRejected = 1 << iota
+	reportedFailed
+)
+
 // attrs are the log attributes of an outcome.
 func attrs(res *Result) []any {
 	p := res.Plugin
@@ -50,24 +57,26 @@ func (l *loop) registered(res *Result) {
 	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
 }
 
-// registerFailed records a rejection or a failed registration, and logs
-// it once per socket and message, not at every retry: a stale socket or a
-// plugin that keeps being rejected would flood the log.
+// registerFailed records a rejection or a failed registration. Each is
+// logged and published once per socket incarnation, whatever its text, not
+// at every retry: a stale socket, or a plugin that keeps being rejected
+// (with a new name, type or error each time, if it likes), would flood the
+// log and the event history.
 func (l *loop) registerFailed(res *Result) {
 	op, p, err := res.Op, res.Plugin, res.Err
 	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
-	a := append(attrs(res), "attempt", op.Attempt, "err", err)
+	a := append(attrs(res), "attempt", op.Attempt, "err", errText(err))
 	if retry > 0 {
 		a = append(a, "retry", retry)
 	}
 	var rej *RejectError
 	if errors.As(err, &rej) {
 		l.r.countOp(false, p.Type, "rejected")
-		if l.reported[op.Path] == "rejected: "+rej.Msg {
+		if l.reported[op.Path]&reportedRejected != 0 {
 			l.log.Debug("plugin rejected", a...)
 			return
 		}
-		l.reported[op.Path] = "rejected: " + rej.Msg
+		l.reported[op.Path] |= reportedRejected
 		p.SocketID = op.ID
 		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
 		l.log.Info("plugin rejected", a...)
@@ -80,11 +89,11 @@ func (l *loop) registerFailed(res *Result) {
 		l.fdExhausted("registration failed", a...)
 		return
 	}
-	if retry == 0 || l.reported[op.Path] == "failed: "+err.Error() {
+	if retry == 0 || l.reported[op.Path]&reportedFailed != 0 {
 		l.log.Debug("registration failed", a...)
 		return
 	}
-	l.reported[op.Path] = "failed: " + err.Error()
+	l.reported[op.Path] |= reportedFailed
 	l.log.Warn("registration failed", a...)
 }
 
@@ -104,7 +113,7 @@ func (l *loop) deregistered(res *Result) {
 	l.r.countOp(true, p.Type, op.Reason.String())
 	a := attrs(res)
 	if res.Err != nil {
-		a = append(a, "err", res.Err)
+		a = append(a, "err", errText(res.Err))
 	}
 	l.log.Info(msg, append(a, "reason", op.Reason.String())...)
 }
@@ -113,7 +122,7 @@ func (l *loop) deregistered(res *Result) {
 func (l *loop) verified(res *Result) {
 	l.cache.Done(res.Op, plugins.Plugin{}, res.Err)
 	if res.Err != nil {
-		l.log.Info("restored plugin not verified", append(attrs(res), "err", res.Err)...)
+		l.log.Info("restored plugin not verified", append(attrs(res), "err", errText(res.Err))...)
 		return
 	}
 	l.log.Info("plugin restored", attrs(res)...)
@@ -126,12 +135,12 @@ func (l *loop) probed(res *Result) {
 		// The agent may not reach the socket (a directory on its path
 		// lost its search permission): that says nothing of the plugin,
 		// so it does not count as a failed probe.
-		l.log.Debug("probe not possible", append(attrs(res), "err", err)...)
+		l.log.Debug("probe not possible", append(attrs(res), "err", errText(err))...)
 		err = nil
 	}
 	l.cache.Done(res.Op, plugins.Plugin{}, err)
 	if err != nil {
-		l.log.Warn("probe failed", append(attrs(res), "attempt", res.Op.Attempt, "err", err)...)
+		l.log.Warn("probe failed", append(attrs(res), "attempt", res.Op.Attempt, "err", errText(err))...)
 	} else if res.Op.Attempt > 1 {
 		l.log.Info("probe succeeded again", attrs(res)...)
 	}

@@ -79,6 +79,12 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 	if err != nil {
 		return p, err
 	}
+	// What the plugin says is checked before it is used for anything:
+	// looked up, put in a message, logged, stored or published.
+	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
+		return bounded(p), c.reject(ctx, rc, path, "validate", msg, err)
+	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		msg := fmt.Sprintf("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s", p.Type, path)
@@ -153,7 +159,7 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 	defer cancel()
 	info, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
 	if err != nil {
-		return plugins.Plugin{}, &OpError{"get info", path, err}
+		return plugins.Plugin{SocketPath: path}, &OpError{"get info", path, err}
 	}
 	p := plugins.Plugin{
 		Name:       info.GetName(),
@@ -170,8 +176,9 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 
 // Verify checks a registration restored from an earlier run of the agent:
 // the plugin must answer GetInfo as it did then, and its handler must still
-// accept it (the agent may run with other --accept flags now). An error wrapping statecache.ErrChanged means the plugin answered
-// differently or is no longer accepted; any other error, that it did not
+// accept it (the agent may run with other --accept flags now). An error
+// wrapping statecache.ErrChanged means the plugin answered differently or
+// is no longer accepted; any other error, that it did not
 // answer. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
@@ -230,6 +237,7 @@ func validate(ctx context.Context, h plugins.Handler, p plugins.Plugin) error {
 // when told so (node-driver-registrar does, before it replies), so a failed
 // notification is only logged at debug level.
 func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationClient, path, op, msg string, cause error) error {
+	msg = cut(msg)
 	if err := c.notify(ctx, rc, false, msg); err != nil {
 		c.log().Debug("rejection not acknowledged", "path", path, "err", err)
 	}

@@ -158,14 +158,14 @@ type loop struct {
 	cache       *statecache.Cache[plugins.Plugin]
 	results     chan Result
 	inFlight    int
-	prev        scan.Snapshot     // the last scan, limited to maxPlugins
-	raw         scan.Snapshot     // the last scan as the scanner returned it
-	scanFault   bool              // scans fail; logged once, until a scan succeeds
-	refused     map[string]bool   // sockets beyond maxPlugins, logged once each
-	reported    map[string]string // socket path -> the last rejection or failure logged
-	fdFault     bool              // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
-	scanFailed  bool              // the last scan failed
-	ready       bool              // the first scan's operations have completed
+	prev        scan.Snapshot   // the last scan, limited to maxPlugins
+	raw         scan.Snapshot   // the last scan as the scanner returned it
+	scanFault   bool            // scans fail; logged once, until a scan succeeds
+	refused     map[string]bool // sockets beyond maxPlugins, logged once each
+	reported    map[string]int  // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
+	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
+	scanFailed  bool            // the last scan failed
+	ready       bool            // the first scan's operations have completed
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
@@ -194,7 +194,7 @@ func (r *Reconciler) newLoop() *loop {
 		maxInFlight: orDefault(r.MaxInFlight, DefaultMaxInFlight),
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
 		cache:       statecache.New[plugins.Plugin](cfg),
-		reported:    make(map[string]string),
+		reported:    make(map[string]int),
 		refused:     make(map[string]bool),
 	}
 	l.results = make(chan Result, l.maxInFlight)

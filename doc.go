@@ -1,0 +1,317 @@
+/*
+Command plugreg is a portable plugin-registration agent: it finds the unix
+sockets that node plugins (CSI, DRA, device plugins, custom ones) put in a
+plugin directory and registers them through the kubelet's
+pluginregistration v1 API, by polling instead of inotify, on every OS Go
+supports with AF_UNIX.
+
+Usage:
+
+	plugreg run [flags]                    run the agent
+	plugreg list [flags]                   list the registered plugins
+	plugreg get [flags] TYPE NAME          show one registered plugin
+	plugreg watch [flags]                  stream registry events
+	plugreg example-plugin [flags]         serve an example plugin
+	plugreg service ACTION [run flags]     install and manage plugreg as a system service
+	plugreg version                        print the version
+	plugreg help                           print the list of commands
+
+This comment is the reference for every command and flag; `plugreg
+<command> -h` prints the same flags in short. A flag takes one dash or two
+(-dir or --dir), and its value after a space or an equals sign. What the
+agent does with the plugins it finds is documented by the package that does
+it: scan (discovery), statecache (the order of operations and the retries),
+register (registration, liveness, restored plugins), register/metrics,
+plugins (the registry, its events and the state file) and proto/plugreg/v1
+(the local API).
+
+# Exit status
+
+	0  success; also after a clean shutdown on SIGINT or SIGTERM, and after -h
+	1  a runtime failure: no agent listening, the API socket already in use,
+	   a state file that cannot be read, a service command that failed
+	2  bad usage: an unknown command or flag, or a bad value; the one-line
+	   message names the flag or value
+
+# plugreg run
+
+Runs the agent until SIGINT or SIGTERM (on Windows, also a stop request of
+the service manager). On either signal it cancels the operations in flight,
+saves the state file a last time, removes its API socket and exits with
+status 0 within 2 s. Plugins stay registered: stopping the agent is no
+reason to deregister them, and the next run takes them over from the state
+file without registering them again.
+
+	--dir DIR
+		Plugin directory to scan, recursively. Repeatable. Default: see
+		Default paths. A missing directory is created with mode 0750; a
+		directory that is a symlink is resolved once, at start; a directory
+		its group or others may write to is logged as a warning at start.
+	--interval D
+		Time between two scans; positive. Default 200ms.
+	--accept TYPE=PATTERNS
+		Accept plugins of TYPE whose supported versions match one of the
+		comma-separated path.Match patterns (1.*, *, v1beta1). Repeatable,
+		once per type. Giving one replaces all the defaults, which are the
+		kubelet's handlers: CSIPlugin=1.*, DevicePlugin=v1beta1 and
+		DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin.
+	--api PATH
+		Unix socket of the local API (plugreg.v1.Registry), mode 0600.
+		Default: see Default paths. A socket file left by a crash is
+		replaced; when another agent serves on it, run exits with status 1.
+	--api-group GROUP
+		Make the API socket mode 0660 and owned by GROUP (name or gid), and
+		the directories created for it mode 0750 with that group. Unix only.
+		Default: none.
+	--state FILE
+		State file that keeps the registry across restarts; "" turns it off.
+		Default: see Default paths. At start a corrupt file is logged, moved
+		aside as FILE.corrupt-<unix time> and never overwritten, and the
+		agent starts empty and rebuilds from the scan; a file that cannot be
+		read (permission, I/O error) is left as it is and run exits with
+		status 1.
+	--probe-interval D
+		Time between two liveness probes (GetInfo) of a registered plugin;
+		0 turns probing off. Default 30s.
+	--probe-failures N
+		Failed probes in a row, while the socket is still there, that make a
+		plugin unhealthy: it is deregistered, and registered again once it
+		answers. Default 3.
+	--probe-rate R
+		Liveness probes per second at most, across all plugins; 0: no bound.
+		Default 40. Up to rate × interval plugins (1,200 at the defaults)
+		each is probed every --probe-interval; with more, each is probed
+		less often, so probing costs the same at 10,000 plugins as at 1,200.
+	--metrics ADDR
+		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
+		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
+		no host, such as :9402, means every interface and is refused too).
+		/healthz fails when no scan started for 10 intervals or 10 s,
+		whichever is longer. See package register/metrics.
+	--metrics-allow-remote
+		Allow a --metrics address that is not loopback. The endpoints have
+		no authentication. Default: off.
+	--log-format auto|text|json
+		Default auto: text when stderr is a terminal, JSON otherwise. Text
+		is coloured on a terminal unless NO_COLOR is set.
+	--log-level debug|info|warn|error
+		Default info.
+	--dial-timeout D
+		Connecting to a plugin's socket. Default 10s (the kubelet's).
+	--getinfo-timeout D
+		The GetInfo call. Default 1s (the kubelet's, which is fixed).
+	--notify-timeout D
+		Each NotifyRegistrationStatus call. Default 5s (the kubelet's).
+	--handler-timeout D
+		A handler's Validate plus Register, or its DeRegister. Default 2m
+		(the kubelet has none).
+	--max-in-flight N
+		Operations with plugins and handlers running at once: registrations,
+		deregistrations, checks of restored plugins and probes. Default 64.
+	--max-backoff D
+		Longest wait before a failed registration is retried. Default 30s.
+	--full-scan-every N
+		Read every directory every N scans, changed or not: the safety net
+		for file systems that do not update directory modification times
+		(some network and FUSE file systems). 0: only the first scan. Default:
+		one minute's worth of scans, 300 at the default interval; unless
+		given, it follows --interval.
+	--max-plugins N
+		Sockets the agent handles at most. Sockets beyond it are refused:
+		logged once, counted in plugreg_sockets_refused_total{reason="max_plugins"},
+		never dialled; the sockets handled already keep their place.
+		Default 10000.
+	--allow-uid UID[,UID...]
+		Register only sockets whose file owner and serving process (peer
+		credentials) both have one of these uids. Repeatable. Default: any
+		uid. Unix only: a usage error on Windows, illumos, Solaris and AIX,
+		which have no peer credentials to read. See package register.
+
+# plugreg list
+
+	plugreg list [--api PATH] [-o table|json] [--type TYPE]
+
+Lists the registered plugins, sorted by type, name and socket path. Text
+that a plugin sent and that is not printable is quoted in the table; JSON
+is exact.
+
+	--api PATH
+		Unix socket of the agent's API. Default: see Default paths.
+	-o table|json
+		Output format. Default table. json prints an array of objects with
+		the keys name, type, endpoint, socketPath, versions and
+		registeredAt (RFC 3339).
+	--type TYPE
+		List only plugins of this type.
+
+When no agent listens on the socket, list exits with status 1 and prints
+"plugreg: no agent is listening on PATH (is 'plugreg run' running, with the
+same --api?)".
+
+# plugreg get
+
+	plugreg get [--api PATH] [-o table|json] TYPE NAME
+
+Shows one registered plugin; flags may come before or after TYPE and NAME.
+--api and -o are those of list; -o json prints one object of list's array.
+If several sockets carry the name, the most recently registered wins. When
+there is none, get exits with status 1: "plugreg: no plugin "NAME" of type
+TYPE is registered".
+
+# plugreg watch
+
+	plugreg watch [--api PATH] [--since REV] [-o text|json]
+
+Streams the registry's events, one line per event, until interrupted. The
+stream starts with a snapshot of the registry at its revision, then every
+change in order; the events and revisions are described in package plugins.
+
+	--api PATH
+		Unix socket of the agent's API. Default: see Default paths.
+	--since REV
+		Resume after revision REV, with no snapshot, as long as the agent
+		still holds the events after it (otherwise the first line is a
+		resync). Default 0: start with a snapshot.
+	-o text|json
+		Output format. Default text: revision, time, event, TYPE/NAME and
+		socket path (a snapshot: the number of plugins and their TYPE/NAME),
+		and the message of a rejection, separated by tabs. json: one object
+		per line with the keys revision, event, time, plugin (as in list -o
+		json), error (rejected only) and plugins (snapshot and resync only).
+
+If the agent goes away, as in a restart, watch reconnects for up to 30 s and
+resumes after the last revision it printed, so it loses nothing. If it never
+reached an agent, it exits with status 1 at once.
+
+# plugreg example-plugin
+
+	plugreg example-plugin --dir DIR --name NAME [flags]
+
+Serves the Registration service (package plugins/example), logs each call it
+receives, and removes its socket on SIGINT or SIGTERM. make demo and the
+end-to-end tests use it.
+
+	--dir DIR
+		Plugin directory to put the socket in. Required unless --socket is
+		given.
+	--name NAME
+		Plugin name. Required. The socket is DIR/NAME.sock, with any '/' in
+		NAME turned into '_'.
+	--socket PATH
+		Socket path, instead of DIR/NAME.sock.
+	--type TYPE
+		Plugin type. Default CSIPlugin.
+	--versions V1,V2...
+		Comma-separated supported versions. Default 1.0.0.
+	--endpoint E
+		Endpoint to report. Default empty: the agent uses the socket path.
+	--log-format auto|text|json, --log-level debug|info|warn|error
+		As for run.
+
+# plugreg service
+
+	plugreg service install [run flags...]
+	plugreg service uninstall|start|stop|status
+	plugreg service print [run flags...]
+
+Manages the agent as a service of the system's service manager, with the
+path of this executable and `run` followed by the run flags given:
+
+	Linux     a systemd unit, /etc/systemd/system/plugreg.service; the log
+	          goes to the journal
+	FreeBSD   an rc.d script that runs plugreg under daemon(8),
+	          /usr/local/etc/rc.d/plugreg, enabled with plugreg_enable in
+	          rc.conf; the log goes to syslog, tagged plugreg
+	macOS     a launchd daemon, /Library/LaunchDaemons/com.github.plugreg.plist;
+	          the log goes to /var/log/plugreg.log
+	Windows   the service "plugreg" (automatic start, restarted 5 s after a
+	          failure) and its Application event log source "plugreg"
+
+Each restarts the agent when it fails. install checks the run flags as run
+would, writes the service file and enables the service at boot (launchd
+also starts it at once); uninstall stops and removes it; start, stop and
+status ask the service manager; when its tool fails, service shows the
+tool's error output and exits with status 1. print writes the unit, script or property
+list that install would write (on Windows, the command line) to stdout and
+installs nothing, for packagers. Every action but print needs root (an
+elevated prompt on Windows). To change the flags, uninstall and install
+again. On other systems service is a usage error. `plugreg service -h`
+prints what each action runs on this system.
+
+Under a service manager stderr is not a terminal, so --log-format auto logs
+JSON; SIGTERM, or the Windows stop request, stops the agent with status 0,
+which the service files do not count as a failure.
+
+# plugreg version
+
+Prints the version, the commit, the Go version and GOOS/GOARCH. make build
+and make cross stamp the version and commit. It takes no flags.
+
+# Default paths
+
+	OS                --dir                           --api                                --state
+	Linux             /var/lib/plugreg/plugins        /run/plugreg/api.sock                /var/lib/plugreg/state.json
+	BSDs, illumos     /var/lib/plugreg/plugins        /var/run/plugreg/api.sock            /var/lib/plugreg/state.json
+	macOS             /usr/local/var/plugreg/plugins  /usr/local/var/run/plugreg/api.sock  /usr/local/var/plugreg/state.json
+	Windows           %ProgramData%\plugreg\plugins   %ProgramData%\plugreg\api.sock       %ProgramData%\plugreg\state.json
+
+On Windows an unset %ProgramData% means C:\ProgramData. The defaults are in
+defaults_*.go.
+
+# Containers
+
+The linux binary is static and needs nothing from the file system but its
+plugin directories and the directory of its API socket, so it runs in an
+empty image (TestChrootStaticBinary, run as root, runs it chrooted into a
+directory that holds only the binary):
+
+	FROM scratch
+	COPY dist/plugreg-linux-amd64 /plugreg
+	ENTRYPOINT ["/plugreg", "run"]
+
+Mount the host's directories at the same paths inside the container, since
+plugins report endpoints as host paths and plugreg reports socket paths:
+the plugin directory read-write (dialling a unix socket needs write access
+to it), the API socket's directory (/run/plugreg) so that clients on the
+host reach the API, and the state directory (/var/lib/plugreg) so that the
+state file survives the container. With the default paths the plugin
+directory is inside the state directory, so one mount covers both:
+
+	podman run -d --name plugreg -v /var/lib/plugreg:/var/lib/plugreg \
+	  -v /run/plugreg:/run/plugreg plugreg --log-format json
+	podman exec plugreg /plugreg list
+
+Flags go after the image name, as arguments of run. podman stop and docker
+stop send SIGTERM, and plugreg exits 0. The image has no /etc/passwd or
+/etc/group: give users and groups as numbers (--user 0:0, --api-group 1000).
+
+# Windows notes
+
+AF_UNIX needs Windows 10 1803 or Windows Server 2019; on older systems run
+stops at start with "this Windows has no AF_UNIX sockets (needs Windows 10
+1803 / Server 2019 or later)". The API socket's DACL lets only
+Administrators and SYSTEM connect, so list, get and watch need an elevated
+prompt too, and --api-group is an error.
+
+When the service manager starts plugreg, it reports its state to it (start
+pending, running, stop pending, stopped), and a stop or shutdown request
+stops the agent as SIGTERM does elsewhere. The start, the stop and a fatal
+error with the message stderr would have shown go to the Application event
+log (source plugreg; event IDs 1 started, 2 stopped, 3 failed); the agent's
+own log goes to stderr, which a service does not have. A failed agent exits
+with the service-specific exit code 1, or 2 for bad flags.
+
+# Where each OS is tested
+
+	Linux      every test, under the race detector (make test): unit, synctest,
+	           integration over real AF_UNIX sockets, the end-to-end tests of the
+	           built binary; as root also TestChrootStaticBinary and the tests of
+	           the API socket's group
+	Windows    make test-windows runs the windows/amd64 tests under wine. Wine has
+	           no AF_UNIX and keeps no file DACLs, so every test that needs a unix
+	           socket, and the check of the API socket's DACL, skips and says why
+	FreeBSD, OpenBSD, NetBSD, DragonFly, macOS
+	           compiled and vetted, tests included (make cross, make lint)
+	illumos    vetted by hand (GOOS=illumos go vet ./...); not in the Makefile's OSES
+*/
+package main
