@@ -3,6 +3,7 @@ package register
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"syscall"
@@ -22,11 +23,11 @@ type peer struct {
 // c.AllowUIDs: the socket file's owner and the serving process's uid must
 // both be allowed. It returns a *notAllowedError when one is not, and any
 // other error when the credentials cannot be read (a transient failure).
-func (c *Client) authorize(path string, conn net.Conn) error {
-	owner, err := socketOwner(path)
-	if err != nil {
-		return err
+func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
+	if !file.hasUID {
+		return fmt.Errorf("socket owner: file owner uids are not supported on %s", runtime.GOOS)
 	}
+	owner := file.uid
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return fmt.Errorf("peer credentials: %T has no file descriptor", conn)

@@ -145,16 +145,15 @@ func TestAllowUIDsUnreadable(t *testing.T) {
 	a, b := net.Pipe() // no file descriptor, so no peer credentials
 	defer a.Close()
 	defer b.Close()
-	err := c.authorize(path, a)
+	file, err := socketFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.authorize(path, file, a)
 	if err == nil || errors.As(err, new(*notAllowedError)) {
 		t.Errorf("authorize over a pipe = %v, want a failure to read credentials", err)
 	}
-	if err := c.authorize(filepath.Join(filepath.Dir(path), "gone.sock"), a); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("authorize of a missing socket = %v, want ErrNotExist", err)
+	if _, err := c.Register(t.Context(), filepath.Join(filepath.Dir(path), "gone.sock")); !errors.Is(err, os.ErrNotExist) || isRejection(err) {
+		t.Errorf("Register of a missing socket = %v, want ErrNotExist, not a rejection", err)
 	}
-}
-
-func isRejection(err error) bool {
-	_, ok := errors.AsType[*RejectError](err)
-	return ok
 }

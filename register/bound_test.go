@@ -113,7 +113,15 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 	}()
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	defer stop()
 
 	const attempts = 200
 	var heap0 uint64
@@ -141,6 +149,7 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 
 	stopWatch()
 	<-watched
+	stop() // the loop logs no more
 	var rejected int
 	for _, ev := range events {
 		if ev.Kind == plugins.Rejected {

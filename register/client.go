@@ -130,13 +130,23 @@ func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregi
 	if n := len(path); n > scan.MaxSocketPath {
 		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
+	file, err := socketFile(path)
+	if err != nil {
+		return nil, nil, &OpError{"dial", path, err}
+	}
 	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
 	if err != nil {
 		return nil, nil, &OpError{"dial", path, err}
 	}
+	// The connect went by path: make sure it reached the socket checked
+	// above, not one swapped in meanwhile (a symlink, or another socket).
+	if again, err := socketFile(path); err != nil || again != file {
+		conn.Close()
+		return nil, nil, &OpError{"dial", path, errors.Join(errSwapped, err)}
+	}
 	var refused *notAllowedError
 	if c.AllowUIDs != nil {
-		switch err := c.authorize(path, conn); {
+		switch err := c.authorize(path, file, conn); {
 		case errors.As(err, &refused): // told below, over this connection
 		case err != nil:
 			conn.Close()

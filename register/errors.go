@@ -1,5 +1,21 @@
 package register
 
+import "errors"
+
+// Errors of the checks that the socket connected to is the one scanned.
+var (
+	errNotSocket = errors.New("not a socket (a symlink is never followed)")
+	errSwapped   = errors.New("the socket file changed while connecting")
+)
+
+// socketStat is what the agent knows of a socket file before it connects
+// to it: its identity (zero where socketFile does not read it) and owner.
+type socketStat struct {
+	dev, ino uint64
+	uid      uint32
+	hasUID   bool
+}
+
 // OpError is a failed step of an operation on one socket.
 type OpError struct {
 	Op   string // the step: "dial", "authorize", "get info", "find handler", "validate", "register", "notify", "deregister"

@@ -1,0 +1,23 @@
+//go:build !unix
+
+package register
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// socketFile checks that the file at path is a socket, without following a
+// symlink. Its identity is not compared here (os.SameFile would have to
+// open the socket's reparse point), and it has no owner uid.
+func socketFile(path string) (socketStat, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return socketStat{}, err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return socketStat{}, fmt.Errorf("%w (mode %v)", errNotSocket, fi.Mode())
+	}
+	return socketStat{}, nil
+}

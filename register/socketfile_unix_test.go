@@ -1,0 +1,69 @@
+//go:build unix
+
+package register
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+)
+
+// countingPlugin counts the GetInfo calls it answers.
+type countingPlugin struct {
+	pluginregistration.UnimplementedRegistrationServer
+	calls atomic.Int64
+}
+
+func (p *countingPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	p.calls.Add(1)
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "real", SupportedVersions: []string{"1.0.0"}}, nil
+}
+
+func (p *countingPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	return &pluginregistration.RegistrationStatusResponse{}, nil
+}
+
+// TestSymlinkNotFollowed: the scan never follows a symlink, and neither
+// does the registration: a symlink put at a scanned socket's path, to a
+// socket the agent would accept, is refused before any call, with or
+// without AllowUIDs; so is a file that is not a socket.
+func TestSymlinkNotFollowed(t *testing.T) {
+	dir := unixDir(t)
+	real := filepath.Join(dir, "real.sock")
+	p := &countingPlugin{}
+	grpcPlugin(t, real, p)
+	link, file := filepath.Join(dir, "link.sock"), filepath.Join(dir, "file.sock")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := plugins.NewHandlers()
+	h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+	for _, allow := range [][]uint32{nil, {uint32(os.Getuid())}} {
+		c := &Client{Handlers: h, AllowUIDs: allow}
+		for _, path := range []string{link, file} {
+			_, err := c.Register(t.Context(), path)
+			if !errors.Is(err, errNotSocket) || isRejection(err) {
+				t.Errorf("AllowUIDs %v: Register(%s) = %v, want a failure: not a socket", allow, filepath.Base(path), err)
+			}
+			if err := c.Probe(t.Context(), plugins.Plugin{SocketPath: path}); !errors.Is(err, errNotSocket) {
+				t.Errorf("AllowUIDs %v: Probe(%s) = %v, want a failure: not a socket", allow, filepath.Base(path), err)
+			}
+		}
+	}
+	if n := p.calls.Load(); n != 0 {
+		t.Errorf("the socket behind the symlink got %d GetInfo calls, want 0", n)
+	}
+	// The socket itself registers.
+	if _, err := (&Client{Handlers: h}).Register(t.Context(), real); err != nil {
+		t.Errorf("Register(real.sock) = %v", err)
+	}
+}
