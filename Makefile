@@ -12,7 +12,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto
 
-.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent soak
+.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -47,6 +47,10 @@ cross: ## CGO_ENABLED=0 binaries for every target into dist/, and compile every 
 test-windows: ## the windows/amd64 tests under wine; .ci/wine/setup installs wine and mingw (Debian, root) if missing
 	.ci/wine/setup
 	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) test -count=1 -exec $(CURDIR)/.ci/wine/exec ./...
+
+interop: ## the registration client against plugins on Python's grpcio; .ci/interop/setup installs python3-grpcio (Debian, root) if missing
+	.ci/interop/setup
+	$(GO) test -race -count=1 -run '^TestInterop' -v ./register
 
 bench: ## scan and registration benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...

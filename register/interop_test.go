@@ -1,0 +1,184 @@
+package register
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// The registration client is hand-written (register/unary), so it is
+// checked against a gRPC server that is not grpc-go: a plugin on Python's
+// grpcio, whose HTTP/2 and gRPC framing come from gRPC's C core. `make
+// interop` runs these tests; they skip, with the reason, where no Python
+// with grpcio is found (apt-get install python3-grpcio, or .ci/interop/setup).
+
+// interopPython returns a Python interpreter that imports grpc: the one in
+// $PLUGREG_PYTHON, else Debian's /usr/bin/python3, else python3 on PATH.
+func interopPython(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("interop: the Python plugin listens on a unix socket path; not run on Windows")
+	}
+	var tried []string
+	for _, py := range []string{os.Getenv("PLUGREG_PYTHON"), "/usr/bin/python3", "python3"} {
+		if py == "" {
+			continue
+		}
+		tried = append(tried, py)
+		if exec.Command(py, "-c", "import grpc").Run() == nil {
+			return py
+		}
+	}
+	t.Skipf("interop: no Python with grpcio (tried %s); install it with apt-get install python3-grpcio", strings.Join(tried, ", "))
+	return ""
+}
+
+// pyEvent is one line the Python plugin prints.
+type pyEvent struct {
+	Event      string `json:"event"`
+	Registered bool   `json:"registered"`
+	Error      string `json:"error"`
+}
+
+// pyPlugin is a running testdata/interop/plugin.py.
+type pyPlugin struct {
+	path   string
+	events chan pyEvent
+}
+
+// startPyPlugin starts the Python plugin in mode on a socket in dir and
+// waits until it serves.
+func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
+	t.Helper()
+	p := &pyPlugin{path: filepath.Join(dir, mode+".sock"), events: make(chan pyEvent, 16)}
+	cmd := exec.Command(py, filepath.Join("testdata", "interop", "plugin.py"), p.path, mode)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close() // the plugin stops at the end of its stdin
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("python plugin %s: %v\n%s", mode, err, stderr.String())
+		}
+	})
+	go func() {
+		defer close(p.events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev pyEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("python plugin %s printed %q: %v", mode, sc.Text(), err)
+				continue
+			}
+			p.events <- ev
+		}
+	}()
+	if ev := p.next(t); ev.Event != "ready" {
+		t.Fatalf("python plugin %s: first event %+v, want ready\n%s", mode, ev, stderr.String())
+	}
+	return p
+}
+
+// next returns the plugin's next event.
+func (p *pyPlugin) next(t *testing.T) pyEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-p.events:
+		if !ok {
+			t.Fatalf("python plugin %s exited", filepath.Base(p.path))
+		}
+		return ev
+	case <-time.After(eventTimeout):
+		t.Fatalf("python plugin %s: no event within %v", filepath.Base(p.path), eventTimeout)
+		return pyEvent{}
+	}
+}
+
+// TestInteropPythonGRPC registers, probes and rejects plugins served by
+// Python's grpcio.
+func TestInteropPythonGRPC(t *testing.T) {
+	py := interopPython(t)
+	dir := unixDir(t)
+	h := plugins.NewHandlers()
+	h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+	c := &Client{Handlers: h}
+
+	t.Run("registers and answers probes", func(t *testing.T) {
+		p := startPyPlugin(t, py, dir, "ok")
+		got, err := c.Register(t.Context(), p.path)
+		if err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+		if got.Name != "py.example.com" || got.Type != "CSIPlugin" || got.Endpoint != p.path || len(got.Versions) != 1 || got.Versions[0] != "1.0.0" {
+			t.Errorf("Register = %+v, want py.example.com, CSIPlugin 1.0.0 at its socket", got)
+		}
+		if ev := p.next(t); ev.Event != "getinfo" {
+			t.Errorf("event %+v, want getinfo", ev)
+		}
+		if ev := p.next(t); ev.Event != "notify" || !ev.Registered || ev.Error != "" {
+			t.Errorf("event %+v, want notify registered", ev)
+		}
+		for range 3 {
+			if err := c.Probe(t.Context(), got); err != nil {
+				t.Errorf("Probe: %v", err)
+			}
+			if ev := p.next(t); ev.Event != "getinfo" {
+				t.Errorf("event %+v, want getinfo", ev)
+			}
+		}
+	})
+
+	t.Run("error status", func(t *testing.T) {
+		p := startPyPlugin(t, py, dir, "error")
+		_, err := c.Register(t.Context(), p.path)
+		if st, _ := status.FromError(errors.Unwrap(err)); st.Code() != codes.PermissionDenied || st.Message() != "no info for you" || isRejection(err) {
+			t.Errorf("Register = %v, want a failure with PermissionDenied \"no info for you\", not a rejection", err)
+		}
+		if ev := p.next(t); ev.Event != "getinfo" {
+			t.Errorf("event %+v, want getinfo", ev)
+		}
+	})
+
+	for _, tc := range []struct{ mode, msg string }{
+		{"huge", "RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than 65536 bytes"},
+		{"split", "RegisterPlugin error -- plugin validation failed with err: supported version 1 is 40000 bytes, longer than 64"},
+	} {
+		t.Run(tc.mode+" reply", func(t *testing.T) {
+			p := startPyPlugin(t, py, dir, tc.mode)
+			_, err := c.Register(t.Context(), p.path)
+			var rej *RejectError
+			if !errors.As(err, &rej) || rej.Msg != tc.msg {
+				t.Fatalf("Register = %v, want the rejection %q", err, tc.msg)
+			}
+			if ev := p.next(t); ev.Event != "getinfo" {
+				t.Errorf("event %+v, want getinfo", ev)
+			}
+			// The rejection reaches the plugin over the same connection.
+			if ev := p.next(t); ev.Event != "notify" || ev.Registered || ev.Error != tc.msg {
+				t.Errorf("event %+v, want notify not registered with %q", ev, tc.msg)
+			}
+		})
+	}
+}
