@@ -210,6 +210,9 @@ func TestAPIWatchSlowClient(t *testing.T) {
 	if diff := cmp.Diff(want, model); diff != "" {
 		t.Errorf("slow client's registry (-want +got):\n%s", diff)
 	}
+	if resyncs == 0 {
+		t.Errorf("the slow client got no resync in %d events, %d times its queue: it never fell behind, so this test tested nothing", len(applied), len(applied)/plugins.QueueSize)
+	}
 	t.Logf("%d events; the slow client got %d resyncs", len(applied), resyncs)
 
 	cancel()

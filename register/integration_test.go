@@ -1,6 +1,7 @@
 package register
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -144,6 +145,28 @@ func newRig(t *testing.T, configure ...func(*Client)) *rig {
 	go func() { r.done <- rec.Run(ctx) }()
 	t.Cleanup(r.stop)
 	return r
+}
+
+// keepTicking makes the reconciler scan every interval until the returned
+// func is called; the func returns once the ticking has stopped.
+func (r *rig) keepTicking(every time.Duration) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case r.ticks <- time.Now():
+			case <-quit:
+				return
+			}
+			select {
+			case <-time.After(every):
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-stopped }
 }
 
 // tick makes the reconciler scan once.
@@ -343,8 +366,22 @@ func TestIntegrationStaleSocketThenHealthyPlugin(t *testing.T) {
 	// The stale socket refuses connections: a retry, never a rejection, and
 	// no handler call. Its backoff must not delay the plugin that comes
 	// next at the same path.
+	select {
+	case res := <-r.applied:
+		if res.Op.Path != path || res.Err == nil || isRejection(res.Err) {
+			t.Fatalf("first outcome %s %v, want a failure of %s that is not a rejection", res.Op.Path, res.Err, path)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("the stale socket was not tried")
+	}
 	for range 3 {
 		r.tick()
+	}
+	if n := len(r.handler.events); n != 0 {
+		t.Fatalf("%d handler calls for a stale socket, want none", n)
+	}
+	if rev := r.registry.Revision(); rev != 0 {
+		t.Fatalf("registry at revision %d, want 0: no event (no rejection) for a stale socket", rev)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -447,14 +484,19 @@ func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	r.tick()
-	got := map[string]bool{}
+	var got []string
 	for range 4 {
 		select {
 		case e := <-r.handler.events:
-			got[e] = true
+			got = append(got, e)
 		case <-time.After(eventTimeout):
 			t.Fatalf("handler events %v, want 4", got)
 		}
+	}
+	slices.Sort(got)
+	p1, p2 := filepath.Join(r.dir, "a-1.sock"), filepath.Join(r.dir, "a-2.sock")
+	if want := []string{"register a " + p1, "register a " + p2, "validate a", "validate a"}; !slices.Equal(got, want) {
+		t.Errorf("handler events %q, want %q", got, want)
 	}
 	r.registered("a")
 	r.registered("a")
