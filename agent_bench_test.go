@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,32 +50,16 @@ var (
 //     readdir+fstatat loop, in this process, in the same run.
 func BenchmarkAgent(b *testing.B) {
 	n := *benchPlugins
-	tmp, err := os.MkdirTemp("", "bag")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(tmp) })
-	bin := filepath.Join(tmp, "plugreg")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	tmp := shortTempDir(b)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	args := append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-level", "warn", "--log-format", "json"},
-		strings.Fields(*benchArgs)...)
-	agent := exec.Command(bin, args...)
-	agent.Stderr = os.Stderr
-	if err := agent.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { agent.Process.Signal(syscall.SIGTERM); agent.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(api); err == nil {
-			break
+	agent := start(b, append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-level", "warn", "--log-format", "json"},
+		strings.Fields(*benchArgs)...)...)
+	b.Cleanup(func() {
+		if out := agent.out.String(); out != "" {
+			b.Logf("agent log:\n%s", out)
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("agent did not start")
-		}
-	}
+	})
+	waitAPI(b, agent, api)
 	cc, err := plugins.Dial(api)
 	if err != nil {
 		b.Fatal(err)
@@ -106,10 +89,10 @@ func BenchmarkAgent(b *testing.B) {
 
 		// Idle: everything registered, nothing changing.
 		time.Sleep(2 * time.Second) // let the registration burst's work drain before measuring idle
-		cpu0 := cpuSeconds(b, agent.Process.Pid)
+		cpu0 := cpuSeconds(b, agent.cmd.Process.Pid)
 		time.Sleep(*benchIdle)
-		b.ReportMetric((cpuSeconds(b, agent.Process.Pid)-cpu0)*float64(10*time.Second)/float64(*benchIdle), "idle-cpu-s")
-		b.ReportMetric(peakRSSMB(b, agent.Process.Pid), "peak-rss-MB")
+		b.ReportMetric((cpuSeconds(b, agent.cmd.Process.Pid)-cpu0)*float64(10*time.Second)/float64(*benchIdle), "idle-cpu-s")
+		b.ReportMetric(peakRSSMB(b, agent.cmd.Process.Pid), "peak-rss-MB")
 
 		// Deregistration: remove the first 100 at once.
 		k := min(100, n)
@@ -346,24 +329,6 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // USER_HZ is 100 on Linux
-}
-
-// peakRSSMB reads VmHWM of a process from /proc.
-func peakRSSMB(b *testing.B, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmHWM")
-	return 0
 }
 
 // scanCost times full scans of dir by package scan and by a bare

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,165 +25,9 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 )
 
-// End-to-end tests of the registry as a service (issue 3): watch, get,
-// the state file across restarts, corrupt state, kill -9, metrics and
-// health. Liveness and the API socket's mode are in
-// main_registry_unix_test.go.
-
-// agentEnv is the paths of one agent: plugin directory, API socket and state
-// file, in a short temporary directory.
-type agentEnv struct {
-	tmp, dir, api, state string
-}
-
-func newAgentEnv(t *testing.T) agentEnv {
-	t.Helper()
-	tmp := shortTempDir(t)
-	return agentEnv{
-		tmp:   tmp,
-		dir:   filepath.Join(tmp, "plugins"),
-		api:   filepath.Join(tmp, "api.sock"),
-		state: filepath.Join(tmp, "state.json"),
-	}
-}
-
-// runArgs returns the arguments of `plugreg run` for e, followed by extra.
-func (e agentEnv) runArgs(extra ...string) []string {
-	return append([]string{"run", "--dir", e.dir, "--api", e.api, "--state", e.state,
-		"--interval", "50ms", "--log-format", "json"}, extra...)
-}
-
-// run starts the agent and waits until its API accepts connections.
-func (e agentEnv) run(t *testing.T, extra ...string) *proc {
-	t.Helper()
-	a := start(t, e.runArgs(extra...)...)
-	waitAPI(t, a, e.api)
-	return a
-}
-
-// waitAPI waits until the API socket at path accepts connections (a stale
-// socket left by a killed agent refuses them), failing at once if the
-// agent exits.
-func waitAPI(t *testing.T, agent *proc, path string) {
-	t.Helper()
-	eventually(t, "API socket "+path+" accepting connections", func() bool {
-		select {
-		case <-agent.exited:
-			t.Fatalf("agent exited early (%v):\n%s", agent.err, agent.out)
-		default:
-		}
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
-}
-
-// examplePlugin starts `plugreg example-plugin` serving dir/name.sock.
-func examplePlugin(t *testing.T, dir, name string, extra ...string) *proc {
-	t.Helper()
-	return start(t, append([]string{"example-plugin", "--dir", dir, "--name", name, "--log-format", "json"}, extra...)...)
-}
-
-// watchEvent is one line of `plugreg watch -o json`.
-type watchEvent struct {
-	Revision uint64   `json:"revision"`
-	Event    string   `json:"event"`
-	Time     string   `json:"time"`
-	Plugin   *listed  `json:"plugin"`
-	Error    string   `json:"error"`
-	Plugins  []listed `json:"plugins"`
-
-	line string // as printed
-}
-
-func (ev watchEvent) String() string { return ev.line }
-
-// watchEvents parses the complete lines that a `watch -o json` process printed
-// so far. Every line must be a JSON object, except the notices of a lost
-// agent on stderr, which the process's output holds too.
-func watchEvents(t *testing.T, w *proc) []watchEvent {
-	t.Helper()
-	out := w.out.String()
-	var evs []watchEvent
-	for line := range strings.Lines(out) {
-		if !strings.HasSuffix(line, "\n") {
-			break // being written
-		}
-		if strings.HasPrefix(line, "plugreg: lost the agent at revision ") {
-			continue
-		}
-		var ev watchEvent
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ev); err != nil {
-			t.Fatalf("watch -o json printed %q: %v", line, err)
-		}
-		ev.line = strings.TrimSuffix(line, "\n")
-		evs = append(evs, ev)
-	}
-	return evs
-}
-
-// waitWatchEvents waits until the watch printed at least n events and returns
-// them all.
-func waitWatchEvents(t *testing.T, w *proc, n int) []watchEvent {
-	t.Helper()
-	var evs []watchEvent
-	eventually(t, fmt.Sprintf("%d watch events", n), func() bool {
-		evs = watchEvents(t, w)
-		return len(evs) >= n
-	})
-	return evs
-}
-
-// waitWatchEvent waits for an event after the first `after` events that
-// matches kind and plugin name, and returns its index.
-func waitWatchEvent(t *testing.T, w *proc, after int, kind, name string) int {
-	t.Helper()
-	i := -1
-	eventually(t, fmt.Sprintf("a %s event of %s", kind, name), func() bool {
-		evs := watchEvents(t, w)
-		for j := after; j < len(evs); j++ {
-			if evs[j].Event == kind && evs[j].Plugin != nil && evs[j].Plugin.Name == name {
-				i = j
-				return true
-			}
-		}
-		return false
-	})
-	return i
-}
-
-// checkRevisions checks that each event's revision is one more than the
-// previous one's.
-func checkRevisions(t *testing.T, evs []watchEvent) {
-	t.Helper()
-	for i := 1; i < len(evs); i++ {
-		if evs[i].Revision != evs[i-1].Revision+1 {
-			t.Errorf("event %d has revision %d after %d, want %d:\n%s\n%s",
-				i, evs[i].Revision, evs[i-1].Revision, evs[i-1].Revision+1, evs[i-1], evs[i])
-		}
-	}
-}
-
-func eventLines(evs []watchEvent) []string {
-	var l []string
-	for _, ev := range evs {
-		l = append(l, ev.line)
-	}
-	return l
-}
-
-func eventKinds(evs []watchEvent) []string {
-	var k []string
-	for _, ev := range evs {
-		k = append(k, ev.Event)
-	}
-	return k
-}
+// End-to-end tests of the registry as a service: watch, get, the state
+// file across restarts, corrupt state, kill -9, metrics and health.
+// Liveness and the API socket's mode are in e2e_registry_unix_test.go.
 
 func TestEndToEndWatch(t *testing.T) {
 	e := newAgentEnv(t)
@@ -193,7 +35,7 @@ func TestEndToEndWatch(t *testing.T) {
 	w := start(t, "watch", "--api", e.api, "-o", "json")
 	wt := start(t, "watch", "--api", e.api, "-o", "text")
 	waitWatchEvents(t, w, 1)
-	eventually(t, "text watch snapshot", func() bool { return strings.Count(wt.out.String(), "\n") >= 1 })
+	eventually(t, waitTimeout, "text watch snapshot", func() bool { return strings.Count(wt.out.String(), "\n") >= 1 })
 
 	csi := examplePlugin(t, e.dir, "csi.example.com")
 	waitWatchEvents(t, w, 2)
@@ -208,7 +50,7 @@ func TestEndToEndWatch(t *testing.T) {
 	if got, want := eventKinds(evs), []string{"snapshot", "registered", "rejected", "deregistered"}; !slices.Equal(got, want) {
 		t.Fatalf("watch events %v, want %v:\n%s", got, want, w.out)
 	}
-	checkRevisions(t, evs)
+	checkRevisions(t, evs, false)
 	if r0 := evs[0].Revision; r0 != 0 || len(evs[0].Plugins) != 0 || evs[0].Plugin != nil {
 		t.Errorf("first event %s, want an empty snapshot at revision 0", evs[0])
 	}
@@ -262,7 +104,7 @@ func TestEndToEndWatch(t *testing.T) {
 
 	// The text format prints one line per event too.
 	var lines []string
-	eventually(t, "four lines from watch -o text", func() bool {
+	eventually(t, waitTimeout, "four lines from watch -o text", func() bool {
 		lines = strings.Split(strings.TrimSuffix(wt.out.String(), "\n"), "\n")
 		return len(lines) >= 4
 	})
@@ -283,7 +125,7 @@ func TestEndToEndGet(t *testing.T) {
 	e := newAgentEnv(t)
 	e.run(t)
 	examplePlugin(t, e.dir, "csi.example.com", "--versions", "1.0.0,1.2.0")
-	eventually(t, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
+	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	ps := list(t, e.api)
 
 	out, errOut, code := plugreg(t, "get", "--api", e.api, "-o", "json", "CSIPlugin", "csi.example.com")
@@ -355,9 +197,9 @@ func TestEndToEndStateRestart(t *testing.T) {
 	p1 := examplePlugin(t, e.dir, "p1.example.com")
 	p2 := examplePlugin(t, e.dir, "p2.example.com")
 	p3 := examplePlugin(t, e.dir, "p3.example.com")
-	eventually(t, "three plugins registered", func() bool { return len(list(t, e.api)) == 3 })
+	eventually(t, waitTimeout, "three plugins registered", func() bool { return len(list(t, e.api)) == 3 })
 	for _, p := range []*proc{p1, p2, p3} {
-		eventually(t, "plugin told it is registered", func() bool { return strings.Contains(p.out.String(), `"registered":true`) })
+		eventually(t, waitTimeout, "plugin told it is registered", func() bool { return strings.Contains(p.out.String(), `"registered":true`) })
 	}
 	if code, _ := a.stop(t); code != 0 {
 		t.Fatalf("agent A: exit %d after SIGTERM, want 0", code)
@@ -391,19 +233,19 @@ func TestEndToEndStateRestart(t *testing.T) {
 	}
 	const newEndpoint = "/elsewhere/p3-v2.sock"
 	examplePlugin(t, e.dir, "p3.example.com", "--endpoint", newEndpoint)
-	eventually(t, "new p3 socket", func() bool { _, err := os.Lstat(sock("p3.example.com")); return err == nil })
+	eventually(t, waitTimeout, "new p3 socket", func() bool { _, err := os.Lstat(sock("p3.example.com")); return err == nil })
 
 	b := e.run(t)
 	w := start(t, "watch", "--api", e.api, "--since", strconv.FormatUint(rev, 10), "-o", "json")
-	evs := waitWatchEvents(t, w, 3)
-	eventually(t, "agent B verified p1", func() bool {
+	waitWatchEvents(t, w, 3)
+	eventually(t, waitTimeout, "agent B verified p1", func() bool {
 		logs := b.out.String()
 		return strings.Contains(logs, `"msg":"plugin restored"`) || strings.Contains(logs, `"msg":"restored plugin not verified"`)
 	})
 	// Every outcome is known now: the three events, and p1's verification
 	// (which makes no event when it succeeds).
 	ps := list(t, e.api)
-	evs = watchEvents(t, w)
+	evs := watchEvents(t, w)
 
 	if len(evs) != 3 {
 		t.Fatalf("watch --since %d: %d events, want 3:\n%s", rev, len(evs), w.out)
@@ -411,7 +253,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	if evs[0].Revision != rev+1 {
 		t.Errorf("first event after a restart at revision %d, want %d: %s", evs[0].Revision, rev+1, evs[0])
 	}
-	checkRevisions(t, evs)
+	checkRevisions(t, evs, false)
 	var p2Gone, p3Gone, p3New = -1, -1, -1
 	for i, ev := range evs {
 		if ev.Plugin == nil {
@@ -440,7 +282,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	if logs := b.out.String(); !strings.Contains(logs, `"msg":"plugin restored"`) || strings.Contains(logs, `"msg":"restored plugin not verified"`) {
 		t.Errorf("agent B did not restore p1 quietly:\n%s", logs)
 	}
-	if n := strings.Count(p1.out.String(), `"msg":"registration status"`); n != 1 {
+	if n := len(logLines(p1, `"msg":"registration status"`)); n != 1 {
 		t.Errorf("p1 was notified %d times, want once (by agent A only):\n%s", n, p1.out)
 	}
 	var got []string
@@ -465,7 +307,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	} else if diff := cmp.Diff(strings.Join(eventLines(evs), "\n"), strings.Join(eventLines(all[4:]), "\n")); diff != "" {
 		t.Errorf("watcher across the restart and watcher from --since %d differ (-since +across):\n%s", rev, diff)
 	}
-	checkRevisions(t, all)
+	checkRevisions(t, all, false)
 	if want := fmt.Sprintf("plugreg: lost the agent at revision %d", rev); !strings.Contains(across.out.String(), want) {
 		t.Errorf("watcher across the restart did not say %q:\n%s", want, across.out)
 	}
@@ -479,7 +321,7 @@ func TestEndToEndCorruptState(t *testing.T) {
 	}
 	a := e.run(t)
 
-	eventually(t, "corrupt state file logged", func() bool { return strings.Contains(a.out.String(), "state file unusable") })
+	eventually(t, waitTimeout, "corrupt state file logged", func() bool { return strings.Contains(a.out.String(), "state file unusable") })
 	var logged struct {
 		Level, Msg, Path, MovedTo string
 	}
@@ -513,9 +355,9 @@ func TestEndToEndCorruptState(t *testing.T) {
 
 	// The agent runs on, empty, and writes a new valid file.
 	examplePlugin(t, e.dir, "csi.example.com")
-	eventually(t, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
+	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	var st plugins.State
-	eventually(t, "a valid state file with the plugin", func() bool {
+	eventually(t, waitTimeout, "a valid state file with the plugin", func() bool {
 		st, err = plugins.Load(e.state)
 		return err == nil && len(st.Plugins) == 1
 	})
@@ -554,29 +396,29 @@ func TestEndToEndKillLoop(t *testing.T) {
 		churn.Go(func() {
 			for n := 0; ctx.Err() == nil; n++ {
 				name := fmt.Sprintf("churn%d-%d.example.com", slot, n)
-				cmd := exec.Command(bin, "example-plugin", "--dir", e.dir, "--name", name, "--log-format", "json")
-				if err := cmd.Start(); err != nil {
+				// spawn, not start: t.Fatal is for the test's goroutine, and
+				// each process is reaped here.
+				p, err := spawn(exec.Command(bin, "example-plugin", "--dir", e.dir, "--name", name, "--log-format", "json"))
+				if err != nil {
 					t.Errorf("start %s: %v", name, err)
 					return
 				}
 				started.Store(name, struct{}{})
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
 				select {
 				case <-ctx.Done():
-				case <-exited: // it failed early: start the next one
+				case <-p.exited: // it failed early: start the next one
 					continue
 				case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond): // how long it lives
 				}
-				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-					cmd.Process.Kill() // no SIGTERM here (Windows)
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					p.cmd.Process.Kill() // no SIGTERM here (Windows)
 				}
 				select {
-				case <-exited:
+				case <-p.exited:
 				case <-time.After(10 * time.Second):
 					t.Errorf("example-plugin %s still running 10 s after SIGTERM", name)
-					cmd.Process.Kill()
-					<-exited
+					p.cmd.Process.Kill()
+					<-p.exited
 				}
 			}
 		})
@@ -636,11 +478,11 @@ func TestEndToEndKillLoop(t *testing.T) {
 	// A last clean run removes the temporary files the kills left, and
 	// ends with every plugin gone.
 	a := e.run(t)
-	eventually(t, "no temporary state files", func() bool {
+	eventually(t, waitTimeout, "no temporary state files", func() bool {
 		tmps, _ := filepath.Glob(e.state + ".tmp-*")
 		return len(tmps) == 0
 	})
-	eventually(t, "empty registry", func() bool { return len(list(t, e.api)) == 0 })
+	eventually(t, waitTimeout, "empty registry", func() bool { return len(list(t, e.api)) == 0 })
 	if code, _ := a.stop(t); code != 0 {
 		t.Errorf("agent: exit %d after SIGTERM, want 0", code)
 	}
@@ -650,180 +492,24 @@ func TestEndToEndKillLoop(t *testing.T) {
 	}
 }
 
-// metricSample is one line of the Prometheus text exposition format.
-type metricSample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-var metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*`)
-
-// parseExposition parses the Prometheus text format 0.0.4 as this agent
-// writes it (no timestamps), checking every HELP and TYPE line.
-func parseExposition(t *testing.T, body string) []metricSample {
-	t.Helper()
-	var out []metricSample
-	typed := map[string]string{}
-	for line := range strings.Lines(body) {
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			t.Errorf("exposition: empty line")
-			continue
-		case strings.HasPrefix(line, "# HELP "):
-			continue
-		case strings.HasPrefix(line, "# TYPE "):
-			f := strings.Fields(line)
-			if len(f) != 4 || !slices.Contains([]string{"counter", "gauge", "histogram", "summary", "untyped"}, f[3]) {
-				t.Errorf("exposition: bad TYPE line %q", line)
-			} else {
-				typed[f[2]] = f[3]
-			}
-			continue
-		case strings.HasPrefix(line, "#"):
-			t.Errorf("exposition: unknown comment %q", line)
-			continue
-		}
-		s, err := parseMetricSample(line)
-		if err != nil {
-			t.Errorf("exposition: %q: %v", line, err)
-			continue
-		}
-		base := s.name
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(s.name, suffix); ok && typed[b] == "histogram" {
-				base = b
-			}
-		}
-		if typed[base] == "" {
-			t.Errorf("exposition: sample %q has no TYPE line before it", line)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-func parseMetricSample(line string) (metricSample, error) {
-	s := metricSample{name: metricNameRE.FindString(line), labels: map[string]string{}}
-	if s.name == "" {
-		return s, errors.New("no metric name")
-	}
-	rest := line[len(s.name):]
-	if strings.HasPrefix(rest, "{") {
-		rest = rest[1:]
-		for !strings.HasPrefix(rest, "}") {
-			eq := strings.Index(rest, `="`)
-			if eq <= 0 {
-				return s, errors.New("bad label")
-			}
-			key := rest[:eq]
-			rest = rest[eq+2:]
-			var v strings.Builder
-			for {
-				if rest == "" {
-					return s, errors.New("unterminated label value")
-				}
-				c := rest[0]
-				rest = rest[1:]
-				if c == '"' {
-					break
-				}
-				if c == '\\' {
-					if rest == "" {
-						return s, errors.New("bad escape")
-					}
-					switch rest[0] {
-					case '\\', '"':
-						v.WriteByte(rest[0])
-					case 'n':
-						v.WriteByte('\n')
-					default:
-						return s, fmt.Errorf("bad escape \\%c", rest[0])
-					}
-					rest = rest[1:]
-					continue
-				}
-				v.WriteByte(c)
-			}
-			if _, dup := s.labels[key]; dup {
-				return s, fmt.Errorf("label %s twice", key)
-			}
-			s.labels[key] = v.String()
-			rest = strings.TrimPrefix(rest, ",")
-		}
-		rest = rest[1:]
-	}
-	vs, ok := strings.CutPrefix(rest, " ")
-	if !ok {
-		return s, errors.New("no space before the value")
-	}
-	v, err := strconv.ParseFloat(vs, 64)
-	if err != nil {
-		return s, err
-	}
-	s.value = v
-	return s, nil
-}
-
-// sampleValue returns the value of the sample with exactly these name and labels.
-func sampleValue(samples []metricSample, name string, labels map[string]string) (float64, bool) {
-	for _, s := range samples {
-		if s.name == name && cmp.Equal(s.labels, labels) {
-			return s.value, true
-		}
-	}
-	return 0, false
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// httpGet returns the status and body of a GET of url, or status 0 if the
-// request failed.
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err.Error()
-	}
-	return resp.StatusCode, string(b)
-}
-
 func TestEndToEndMetrics(t *testing.T) {
 	e := newAgentEnv(t)
 	addr := "127.0.0.1:" + freePort(t)
-	base := "http://" + addr
 	e.run(t, "--metrics", addr)
-	eventually(t, "/readyz 200", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == http.StatusOK })
-	eventually(t, "/healthz 200", func() bool { code, _ := httpGet(t, base+"/healthz"); return code == http.StatusOK })
+	eventually(t, waitTimeout, "/readyz 200", func() bool { code, _ := httpGet("http://" + addr + "/readyz"); return code == http.StatusOK })
+	eventually(t, waitTimeout, "/healthz 200", func() bool { code, _ := httpGet("http://" + addr + "/healthz"); return code == http.StatusOK })
 
 	examplePlugin(t, e.dir, "csi.example.com")
 	examplePlugin(t, e.dir, "gpu", "--type", "GPUPlugin")
-	eventually(t, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
+	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	csiSock, gpuSock := filepath.Join(e.dir, "csi.example.com.sock"), filepath.Join(e.dir, "gpu.sock")
 
 	var samples []metricSample
-	eventually(t, "metrics of the registered and the rejected plugin", func() bool {
-		code, body := httpGet(t, base+"/metrics")
-		if code != http.StatusOK {
+	eventually(t, waitTimeout, "metrics of the registered and the rejected plugin", func() bool {
+		var ok bool
+		if samples, ok = scrape(t, addr); !ok {
 			return false
 		}
-		samples = parseExposition(t, body)
 		_, rejected := sampleValue(samples, "plugreg_registrations_total", map[string]string{"result": "rejected", "type": "GPUPlugin"})
 		_, desired := sampleValue(samples, "plugin_manager_total_plugins", map[string]string{"socket_path": gpuSock, "state": "desired_state_of_world"})
 		return rejected && desired
