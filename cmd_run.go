@@ -219,8 +219,12 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		go a.metrics.Serve(ml)
 	}
 
-	log.Info("agent started", "dirs", scanner.Dirs(), "api", c.api, "state", c.state,
-		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len())
+	started := []any{"dirs", scanner.Dirs(), "api", c.api, "state", c.state,
+		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len()}
+	if ml != nil {
+		started = append(started, "metrics", ml.Addr().String()) // the port bound, for --metrics HOST:0
+	}
+	log.Info("agent started", started...)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
 }

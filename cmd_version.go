@@ -14,7 +14,11 @@ var (
 )
 
 // runVersion is `plugreg version`.
-func runVersion(args []string, stdout io.Writer) error {
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stderr, "usage: plugreg version\n\nprints the version, the commit and the Go version it was built with\n")
+		return errHelp
+	}
 	if len(args) > 0 {
 		return usagef("version: unexpected argument %q", args[0])
 	}

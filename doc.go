@@ -85,7 +85,7 @@ file without registering them again.
 	--metrics ADDR
 		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
 		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
-		no host, such as :9402, means every interface and is refused too).
+		no host, such as :9402, means every interface and is refused as well).
 		/healthz fails when no scan started for 10 intervals or 10 s,
 		whichever is longer. See package register/metrics.
 	--metrics-allow-remote
@@ -277,6 +277,7 @@ host reach the API, and the state directory (/var/lib/plugreg) so that the
 state file survives the container. With the default paths the plugin
 directory is inside the state directory, so one mount covers both:
 
+	podman build -t plugreg -f Containerfile .    # the three lines above
 	podman run -d --name plugreg -v /var/lib/plugreg:/var/lib/plugreg \
 	  -v /run/plugreg:/run/plugreg plugreg --log-format json
 	podman exec plugreg /plugreg list

@@ -37,8 +37,8 @@ func TestEndToEndStateDirUnwritable(t *testing.T) {
 	e := newAgentEnv(t)
 	stateDir := filepath.Join(e.tmp, "state")
 	e.state = filepath.Join(stateDir, "state.json")
-	addr := "127.0.0.1:" + freePort(t)
-	agent := e.run(t, "--metrics", addr)
+	agent := e.run(t, "--metrics", "127.0.0.1:0")
+	addr := metricsAddr(t, agent)
 	const p1, p2, p3 = "p1.example.com", "p2.example.com", "p3.example.com"
 	examplePlugin(t, e.dir, p1)
 	eventually(t, waitTimeout, "state file lists p1", func() bool {
@@ -121,8 +121,8 @@ func TestEndToEndStateDirReadOnlyMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	mountTmpfs(t, stateDir) // before the agent starts: its cleanup runs first
-	addr := "127.0.0.1:" + freePort(t)
-	agent := e.run(t, "--metrics", addr)
+	agent := e.run(t, "--metrics", "127.0.0.1:0")
+	addr := metricsAddr(t, agent)
 	const p1, p2 = "p1.example.com", "p2.example.com"
 	examplePlugin(t, e.dir, p1)
 	eventually(t, waitTimeout, "state file lists p1", func() bool {
@@ -182,8 +182,8 @@ func TestEndToEndStateDirReadOnlyMount(t *testing.T) {
 func TestEndToEndPluginDirRemovedAndRecreated(t *testing.T) {
 	e := newAgentEnv(t)
 	e.state = ""
-	addr := "127.0.0.1:" + freePort(t)
-	agent := e.run(t, "--metrics", addr)
+	agent := e.run(t, "--metrics", "127.0.0.1:0")
+	addr := metricsAddr(t, agent)
 	const p1, p2 = "p1.example.com", "p2.example.com"
 	old := examplePlugin(t, e.dir, p1)
 	eventually(t, waitTimeout, "p1 registered", func() bool { return slices.Equal(names(list(t, e.api)), []string{p1}) })
@@ -242,8 +242,8 @@ func TestEndToEndSubdirUnreadable(t *testing.T) {
 	mkdirOwned(t, a, nobodyID)
 	mkdirOwned(t, b, nobodyID)
 	mkdirOwned(t, run, nobodyID)
-	addr := "127.0.0.1:" + freePort(t)
-	agent := startCmd(t, cmdAsUser(nobodyID, tmp, bin, e.runArgs("--metrics", addr)...))
+	agent := startCmd(t, cmdAsUser(nobodyID, tmp, bin, e.runArgs("--metrics", "127.0.0.1:0")...))
+	addr := metricsAddr(t, agent)
 	waitAPI(t, agent, e.api)
 	if got, want := procStatus(t, agent.cmd.Process.Pid, "Uid"), fmt.Sprintf("%d\t%d\t%d\t%d", nobodyID, nobodyID, nobodyID, nobodyID); got != want {
 		t.Fatalf("agent runs as uids %q (real, effective, saved, file system), want uid %d", got, nobodyID)

@@ -494,8 +494,7 @@ func TestEndToEndKillLoop(t *testing.T) {
 
 func TestEndToEndMetrics(t *testing.T) {
 	e := newAgentEnv(t)
-	addr := "127.0.0.1:" + freePort(t)
-	e.run(t, "--metrics", addr)
+	addr := metricsAddr(t, e.run(t, "--metrics", "127.0.0.1:0"))
 	eventually(t, waitTimeout, "/readyz 200", func() bool { code, _ := httpGet("http://" + addr + "/readyz"); return code == http.StatusOK })
 	eventually(t, waitTimeout, "/healthz 200", func() bool { code, _ := httpGet("http://" + addr + "/healthz"); return code == http.StatusOK })
 
@@ -557,8 +556,8 @@ func TestEndToEndMetricsRemote(t *testing.T) {
 	for _, tc := range []struct {
 		name, addr string
 	}{
-		{"all interfaces", "0.0.0.0:" + freePort(t)},
-		{"no host", ":" + freePort(t)},
+		{"all interfaces", "0.0.0.0:0"},
+		{"no host", ":0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := plugreg(t, e.runArgs("--metrics", tc.addr)...)

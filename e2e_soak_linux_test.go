@@ -34,9 +34,9 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak test: run with -soak DURATION (make soak)")
 	}
 	e := newAgentEnv(t)
-	addr := "127.0.0.1:" + freePort(t)
 	agent := start(t, "run", "--dir", e.dir, "--api", e.api, "--state", e.state, "--interval", "100ms",
-		"--metrics", addr, "--log-format", "json", "--log-level", "warn")
+		"--metrics", "127.0.0.1:0", "--log-format", "json")
+	addr := metricsAddr(t, agent)
 	waitAPI(t, agent, e.api)
 	pid := agent.cmd.Process.Pid
 	w := start(t, "watch", "--api", e.api, "-o", "json")

@@ -452,15 +452,27 @@ func eventKinds(evs []watchEvent) []string {
 	return k
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(tb testing.TB) string {
+// metricsAddr returns the address the agent's metrics listen on, from its
+// "agent started" log line (JSON, at Info level): start the agent with
+// --metrics 127.0.0.1:0 and the kernel picks a free port, so no other
+// process can take it first.
+func metricsAddr(tb testing.TB, agent *proc) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	var addr string
+	eventually(tb, waitTimeout, "agent started with metrics", func() bool {
+		alive(tb, agent)
+		for _, line := range logLines(agent, `"msg":"agent started"`) {
+			var rec struct {
+				Metrics string `json:"metrics"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Metrics != "" {
+				addr = rec.Metrics
+				return true
+			}
+		}
+		return false
+	})
+	return addr
 }
 
 // httpGet returns the status and body of a GET of url, or status 0 if the

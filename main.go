@@ -1,20 +1,3 @@
-// Command plugreg is a portable plugin-registration agent: it finds the
-// unix sockets that node plugins put in a plugin directory and registers
-// them through the kubelet's pluginregistration v1 API, by polling instead
-// of inotify, on every OS Go supports with AF_UNIX.
-//
-// Usage:
-//
-//	plugreg run [flags]              run the agent
-//	plugreg list [flags]             list the registered plugins
-//	plugreg get [flags] TYPE NAME    show one registered plugin
-//	plugreg watch [flags]            stream registry events
-//	plugreg example-plugin [flags]   serve an example plugin
-//	plugreg service ACTION [flags]   install plugreg as a system service
-//	plugreg version                  print the version
-//
-// Exit status: 0 on success and after a clean shutdown on SIGINT or
-// SIGTERM, 1 for a runtime failure, 2 for bad usage.
 package main
 
 import (
@@ -96,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "service":
 		return runService(ctx, rest, stdout, stderr)
 	case "version":
-		return runVersion(rest, stdout)
+		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -16,7 +16,13 @@ The built-in handler is [Accept], configured by --accept TYPE=PATTERNS (see
 [ParseAccept]). It accepts a plugin when one of its supported versions
 matches one of the patterns, and sets nothing up: the plugin becomes
 visible to consumers through the [Registry]. [DefaultAccept] mirrors the
-kubelet's built-in version rules. [ValidateName] checks a plugin name.
+kubelet's built-in version rules. [ValidateInfo] checks what a plugin
+reported in GetInfo before any handler sees it, whatever its type: nothing
+a plugin sends is trusted, and the limits ([MaxVersions],
+[MaxVersionBytes], [MaxEndpointBytes], and [ValidateName] for the name)
+keep a hostile plugin from making the agent store, log and persist large
+values. The endpoint is taken as reported: nothing checks that the plugin
+owns it.
 
 # Registry
 
@@ -45,7 +51,8 @@ more.
 
 [APIServer] serves the Registry as the plugreg.v1.Registry gRPC service on
 the agent's API socket ([ListenAPI]), for `plugreg list`, `plugreg watch`
-and other clients.
+and other clients. The API has no authentication: the socket's permissions
+are its access control.
 
 # State file
 
@@ -55,7 +62,9 @@ document, atomically: temporary file, fsync, rename, directory fsync.
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
 anything. [NewRegistryFrom] restores a Registry from a State, revision
 included, so watchers can resume across an agent restart. A [Saver] keeps
-the file up to date, coalescing bursts of changes into few writes.
+the file up to date, coalescing bursts of changes into few writes. What
+the agent does with each restored plugin (verify it, or deregister it) is
+package register's.
 
 # What this package does not do
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Limits on what a plugin may report in GetInfo. Real plugins send one to
-// four short versions (see the README); the limits keep a hostile plugin
+// four short versions; the limits keep a hostile plugin
 // from making the agent store, log and persist large values.
 const (
 	MaxVersions      = 64

@@ -11,27 +11,40 @@
 // timeouts, at most MaxInFlight at once. Results come back on a channel and
 // are applied to the cache and to the plugins.Registry at once, so a
 // registration whose socket was replaced meanwhile is undone without
-// waiting for the next tick. What the loop has done is counted in its
-// Status, which readers copy when they want it; the loop pushes nothing.
+// waiting for the next tick. After each result the loop starts whatever
+// has become due, so a socket found by a scan is registered right after
+// that scan, with no fixed reconcile period as in the kubelet's 1 s loop.
+// What the loop has done is counted in its Status, which readers copy when
+// they want it; the loop pushes nothing.
+//
+// # Registration
 //
 // The registration sequence (Client.Register) follows the kubelet's, with
 // the strings plugins log and parse:
 //
 //  1. connect to the socket (a plain unix connect, retried for about 30 ms
 //     while it is refused, since a socket file appears at bind, before its
-//     owner listens); with AllowUIDs, refuse a socket whose file owner or
-//     serving process has another uid, before any RPC; call GetInfo (a
-//     reply over 64 KiB is a rejection);
-//  2. no handler for the type: NotifyRegistrationStatus(false,
-//     "RegisterPlugin error -- no handler registered for plugin type: TYPE
-//     at socket PATH");
-//  3. an empty endpoint becomes the socket path;
-//  4. Validate fails: Notify(false, "RegisterPlugin error -- plugin
-//     validation failed with err: ERR");
-//  5. Register fails: Notify(false, "RegisterPlugin error -- plugin
+//     owner listens; see Symlinks for the checks made then); with
+//     AllowUIDs, refuse a socket whose file owner or serving process has
+//     another uid, before any RPC; call GetInfo. A reply over MaxInfoBytes
+//     (64 KiB) is a rejection: NotifyRegistrationStatus(false,
+//     "RegisterPlugin error -- plugin validation failed with err: GetInfo
+//     reply larger than 65536 bytes");
+//  2. an empty endpoint becomes the socket path;
+//  3. what the plugin reported fails plugins.ValidateInfo: Notify(false,
+//     "RegisterPlugin error -- plugin validation failed with err: ERR");
+//  4. no handler for the type: Notify(false, "RegisterPlugin error -- no
+//     handler registered for plugin type: TYPE at socket PATH");
+//  5. the handler's Validate fails: Notify(false, "RegisterPlugin error --
+//     plugin validation failed with err: ERR");
+//  6. Register fails: Notify(false, "RegisterPlugin error -- plugin
 //     registration failed with err: ERR");
-//  6. Notify(true); if that fails the handler's registration is rolled back
+//  7. Notify(true); if that fails the handler's registration is rolled back
 //     with DeRegister and the sequence is retried.
+//
+// Text a plugin chose (its name, type or endpoint, the message of an error
+// it returned) is cut to 512 bytes wherever the agent puts it: a log line,
+// an event, a message to the plugin.
 //
 // Validate, Register and DeRegister for one plugin name never overlap (see
 // plugins.Handlers.Lock). Deregistration never contacts the plugin: its
@@ -42,9 +55,102 @@
 // plugins for liveness (Client.Probe), and it records every change as an
 // event in the plugins.Registry.
 //
-// A socket is connected to by its path. The scan never follows symlinks,
-// but a symlink put at the path after the scan is followed by the connect;
-// with AllowUIDs, the socket file's owner is read without following it
-// (lstat) and must be a socket, and the serving process's credentials are
-// read from the connection itself.
+// # Rejections, failures and retries
+//
+// A rejection is the agent's answer: the plugin was told
+// NotifyRegistrationStatus(false, MSG), the Registry gets a "rejected"
+// event, and the attempt is counted with the result "rejected". Anything
+// else that stops a registration is a failure: a refused connection, a
+// timeout, a plugin that is not ready, credentials that cannot be read. A
+// failure is never reported to the plugin, and is counted as "failed".
+// Both are retried with the backoff of the state cache (1, 2, 4, ...
+// intervals, capped at MaxBackoff) while the socket exists; the
+// "rejected" event and its Info log line come once per incarnation of the
+// socket, whatever the message, not at every retry. A plugin that hangs holds one of the MaxInFlight
+// slots until its timeout and delays no other. Sockets beyond MaxPlugins
+// are refused: logged once, counted, never dialled.
+//
+// # Liveness
+//
+// The kubelet keeps a plugin registered as long as its socket file exists,
+// even after its process died. The reconciler probes each registered plugin
+// every ProbeInterval with one short GetInfo (Client.Probe), which plugins
+// need not do anything for; ProbeRate becomes a bound on the probes per
+// tick (see package statecache for the order and the spread). After
+// ProbeFailures failures in a row while the socket stays, the plugin is
+// "unhealthy": its handler's DeRegister runs, and the registration is
+// retried with backoff; when it succeeds, the event is "healthy". A probe
+// the agent cannot make for lack of permission (a directory on the
+// socket's path lost its search permission) says nothing of the plugin and
+// does not count.
+//
+// # Restored plugins
+//
+// The plugins the Registry holds when Run starts come from the state file,
+// each with the identity its socket had. After the first scan:
+//   - same identity, the same GetInfo answer, still accepted by its handler:
+//     it stays registered, with no event, no Register and no
+//     notification; the log says "plugin restored";
+//   - same identity, another answer or no longer accepted (with
+//     AllowUIDs, a uid no longer allowed counts as that): a "replaced"
+//     event, then a normal registration;
+//   - same identity, no answer: "unhealthy", then "healthy" once it
+//     answers;
+//   - the socket gone, or a new socket at the path, while the agent was
+//     down: a "deregistered" event, then a normal registration of the new
+//     socket, if there is one.
+//
+// # Who may register
+//
+// Without AllowUIDs, anyone who can create a socket in a plugin directory
+// can register a plugin of any type and name, as with the kubelet; a name
+// another plugin has already is registered too, and plugins.Registry.Get
+// returns the most recent one. With AllowUIDs, before anything is sent to
+// a socket, the owner of the socket file and the uid of the process serving
+// it must both be allowed. The serving process's uid is its effective uid
+// when it called listen, read from the connection just opened:
+// SO_PEERCRED on Linux and OpenBSD, LOCAL_PEERCRED on macOS, FreeBSD and
+// DragonFly, LOCAL_PEEREID on NetBSD. A refused plugin gets one message,
+// "RegisterPlugin error -- plugin validation failed with err: socket owner
+// uid 1000 is not allowed" (or "serving process uid 1000 (pid 123) is not
+// allowed", with the pid where the OS tells it: Linux, NetBSD and OpenBSD),
+// and no GetInfo call. The check runs before every operation that talks to
+// a plugin, probes included. Other systems have no peer credentials to
+// read, and ParseUIDs refuses any list there.
+//
+// # Symlinks
+//
+// The socket connected to is the socket scanned. The scan never follows
+// symlinks, and neither does the client: before it connects by path, it
+// lstats the path, which must be a socket, and after, it lstats it again,
+// which must give the same socket file (device and inode; on Windows, a
+// socket still). A symlink swapped in at the path is a failed attempt,
+// retried until the scan sees the socket gone. With AllowUIDs, the owner is
+// the one read before the connect, and the serving process's credentials
+// come from the connection itself.
+//
+// # Logs
+//
+// One Info line per change of state ("plugin registered", "plugin
+// rejected", "plugin deregistered", "plugin replaced", "plugin unhealthy",
+// "plugin healthy again", "plugin restored"), with path, plugin, type,
+// endpoint and gen. A failed registration is one Warn, "registration
+// failed", with the retry delay, once per incarnation of the socket,
+// whatever the error; later failures, and a repeated rejection, are Debug. A scan that fails is
+// one Warn, "scan incomplete", while the fault lasts, and "scan complete
+// again" ends it. Running out of file descriptors hits every socket at
+// once, so it is one Warn for the agent, "out of file descriptors:
+// registrations are retried", until a scan succeeds and every socket is
+// registered again. Nothing is logged at Info per tick.
+//
+// # Compared with the kubelet
+//
+// A stale socket costs the kubelet 10 s per attempt (its dial blocks) and
+// a backoff of up to 2 m 2 s that outlives a plugin restart; here a
+// refused connection fails at once, and the backoff is capped at
+// MaxBackoff (30 s by default) and starts again for a new socket. A hung
+// handler wedges its socket forever in the kubelet; here HandlerTimeout
+// bounds it, and stopping the agent cancels it. The kubelet documents that
+// calls for one plugin name do not overlap, and this package does it. The
+// timeouts are fields of Client, fixed in the kubelet.
 package register

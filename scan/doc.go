@@ -4,9 +4,14 @@
 // A [Scanner] walks each plugin directory recursively and returns a
 // [Snapshot]: every unix-domain socket found, sorted by path, each with an
 // [ID] that tells one incarnation of the socket file from the next, even at
-// the same path and inode. [Diff] compares two Snapshots; it is pure (no I/O,
-// no state, no clock), so the polling loop can be tested without a file
-// system.
+// the same path and inode (see Socket identity for the one case it cannot).
+// [Diff] compares two Snapshots; it is pure (no I/O, no state, no clock), so
+// the polling loop can be tested without a file system.
+//
+// Polling, unlike the kubelet's inotify watcher, cannot miss an event: a
+// plugin directory removed and created again, a rename or a move is seen by
+// the next scan that reads the directory, where a missed inotify event is
+// lost until the kubelet restarts.
 //
 // scan owns the directory reads and the stat calls, and nothing else. It
 // does not dial, register, retry or sleep, and it reads the clock only to
@@ -57,6 +62,30 @@
 // back, or a server clock ahead of ours, only makes directories racy for
 // longer.
 //
+// # Socket identity
+//
+// An [ID] is the socket's device and inode, its mtime and ctime in
+// nanoseconds, and its birth time where struct stat has one (macOS, FreeBSD,
+// NetBSD); on Windows, the volume serial number, the file index, and the
+// last write and creation times. A socket removed and bound again at the
+// same path gets a new ID even when the file system hands back the same
+// inode, as ext4 does, because its times differ, and [Diff] reports it as
+// Replaced.
+//
+// That needs a file system clock finer than the time between the two binds.
+// With a coarse one, two binds within one timestamp granule give the new
+// socket the old inode and the same times: ext4 on Linux before 6.13 stamps
+// files from the kernel's tick (1 to 10 ms); later kernels stamp with a
+// fine-grained clock once a scan has looked (multigrain timestamps). No
+// stat-based ID can tell such sockets apart. The racy-directory rule above
+// has the directory read again, but the new socket's ID is the old one, so
+// no scan reports a change: the new incarnation keeps the registration of
+// the old one, and the registry what the old one reported. It is not sent
+// GetInfo or NotifyRegistrationStatus; the liveness probes reach it, since
+// they connect by path. It takes a plugin that is registered, exits and is
+// bound again within one tick of its first bind. TestScanRebind counts such
+// binds on the machine it runs on.
+//
 // # What counts as a socket
 //
 // Only unix-domain sockets are reported. Regular files, directories, FIFOs
@@ -74,10 +103,13 @@
 // directory, and following links brings loops and the kubelet's
 // inconsistencies (a linked socket outliving its target; a linked directory
 // whose existing sockets are never found). A plugin directory given to [New]
-// that is itself a symlink is resolved once, by New.
+// that is itself a symlink is resolved once, by New. The registration
+// connects by path, but checks with lstat, before and after the connect,
+// that the path holds one and the same socket file, so a symlink put at the
+// path after the scan is not followed then either (see package register).
 //
 // A socket whose path is longer than [MaxSocketPath] cannot be dialled by
-// its path, so it is left out and logged as a [PathTooLongError].
+// its path, so it is left out and logged once as a [PathTooLongError].
 //
 // # Errors
 //

@@ -1,13 +1,14 @@
 package scan
 
 // ID is the identity of one incarnation of a socket file, built from stat
-// data at scan time. Two IDs are equal only when the same socket file was
-// seen: a socket removed and bound again at the same path gets a new ID even
-// when the file system hands back the same inode (ext4 does), because its
-// modification, change or birth time differs.
+// data at scan time. A socket removed and bound again at the same path gets
+// a new ID even when the file system hands back the same inode (ext4 does),
+// because its modification, change or birth time differs: unless the file
+// system's timestamps are too coarse to tell the two apart (see "Socket
+// identity" in the package doc).
 //
-// The fields are filled per OS (see id_birthtime.go, id_nobirthtime.go and id_windows.go);
-// callers only compare IDs for equality.
+// The fields are filled per OS (see id_birthtime.go, id_nobirthtime.go and
+// id_windows.go); callers only compare IDs for equality.
 type ID struct {
 	Dev   uint64 // device (unix) or volume serial number (Windows)
 	Ino   uint64 // inode (unix) or file index (Windows)

@@ -21,7 +21,37 @@
 //   - at most one operation is in flight per path;
 //   - a failed registration is retried after 1, 2, 4, ... ticks, capped at
 //     Config.MaxBackoff, and the backoff starts again from zero
-//     when the socket's identity changes or it disappears.
+//     when the socket's identity changes or it disappears;
+//   - a registration that completes after its socket was removed or
+//     replaced is recorded, then undone: its deregistration is the next
+//     operation of that path.
+//
+// # Liveness
+//
+// A registered plugin is probed every Config.ProbeEvery ticks. The first
+// probes of plugins registered in the same tick are spread over that
+// interval (the i-th comes i ticks sooner), so that a burst of
+// registrations does not become a burst of probes every interval.
+// Config.MaxProbesPerTick bounds the probes handed out per tick, the probe
+// due longest first, so that none starves. A probe that fails while the
+// socket is still the one registered counts; Config.ProbeFailures of them
+// in a row make the plugin unhealthy: it is deregistered (reason
+// Unhealthy), then registered again with backoff, and that registration
+// carries Op.Recovering.
+//
+// # Restored registrations
+//
+// Restore, before the first Observe, records what an earlier run of the
+// agent had registered, with the identity each socket had then. Once the
+// first scan is observed:
+//   - a socket with the same identity is verified (Verify); if the plugin
+//     answers as before it stays registered, with no other operation;
+//   - a Verify that fails with ErrChanged (another answer, or no longer
+//     accepted) deregisters it as Replaced, then registers it again;
+//   - a Verify that fails otherwise (no answer) deregisters it as Unhealthy,
+//     then registers it again with backoff once it answers;
+//   - a socket that is gone, or has another identity, is deregistered
+//     (Op.Restored), then a new socket at the path is registered.
 //
 // The package does no I/O, reads no clock, starts no goroutine, takes no
 // lock and does not log. A Cache is not safe for concurrent use: one

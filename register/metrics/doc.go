@@ -13,5 +13,37 @@
 //
 // Listen refuses a non-loopback address unless told otherwise: the
 // endpoints carry no authentication, and the socket paths in the metrics
-// describe the node.
+// describe the node. Loopback means 127.0.0.0/8, ::1 or localhost; an
+// address with no host, such as ":9402", listens on every interface and is
+// refused as well.
+//
+// # Metrics
+//
+// GET /metrics serves these, sorted by name:
+//
+//	plugreg_plugins_registered{type}                   gauge      plugins registered now
+//	plugreg_registrations_total{type,result}           counter    registration attempts: result "registered",
+//	                                                              "rejected" (the plugin was told no) or "failed"
+//	plugreg_deregistrations_total{type,reason}         counter    deregistrations: "removed", "replaced" or "unhealthy"
+//	plugreg_sockets_refused_total{reason}              counter    sockets the agent will not handle ("max_plugins")
+//	plugreg_scan_duration_seconds                      histogram  time one scan takes; buckets from 100 µs to 2.5 s
+//	plugreg_scans_total                                counter    scans
+//	plugreg_scan_entries                               gauge      sockets the last scan saw
+//	plugreg_operations_in_flight                       gauge      registrations, deregistrations, verifications
+//	                                                              and probes running
+//	plugreg_sockets_in_backoff                         gauge      sockets waiting to retry a registration
+//	plugreg_state_writes_total                         counter    writes of the state file
+//	plugreg_state_write_errors_total                   counter    failed writes of the state file
+//	plugreg_watch_clients                              gauge      clients watching the registry
+//	plugreg_watch_resyncs_total                        counter    resync snapshots sent to watchers that fell
+//	                                                              behind or resumed from a revision no longer held
+//	go_goroutines                                      gauge      goroutines of the agent
+//	plugin_manager_total_plugins{socket_path,state}    gauge      the kubelet's: 1 per socket the scanner sees
+//	                                                              (state="desired_state_of_world") and per socket
+//	                                                              a plugin is registered from
+//	                                                              ("actual_state_of_world")
+//
+// A plugin chooses its own type, so the type label takes at most 64 values,
+// the types with a handler first; further types are counted as
+// type="_other" (register.OtherType).
 package metrics

@@ -141,7 +141,7 @@ func expose(src Sources) []byte {
 		histogram("plugreg_scan_duration_seconds", "Duration of a scan of the plugin directories.", st.Scans),
 		scalar("plugreg_scan_entries", "Sockets seen by the last scan.", "gauge", strconv.Itoa(st.ScanEntries)),
 		scalar("plugreg_scans_total", "Scans of the plugin directories.", "counter", strconv.FormatUint(st.Scans.Count, 10)),
-		scalar("plugreg_operations_in_flight", "Registrations and deregistrations in progress.", "gauge", strconv.Itoa(st.InFlightOps)),
+		scalar("plugreg_operations_in_flight", "Operations in progress: registrations, deregistrations, verifications and probes.", "gauge", strconv.Itoa(st.InFlightOps)),
 		scalar("plugreg_sockets_in_backoff", "Sockets waiting for a registration retry.", "gauge", strconv.Itoa(st.Backoff)),
 		scalar("go_goroutines", "Number of goroutines that currently exist.", "gauge", strconv.Itoa(goroutines())),
 	}
@@ -166,7 +166,7 @@ func expose(src Sources) []byte {
 			"gauge", strconv.Itoa(f())))
 	}
 	if f := src.Resyncs; f != nil {
-		fams = append(fams, scalar("plugreg_watch_resyncs_total", "Watches closed because the client fell behind.",
+		fams = append(fams, scalar("plugreg_watch_resyncs_total", "Resync snapshots sent to watchers that fell behind.",
 			"counter", strconv.FormatUint(f(), 10)))
 	}
 	if f := src.Sockets; f != nil {

@@ -1,6 +1,10 @@
 // Package plugregv1 holds the Go bindings for plugreg's own local API,
-// plugreg.v1: the read-only Registry service (List, Get) through which other
-// programs on the node can ask the agent which plugins it has registered.
+// plugreg.v1: the read-only Registry service through which other programs
+// on the node ask the agent which plugins it has registered (List, Get) and
+// follow the changes (Watch: a snapshot, then every event in order, resumable
+// by revision). The agent serves it on its API socket; `plugreg list`,
+// `plugreg get` and `plugreg watch` are clients, and so can be any gRPC
+// client, from registry.proto.
 //
 // It is plugreg's API, not the kubelet's, and it is versioned on its own:
 // fields may be added, but existing names and field numbers never change
