@@ -445,6 +445,9 @@ func TestEndToEndLowFileLimit(t *testing.T) {
 
 	// Report how the fault was logged.
 	emfile := logLines(agent, "too many open files")
+	if len(emfile) == 0 {
+		t.Errorf("the agent never ran out of file descriptors with %d plugins under a limit of %d: the fault this test is about did not happen", n, nofile)
+	}
 	byMsg := map[string]int{}
 	for _, l := range emfile {
 		var rec struct {
@@ -640,4 +643,31 @@ func elfInterp(t *testing.T, path string) string {
 		}
 	}
 	return ""
+}
+
+// A state file the agent cannot read is not a corrupt one: the agent
+// exits 1 saying why, and keeps the file as it is, where a corrupt file
+// would be moved aside (TestEndToEndCorruptState).
+func TestEndToEndStateUnreadable(t *testing.T) {
+	tmp, bin := nobodyTempDir(t)
+	run := filepath.Join(tmp, "run")
+	mkdirOwned(t, run, nobodyID)
+	e := agentEnv{tmp: tmp, dir: filepath.Join(run, "plugins"), api: filepath.Join(run, "api.sock"), state: filepath.Join(run, "state.json")}
+	saved := []byte(`{"version": 1, "revision": 7, "plugins": []}` + "\n")
+	if err := os.WriteFile(e.state, saved, 0o600); err != nil { // root's: nobody may not read it
+		t.Fatal(err)
+	}
+	_, stderr, code := runCmd(t, cmdAsUser(nobodyID, tmp, bin, e.runArgs()...))
+	if code != 1 || !strings.Contains(stderr, "read state file (kept as it is)") || !strings.Contains(stderr, "permission denied") {
+		t.Errorf("agent with an unreadable state file: exit %d, stderr %q; want exit 1 saying the file is kept and why", code, stderr)
+	}
+	if b, err := os.ReadFile(e.state); err != nil || !bytes.Equal(b, saved) {
+		t.Errorf("state file after the agent exited: %q, %v; want it untouched", b, err)
+	}
+	if aside, _ := filepath.Glob(e.state + ".corrupt-*"); len(aside) != 0 {
+		t.Errorf("state file moved aside as %v, want it kept", aside)
+	}
+	if _, err := os.Lstat(e.api); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("API socket left behind: %v", err)
+	}
 }
