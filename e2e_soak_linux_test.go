@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,10 @@ import (
 
 // `make soak` runs TestSoak: the built agent, a watcher, and example plugins
 // appearing, disappearing and being replaced at random for -soak.
-var soakFor = flag.Duration("soak", 0, "TestSoak: how long to churn plugins (0: skip the test)")
+var (
+	soakFor  = flag.Duration("soak", 0, "TestSoak: how long to churn plugins (0: skip the test)")
+	soakSeed = flag.Uint64("soak-seed", 0, "TestSoak: seed of the churn, to replay a run (0: from the clock)")
+)
 
 const soakSlots = 20
 
@@ -59,8 +63,18 @@ func TestSoak(t *testing.T) {
 		return len(ents)
 	}
 
-	time.Sleep(2 * time.Second)
+	// The baseline, once the agent is idle: ready, nothing in flight.
+	eventually(t, waitTimeout, "agent ready and idle", func() bool {
+		code, _ := httpGet("http://" + addr + "/readyz")
+		return code == http.StatusOK && metric(t, addr, "plugreg_operations_in_flight") == 0
+	})
 	baseG, baseFD := goroutines(), fds()
+	seed := *soakSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("churn seed %d (replay with -args -soak-seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
 
 	var (
 		slots                                [soakSlots]*soakSlot
@@ -80,10 +94,10 @@ func TestSoak(t *testing.T) {
 		s.p.stop(t)
 	}
 
-	for deadline := time.Now().Add(*soakFor); time.Now().Before(deadline); time.Sleep(time.Duration(10+rand.IntN(90)) * time.Millisecond) {
+	for deadline := time.Now().Add(*soakFor); time.Now().Before(deadline); time.Sleep(time.Duration(10+rng.IntN(90)) * time.Millisecond) {
 		alive(t, agent)
-		i := rand.IntN(soakSlots)
-		switch op := rand.IntN(3); {
+		i := rng.IntN(soakSlots)
+		switch op := rng.IntN(3); {
 		case slots[i] == nil:
 			launch(i)
 			started++
