@@ -179,28 +179,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	}
 	handlers := c.handlers()
 	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1)}
-	rec := &register.Reconciler{
-		Scan: scanner.Scan,
-		Registrar: &register.Client{
-			Handlers:       handlers,
-			DialTimeout:    time.Duration(c.timeouts.dial),
-			GetInfoTimeout: time.Duration(c.timeouts.getInfo),
-			NotifyTimeout:  time.Duration(c.timeouts.notify),
-			HandlerTimeout: time.Duration(c.timeouts.handler),
-			AllowUIDs:      c.allowUIDs,
-			Log:            log,
-		},
-		Registry:      a.registry,
-		Interval:      time.Duration(c.interval),
-		MaxInFlight:   int(c.maxInFlight),
-		MaxBackoff:    time.Duration(c.maxBackoff),
-		MaxPlugins:    int(c.maxPlugins),
-		ProbeInterval: time.Duration(c.probeInterval),
-		ProbeFailures: int(c.probeFailures),
-		ProbeRate:     float64(c.probeRate),
-		Types:         handlers.Types(),
-		Log:           log,
-	}
+	rec := c.reconciler(scanner, a.registry, handlers, log)
 	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry))
 	go func() { a.served <- a.api.Serve(lis) }()
 	if c.state != "" {
@@ -227,6 +206,32 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	log.Info("agent started", started...)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
+}
+
+// reconciler returns the reconciler of the agent, configured by the flags.
+func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry, handlers *plugins.Handlers, log *slog.Logger) *register.Reconciler {
+	return &register.Reconciler{
+		Scan: scanner.Scan,
+		Registrar: &register.Client{
+			Handlers:       handlers,
+			DialTimeout:    time.Duration(c.timeouts.dial),
+			GetInfoTimeout: time.Duration(c.timeouts.getInfo),
+			NotifyTimeout:  time.Duration(c.timeouts.notify),
+			HandlerTimeout: time.Duration(c.timeouts.handler),
+			AllowUIDs:      c.allowUIDs,
+			Log:            log,
+		},
+		Registry:      registry,
+		Interval:      time.Duration(c.interval),
+		MaxInFlight:   int(c.maxInFlight),
+		MaxBackoff:    time.Duration(c.maxBackoff),
+		MaxPlugins:    int(c.maxPlugins),
+		ProbeInterval: time.Duration(c.probeInterval),
+		ProbeFailures: int(c.probeFailures),
+		ProbeRate:     float64(c.probeRate),
+		Types:         handlers.Types(),
+		Log:           log,
+	}
 }
 
 // stop shuts the agent down once the reconciler has returned: the API (in

@@ -242,6 +242,11 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 
 // readReply reads frames until the call's stream ends and returns its
 // message. It answers SETTINGS and PING on the way.
+//
+// It is one loop with a case per frame type, longer than most functions
+// here, because it is the client's one state machine: what a frame means
+// depends on what came before it on the stream (headers, message, trailers),
+// and reading it top to bottom is how to check it against the protocol.
 func (c *clientConn) readReply() ([]byte, error) {
 	var (
 		data    []byte
