@@ -619,16 +619,6 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
-func parseOrFatal(t *testing.T, b []byte) []*expFamily {
-	t.Helper()
-	fams, err := parseExposition(string(b))
-	if err != nil {
-		t.Fatalf("parse: %v\n%s", err, b)
-	}
-	checkExposition(t, fams)
-	return fams
-}
-
 func TestHealth(t *testing.T) {
 	const stale = 10 * time.Second
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
