@@ -52,14 +52,15 @@ func BenchmarkAgent(b *testing.B) {
 	n := *benchPlugins
 	tmp := shortTempDir(b)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	agent := start(b, append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-level", "warn", "--log-format", "json"},
+	agent := start(b, append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-format", "json", "--metrics", "127.0.0.1:0"},
 		strings.Fields(*benchArgs)...)...)
 	b.Cleanup(func() {
-		if out := agent.out.String(); out != "" {
-			b.Logf("agent log:\n%s", out)
+		if b.Failed() {
+			b.Logf("agent log:\n%s", agent.out.String())
 		}
 	})
 	waitAPI(b, agent, api)
+	addr := metricsAddr(b, agent)
 	cc, err := plugins.Dial(api)
 	if err != nil {
 		b.Fatal(err)
@@ -88,7 +89,20 @@ func BenchmarkAgent(b *testing.B) {
 		b.ReportMetric(ms(percentile(reg, 100)), "reg-max-ms")
 
 		// Idle: everything registered, nothing changing.
-		time.Sleep(2 * time.Second) // let the registration burst's work drain before measuring idle
+		// The burst is over once the agent holds every plugin and nothing
+		// waits for a retry; from then on it only scans and probes, which
+		// is what idle costs.
+		eventually(b, waitTimeout, "every plugin registered, none waiting for a retry", func() bool {
+			samples, ok := scrape(b, addr)
+			registered := 0.0
+			for _, s := range samples {
+				if s.name == "plugreg_plugins_registered" {
+					registered += s.value
+				}
+			}
+			backoff, _ := sampleValue(samples, "plugreg_sockets_in_backoff", nil)
+			return ok && registered == float64(n) && backoff == 0
+		})
 		cpu0 := cpuSeconds(b, agent.cmd.Process.Pid)
 		time.Sleep(*benchIdle)
 		b.ReportMetric((cpuSeconds(b, agent.cmd.Process.Pid)-cpu0)*float64(10*time.Second)/float64(*benchIdle), "idle-cpu-s")

@@ -127,21 +127,6 @@ func oneLogLine(t *testing.T, agent *proc, msg string, parts ...string) {
 	}
 }
 
-// metric returns the value of the unlabelled metric name that the agent
-// serves at addr, or -1 if it cannot be read.
-func metric(t *testing.T, addr, name string) float64 {
-	t.Helper()
-	samples, ok := scrape(t, addr)
-	if !ok {
-		return -1
-	}
-	v, ok := sampleValue(samples, name, nil)
-	if !ok {
-		return -1
-	}
-	return v
-}
-
 // procStatus returns the value of field (such as "VmHWM") in
 // /proc/PID/status, which only Linux has.
 func procStatus(tb testing.TB, pid int, field string) string {
@@ -167,4 +152,19 @@ func peakRSSMB(tb testing.TB, pid int) float64 {
 		tb.Fatal(err)
 	}
 	return kb / 1024
+}
+
+// metric returns the value of the unlabelled metric name that the agent
+// serves at addr, or -1 if it cannot be read.
+func metric(t testing.TB, addr, name string) float64 {
+	t.Helper()
+	samples, ok := scrape(t, addr)
+	if !ok {
+		return -1
+	}
+	v, ok := sampleValue(samples, name, nil)
+	if !ok {
+		return -1
+	}
+	return v
 }

@@ -495,7 +495,7 @@ func httpGet(url string) (int, string) {
 // scrape returns the samples that the agent's metrics endpoint at addr
 // (host:port) serves, checked by parseExposition, or false if it did not
 // answer 200.
-func scrape(t *testing.T, addr string) ([]metricSample, bool) {
+func scrape(t testing.TB, addr string) ([]metricSample, bool) {
 	t.Helper()
 	code, body := httpGet("http://" + addr + "/metrics")
 	if code != http.StatusOK {
@@ -515,7 +515,7 @@ var metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*`)
 
 // parseExposition parses the Prometheus text format 0.0.4 as this agent
 // writes it (no timestamps), checking every HELP and TYPE line.
-func parseExposition(t *testing.T, body string) []metricSample {
+func parseExposition(t testing.TB, body string) []metricSample {
 	t.Helper()
 	var out []metricSample
 	typed := map[string]string{}
