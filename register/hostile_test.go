@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -128,15 +129,28 @@ func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
 func TestHugeGetInfoIsRejected(t *testing.T) {
 	r := newRig(t)
 	h := hugeInfo{status: make(chan *pluginregistration.RegistrationStatus, 4)}
-	grpcPlugin(t, filepath.Join(r.dir, "huge.sock"), h)
+	path := filepath.Join(r.dir, "huge.sock")
+	grpcPlugin(t, path, h)
+	events := r.registry.Watch(t.Context(), 0) // a snapshot, then every event
+	<-events
 	r.tick()
+	const msg = "RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than 65536 bytes"
 	select {
 	case st := <-h.status:
-		if st.GetPluginRegistered() || !strings.Contains(st.GetError(), "RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than 65536 bytes") {
-			t.Errorf("plugin told (%t, %q), want a rejection naming the limit", st.GetPluginRegistered(), st.GetError())
+		if st.GetPluginRegistered() || st.GetError() != msg {
+			t.Errorf("plugin told (%t, %q), want (false, %q)", st.GetPluginRegistered(), st.GetError(), msg)
 		}
 	case <-time.After(eventTimeout):
 		t.Fatal("plugin not told")
+	}
+	// The event names the socket, though GetInfo gave no plugin.
+	select {
+	case ev := <-events:
+		if ev.Kind != plugins.Rejected || ev.Plugin.SocketPath != path || ev.Error != msg {
+			t.Errorf("event %s of %q: %q; want rejected of %s: %q", ev.Kind, ev.Plugin.SocketPath, ev.Error, path, msg)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("no rejected event")
 	}
 }
 
