@@ -33,8 +33,10 @@ func TestFullScansEvery(t *testing.T) {
 func TestRunUsage(t *testing.T) {
 	uidErr := func(v, msg string) string { return `invalid value "` + v + `" for flag -allow-uid: ` + msg }
 	notDecimal := func(v, f string) string { return uidErr(v, strconv.Quote(f)+" is not a decimal uid") }
-	if _, err := register.ParseUIDs("0"); err != nil { // no peer credentials on this OS
+	secondBad := notDecimal("-5", "-5") // run --allow-uid 0 --allow-uid -5
+	if _, err := register.ParseUIDs("0"); err != nil { // no peer credentials on this OS: the first value fails
 		notDecimal = func(v, _ string) string { return uidErr(v, err.Error()) }
+		secondBad = notDecimal("0", "0")
 	}
 	for _, tc := range []struct {
 		args []string
@@ -43,7 +45,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--allow-uid", "x"}, notDecimal("x", "x")},
 		{[]string{"run", "--allow-uid", "0,x"}, notDecimal("0,x", "x")},
 		{[]string{"run", "--allow-uid", ""}, notDecimal("", "")},
-		{[]string{"run", "--allow-uid", "0", "--allow-uid", "-5"}, notDecimal("-5", "-5")},
+		{[]string{"run", "--allow-uid", "0", "--allow-uid", "-5"}, secondBad},
 		{[]string{"run", "--interval", "0s"}, `invalid value "0s" for flag -interval: must be positive`},
 		{[]string{"run", "--dial-timeout=-1s"}, `invalid value "-1s" for flag -dial-timeout: must be positive`},
 		{[]string{"run", "--probe-interval=-1s"}, `invalid value "-1s" for flag -probe-interval: must be 0 (off) or positive`},

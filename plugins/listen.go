@@ -45,13 +45,13 @@ func ListenUnix(path string, mode fs.FileMode) (net.Listener, error) {
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		if e := noAFUnix(err); e != nil {
-			return nil, fmt.Errorf("listen %s: %w", path, e)
-		}
 		fi, statErr := os.Lstat(path)
 		switch {
-		case statErr != nil:
-			return nil, err // nothing there: the error is about something else
+		case statErr != nil: // nothing there: the error is about something else
+			if e := noAFUnix(err); e != nil {
+				return nil, fmt.Errorf("listen %s: %w", path, e)
+			}
+			return nil, err
 		case fi.Mode().Type() != fs.ModeSocket:
 			return nil, fmt.Errorf("listen %s: %w", path, ErrNotSocket)
 		case !stale(path):

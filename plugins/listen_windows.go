@@ -69,16 +69,22 @@ func restrictToAdmins(path string) error {
 		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
 }
 
-// errNoAFUnix is what the agent says on a Windows without AF_UNIX sockets
+// noAFUnixError is what the agent says on a Windows without AF_UNIX sockets
 // (Windows Server 2016 and older, and wine), instead of a winsock error
-// number.
-var errNoAFUnix = errors.New("this Windows has no AF_UNIX sockets (needs Windows 10 1803 / Server 2019 or later)")
+// number. It wraps that error (WSAEAFNOSUPPORT).
+type noAFUnixError struct{ err error }
 
-// noAFUnix returns errNoAFUnix if err says that this system has no AF_UNIX
-// sockets, else nil.
+func (e *noAFUnixError) Error() string {
+	return "this Windows has no AF_UNIX sockets (needs Windows 10 1803 / Server 2019 or later)"
+}
+
+func (e *noAFUnixError) Unwrap() error { return e.err }
+
+// noAFUnix returns a *noAFUnixError if err says that this system has no
+// AF_UNIX sockets, else nil.
 func noAFUnix(err error) error {
 	if errors.Is(err, windows.WSAEAFNOSUPPORT) {
-		return errNoAFUnix
+		return &noAFUnixError{err}
 	}
 	return nil
 }
