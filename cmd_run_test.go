@@ -33,7 +33,7 @@ func TestFullScansEvery(t *testing.T) {
 func TestRunUsage(t *testing.T) {
 	uidErr := func(v, msg string) string { return `invalid value "` + v + `" for flag -allow-uid: ` + msg }
 	notDecimal := func(v, f string) string { return uidErr(v, strconv.Quote(f)+" is not a decimal uid") }
-	secondBad := notDecimal("-5", "-5") // run --allow-uid 0 --allow-uid -5
+	secondBad := notDecimal("-5", "-5")                // run --allow-uid 0 --allow-uid -5
 	if _, err := register.ParseUIDs("0"); err != nil { // no peer credentials on this OS: the first value fails
 		notDecimal = func(v, _ string) string { return uidErr(v, err.Error()) }
 		secondBad = notDecimal("0", "0")
