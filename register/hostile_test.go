@@ -163,7 +163,6 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	for i := range 500 {
 		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
 	}
-	base := runtime.NumGoroutine()
 	r.tick()
 	// All 500 are tried, at most MaxInFlight at a time, and fail.
 	peak := 0
@@ -174,17 +173,19 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 				t.Fatalf("hung plugin registered: %+v", res)
 			}
 			failed++
-			peak = max(peak, runtime.NumGoroutine()-base)
+			if failed%8 == 0 { // a dump of every stack costs: sample
+				peak = max(peak, operationGoroutines())
+			}
 		case <-time.After(eventTimeout):
 			t.Fatalf("%d of 500 hung plugins failed", failed)
 		}
 	}
-	// Per operation in flight: one goroutine of the agent's, and about four
-	// of the in-process plugin server's connection (reader, writer,
-	// keepalive, handler). One more per operation, leaked or not, breaks
-	// the bound.
-	if bound := 6 * DefaultMaxInFlight; peak > bound {
-		t.Errorf("%d goroutines above the baseline with %d operations in flight, want at most %d", peak, DefaultMaxInFlight, bound)
+	// The agent's own goroutines: one per operation in flight, none left
+	// behind by an operation that timed out. (The in-process plugin
+	// servers' goroutines are not counted: they linger after a client has
+	// gone, more so on a loaded machine.)
+	if peak == 0 || peak > DefaultMaxInFlight {
+		t.Errorf("peak of %d operation goroutines, want between 1 and %d (max in flight)", peak, DefaultMaxInFlight)
 	}
 	// Now all 500 are due for a retry at every tick for a while; a healthy
 	// newcomer whose path sorts last still goes first.
@@ -202,4 +203,25 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	<-r.done
 	r.cancel = nil
 	close(r.applied)
+}
+
+// operationGoroutines counts the goroutines that run a reconciler's
+// operations: those whose stack holds the closure Run starts them with.
+func operationGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "plugreg/register.(*Reconciler).Run.func") && strings.Contains(g, "(*loop).run(") {
+			count++
+		}
+	}
+	return count
 }
