@@ -32,7 +32,7 @@ const eventTimeout = 10 * time.Second
 
 // recorder is a Handler that accepts CSIPlugin=1.* and reports each call on
 // events as "validate NAME", "register NAME ENDPOINT", "deregister NAME
-// ENDPOINT". It fails the test if two calls for one name overlap.
+// ENDPOINT REASON". It fails the test if two calls for one name overlap.
 type recorder struct {
 	t       *testing.T
 	accept  *plugins.Accept
@@ -57,21 +57,22 @@ func (r *recorder) enter(name string) func() {
 	return func() { r.mu.Lock(); r.active[name]--; r.mu.Unlock() }
 }
 
-func (r *recorder) Validate(ctx context.Context, name, endpoint string, versions []string) error {
-	defer r.enter(name)()
-	r.events <- "validate " + name
-	return r.accept.Validate(ctx, name, endpoint, versions)
+func (r *recorder) Validate(ctx context.Context, p plugins.Plugin) error {
+	defer r.enter(p.Name)()
+	r.events <- "validate " + p.Name
+	return r.accept.Validate(ctx, p)
 }
 
-func (r *recorder) Register(ctx context.Context, name, endpoint string, versions []string) error {
-	defer r.enter(name)()
-	r.events <- "register " + name + " " + endpoint
-	return r.failReg
+func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (plugins.Annotations, error) {
+	defer r.enter(p.Name)()
+	r.events <- "register " + p.Name + " " + p.Endpoint
+	return nil, r.failReg
 }
 
-func (r *recorder) DeRegister(ctx context.Context, name, endpoint string) {
-	defer r.enter(name)()
-	r.events <- "deregister " + name + " " + endpoint
+func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+	defer r.enter(p.Name)()
+	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason
+	return nil
 }
 
 // expect receives the next handler events and compares them.
@@ -263,7 +264,7 @@ func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 
 	stop() // removes the socket
 	r.tick()
-	r.handler.expect("deregister a /run/a/csi.sock")
+	r.handler.expect("deregister a /run/a/csi.sock removed")
 	r.deregistered("a")
 	r.stop()
 	if n := r.registry.Len(); n != 0 {
@@ -337,7 +338,7 @@ func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	stop1()
 	_, status2, _ := r.plugin("a", "CSIPlugin", "/e2", "1.0.0")
 	r.tick()
-	r.handler.expect("deregister a /e1", "validate a", "register a /e2")
+	r.handler.expect("deregister a /e1 replaced", "validate a", "register a /e2")
 	expectStatus(t, status2, true, "")
 	r.registered("a")
 	r.stop()
@@ -460,7 +461,7 @@ func TestIntegrationFailedNotifyRollsBack(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
 	r.tick()
-	r.handler.expect("validate a", "register a /e", "deregister a /e")
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
 	r.stop()
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins, want 0", n)
