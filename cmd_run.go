@@ -35,6 +35,7 @@ const (
 type runConfig struct {
 	dirs          stringList
 	accept        acceptList
+	handler       handlerList
 	interval      positiveDuration
 	api           string
 	apiGroup      string
@@ -77,6 +78,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags := newFlagSet("run", "[flags]", stderr)
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
+	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH` by running the program PATH for each validate, register and deregister (repeatable, once per type; see doc.go for its input, output and environment)")
 	flags.Var(&c.interval, "interval", "time between two scans")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
@@ -109,7 +111,9 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	return c, nil
 }
 
-// handlers returns the handlers of the --accept flags, or the defaults.
+// handlers returns the handlers of the --accept flags, or the defaults,
+// and those of the --handler flags, which take the place of an --accept
+// for their type.
 func (c *runConfig) handlers() *plugins.Handlers {
 	h := plugins.NewHandlers()
 	accept := c.accept
@@ -118,6 +122,9 @@ func (c *runConfig) handlers() *plugins.Handlers {
 	}
 	for _, a := range accept {
 		h.Add(a.Type, a)
+	}
+	for _, e := range c.handler {
+		h.Add(e.Type, e)
 	}
 	return h
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,10 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--max-in-flight", "x"}, `invalid value "x" for flag -max-in-flight: parse error`},
 		{[]string{"run", "--full-scan-every=-1"}, `invalid value "-1" for flag -full-scan-every: must be 0 (off) or positive`},
 		{[]string{"run", "--accept", "A=1", "--accept", "A=2"}, `invalid value "A=2" for flag -accept: type A given twice`},
+		{[]string{"run", "--handler", "T=exec:/nope"}, `invalid value "T=exec:/nope" for flag -handler: program /nope: no such file or directory`},
+		{[]string{"run", "--handler", "T=grpc:/x.sock"}, `invalid value "T=grpc:/x.sock" for flag -handler: unknown handler "grpc:/x.sock" for type T, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "=exec:/bin/sh"}, `invalid value "=exec:/bin/sh" for flag -handler: empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "T=exec:" + os.Args[0], "--handler", "T=exec:" + os.Args[0]}, `invalid value "T=exec:` + os.Args[0] + `" for flag -handler: type T given twice`},
 		{[]string{"run", "--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
 		{[]string{"run", "--log-format", "xml"}, `invalid value "xml" for flag -log-format: want auto, text or json`},
 		{[]string{"run", "extra"}, `run: unexpected argument "extra"`},

@@ -55,6 +55,11 @@ file without registering them again.
 		once per type. Giving one replaces all the defaults, which are the
 		kubelet's handlers: CSIPlugin=1.*, DevicePlugin=v1beta1 and
 		DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin.
+	--handler TYPE=exec:PATH
+		Handle plugins of TYPE by running the program PATH (see Exec
+		handlers). Repeatable, once per type. A relative PATH is taken from
+		the working directory at start; a PATH that is missing or not
+		executable is a usage error at start.
 	--api PATH
 		Unix socket of the local API (plugreg.v1.Registry), mode 0600.
 		Default: see Default paths. A socket file left by a crash is
@@ -126,6 +131,32 @@ file without registering them again.
 		credentials) both have one of these uids. Repeatable. Default: any
 		uid. Unix only: a usage error on Windows, illumos, Solaris and AIX,
 		which have no peer credentials to read. See package register.
+
+# Exec handlers
+
+For each Validate, Register and DeRegister of a plugin of TYPE, the agent
+runs PATH with one argument, validate, register or deregister, and one JSON
+object on stdin with the keys of list -o json, name, type, endpoint,
+socketPath and versions, plus reason for deregister (removed, replaced,
+unhealthy or rolled back):
+
+	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
+
+Exit status 0 is success. Otherwise the error is the last non-empty line
+the program wrote to stderr, cut to 512 bytes, or "exit status N" when there
+is none; a failed validate or register reaches the plugin in the kubelet's
+words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
+"... plugin registration failed with err: LINE". A failed deregister is
+logged; the plugin is deregistered all the same.
+
+The environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin, LANG=C and
+PLUGREG_ACTION=validate|register|deregister (on Windows PATH and SystemRoot
+point at the system root instead). The program runs in the agent's working
+directory. --handler-timeout bounds each call: then the program is killed,
+with everything in its process group (SIGKILL to the group it leads; on
+Windows only the program itself). What it writes beyond 64 KiB per stream
+is read and discarded. The calls for one plugin name never overlap, and at
+most --max-in-flight run at once.
 
 # plugreg list
 
