@@ -137,8 +137,9 @@ file without registering them again.
 For each Validate, Register and DeRegister of a plugin of TYPE, the agent
 runs PATH with one argument, validate, register or deregister, and one JSON
 object on stdin with the keys of list -o json, name, type, endpoint,
-socketPath and versions, plus reason for deregister (removed, replaced,
-unhealthy or rolled back):
+socketPath and versions, plus for deregister reason (removed, replaced,
+unhealthy or rolled back) and annotations (those of the registration,
+when it had any):
 
 	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
 
@@ -148,6 +149,14 @@ is none; a failed validate or register reaches the plugin in the kubelet's
 words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
 "... plugin registration failed with err: LINE". A failed deregister is
 logged; the plugin is deregistered all the same.
+
+register may print annotations on stdout: one JSON object of strings, such
+as {"node":"worker-1"}, at most 32 keys and 4 KiB of keys and values in all,
+valid UTF-8 without control characters, keys not empty. Nothing (or only
+blanks) means none. Anything else is a failed registration: the plugin is
+told, and the program is called again with deregister, reason "rolled
+back". Annotations show in list, get and watch, in the API and in the state
+file, and stay with a plugin restored from the state file.
 
 The environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin, LANG=C and
 PLUGREG_ACTION=validate|register|deregister (on Windows PATH and SystemRoot
@@ -170,8 +179,9 @@ is exact.
 		Unix socket of the agent's API. Default: see Default paths.
 	-o table|json
 		Output format. Default table. json prints an array of objects with
-		the keys name, type, endpoint, socketPath, versions and
-		registeredAt (RFC 3339).
+		the keys name, type, endpoint, socketPath, versions, registeredAt
+		(RFC 3339) and annotations (an object of strings that the plugin's
+		--handler returned at registration; {} when none).
 	--type TYPE
 		List only plugins of this type.
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,11 @@ const (
 // Exec is a Handler that runs a program, configured by --handler
 // TYPE=exec:PATH. For each call it runs Path with one argument, the action
 // ("validate", "register" or "deregister"), and one JSON object on stdin
-// (see [ExecInput]). Exit status 0 is success. Any other ends the call with
+// (see [ExecInput]). Exit status 0 is success. For "register", the program
+// may print annotations on stdout: one JSON object of strings (nothing or
+// only space: none); anything else, or annotations beyond
+// [CheckAnnotations], is a registration failure. Any other exit status
+// ends the call with
 // an error whose text is the last non-empty line the program wrote to
 // stderr, cut to 512 bytes, or "exit status N" when there is none.
 //
@@ -51,26 +56,63 @@ type Exec struct {
 }
 
 // ExecInput is the JSON object an Exec writes to its program's stdin. Its
-// keys are those of `plugreg list -o json`; deregister adds reason.
+// keys are those of `plugreg list -o json`; deregister adds reason, and the
+// annotations the plugin was registered with, if any.
 type ExecInput struct {
-	Name       string   `json:"name"`
-	Type       string   `json:"type"`
-	Endpoint   string   `json:"endpoint"`
-	SocketPath string   `json:"socketPath"`
-	Versions   []string `json:"versions"`
-	Reason     string   `json:"reason,omitempty"` // deregister only
+	Name        string            `json:"name"`
+	Type        string            `json:"type"`
+	Endpoint    string            `json:"endpoint"`
+	SocketPath  string            `json:"socketPath"`
+	Versions    []string          `json:"versions"`
+	Reason      string            `json:"reason,omitempty"`      // deregister only
+	Annotations map[string]string `json:"annotations,omitempty"` // deregister only
 }
 
 // Validate runs the program with "validate".
 func (e *Exec) Validate(ctx context.Context, p Plugin) error {
+	p.Annotations = nil
 	_, err := e.run(ctx, "validate", p, "")
 	return err
 }
 
-// Register runs the program with "register". It returns no annotations.
+// Register runs the program with "register" and returns the annotations
+// it printed.
 func (e *Exec) Register(ctx context.Context, p Plugin) (Annotations, error) {
-	_, err := e.run(ctx, "register", p, "")
-	return nil, err
+	p.Annotations = nil
+	out, err := e.run(ctx, "register", p, "")
+	if err != nil {
+		return nil, err
+	}
+	return parseAnnotations(out)
+}
+
+// parseAnnotations reads the stdout of a register: nothing, or one JSON
+// object of strings within the limits of CheckAnnotations.
+func parseAnnotations(out *headBuffer) (Annotations, error) {
+	if out.over {
+		return nil, fmt.Errorf("handler printed more than %d bytes of annotations", MaxExecOutput)
+	}
+	if len(bytes.TrimSpace(out.b)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(out.b))
+	var a Annotations
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("handler printed annotations that are not a JSON object of strings: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("handler printed more than one JSON object of annotations")
+	}
+	if a == nil { // "null"
+		return nil, errors.New("handler printed annotations that are not a JSON object of strings")
+	}
+	if err := CheckAnnotations(a); err != nil {
+		return nil, fmt.Errorf("handler printed bad annotations: %w", err)
+	}
+	if len(a) == 0 {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // DeRegister runs the program with "deregister", and reason in the input.
@@ -79,14 +121,13 @@ func (e *Exec) DeRegister(ctx context.Context, p Plugin, reason string) error {
 	return err
 }
 
-// run runs the program for action and returns what it wrote to stdout, up
-// to MaxExecOutput bytes.
-func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) ([]byte, error) {
+// run runs the program for action and returns what it wrote to stdout.
+func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) (*headBuffer, error) {
 	v := p.Versions
 	if v == nil {
 		v = []string{}
 	}
-	in, err := json.Marshal(ExecInput{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: v, Reason: reason})
+	in, err := json.Marshal(ExecInput{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: v, Reason: reason, Annotations: p.Annotations})
 	if err != nil {
 		return nil, fmt.Errorf("handler input: %w", err)
 	}
@@ -110,7 +151,7 @@ func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) 
 	}
 	switch {
 	case err == nil:
-		return stdout.b, nil
+		return stdout, nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("handler %s %s killed: %w", e.Path, action, ctx.Err())
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,49 @@ func TestExecErrors(t *testing.T) {
 			err := script(t, tc.body).Validate(t.Context(), execPlugin)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestExecAnnotations(t *testing.T) {
+	var many strings.Builder
+	many.WriteString("{")
+	for i := range MaxAnnotations + 1 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `"k%d":"v"`, i)
+	}
+	many.WriteString("}")
+	tests := []struct {
+		name, body string
+		want       Annotations
+		wantErr    string
+	}{
+		{"object", `echo '{"node": "worker-1", "rack": "r2"}'`, Annotations{"node": "worker-1", "rack": "r2"}, ""},
+		{"nothing", "exit 0", nil, ""},
+		{"blank", "echo; echo '  '", nil, ""},
+		{"empty object", "echo '{}'", nil, ""},
+		{"not JSON", "echo registered", nil, "handler printed annotations that are not a JSON object of strings: invalid character 'r' looking for beginning of value"},
+		{"not strings", `echo '{"n": 1}'`, nil, "handler printed annotations that are not a JSON object of strings: json: cannot unmarshal number into Go value of type string"},
+		{"null", "echo null", nil, "handler printed annotations that are not a JSON object of strings"},
+		{"two objects", "echo '{}{}'", nil, "handler printed more than one JSON object of annotations"},
+		{"too many", "echo '" + many.String() + "'", nil, "handler printed bad annotations: 33 annotations, at most 32 allowed"},
+		{"control character", `printf '{"k": "a\u0007b"}'`, nil, `handler printed bad annotations: annotation "k": value "a\ab" contains control character U+0007 at byte 1`},
+		{"megabytes", "head -c 3000000 /dev/zero", nil, "handler printed more than 65536 bytes of annotations"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := script(t, tc.body).Register(t.Context(), execPlugin)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Register = %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
+				t.Fatalf("Register = %v, want %q", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
 			}
 		})
 	}

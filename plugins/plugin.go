@@ -16,10 +16,14 @@ type Plugin struct {
 	SocketID     scan.ID   // identity of that socket when the plugin registered; compare to a new scan to tell whether it is still the same socket
 	Versions     []string  // supported versions from GetInfo
 	RegisteredAt time.Time // when the registration completed
+	// Annotations are what the handler's Register returned for the
+	// plugin's consumers (nil: none); see CheckAnnotations.
+	Annotations map[string]string
 }
 
 // Annotations are what a Handler's Register says of a plugin, as strings
-// by key, for the plugin's consumers.
+// by key, for the plugin's consumers; see [CheckAnnotations] for the
+// limits.
 type Annotations map[string]string
 
 // Reasons a Handler's DeRegister is called.

@@ -105,13 +105,23 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
 		return p, c.reject(ctx, rc, path, "validate", msg, err)
 	}
-	if _, err := h.Register(hctx, p); err != nil {
+	ann, err := h.Register(hctx, p)
+	if err == nil {
+		if err = plugins.CheckAnnotations(ann); err != nil {
+			// The handler did register it: undo that.
+			if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
+				c.log().Debug("roll back of bad annotations failed", "path", path, "err", derr)
+			}
+		}
+	}
+	if err != nil {
 		if ctx.Err() != nil || hctx.Err() != nil {
 			return p, &OpError{"register", path, err}
 		}
 		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
 		return p, c.reject(ctx, rc, path, "register", msg, err)
 	}
+	p.Annotations = ann
 	if err := c.notify(ctx, rc, true, ""); err != nil {
 		// The plugin does not know it is registered: undo it and retry, as
 		// the kubelet does since v1.36. The notification's error is the

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -39,7 +40,8 @@ type recorder struct {
 	events  chan string
 	mu      sync.Mutex
 	active  map[string]int
-	failReg error // returned by Register
+	failReg error               // returned by Register
+	ann     plugins.Annotations // returned by Register
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -66,7 +68,7 @@ func (r *recorder) Validate(ctx context.Context, p plugins.Plugin) error {
 func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (plugins.Annotations, error) {
 	defer r.enter(p.Name)()
 	r.events <- "register " + p.Name + " " + p.Endpoint
-	return nil, r.failReg
+	return r.ann, r.failReg
 }
 
 func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
@@ -326,6 +328,40 @@ func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
 	}
 }
 
+func TestIntegrationAnnotations(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"node": "worker-1"}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, true, "")
+	r.registered("a")
+	r.stop()
+	p, err := r.registry.Get("CSIPlugin", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"node": "worker-1"}, p.Annotations); diff != "" {
+		t.Errorf("annotations in the registry (-want +got):\n%s", diff)
+	}
+}
+
+// TestIntegrationBadAnnotations: annotations beyond the limits are a
+// failed registration, told to the plugin, and the handler's registration
+// is rolled back.
+func TestIntegrationBadAnnotations(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"": "x"}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
+	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
+	r.stop()
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins, want 0", n)
+	}
+}
+
 func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	r := newRig(t)
 	_, status1, stop1 := r.plugin("a", "CSIPlugin", "/e1", "1.0.0")
@@ -338,7 +374,17 @@ func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	stop1()
 	_, status2, _ := r.plugin("a", "CSIPlugin", "/e2", "1.0.0")
 	r.tick()
-	r.handler.expect("deregister a /e1 replaced", "validate a", "register a /e2")
+	// The scan may also catch the moment between the two incarnations,
+	// when the socket is gone: then the reason is "removed".
+	select {
+	case ev := <-r.handler.events:
+		if ev != "deregister a /e1 replaced" && ev != "deregister a /e1 removed" {
+			t.Fatalf("handler event %q, want the deregistration of a /e1", ev)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("no handler event, want the deregistration of a /e1")
+	}
+	r.handler.expect("validate a", "register a /e2")
 	expectStatus(t, status2, true, "")
 	r.registered("a")
 	r.stop()
