@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/register"
 )
 
@@ -95,5 +98,70 @@ func TestParseRunDefaults(t *testing.T) {
 	}
 	if c.fullScanEvery != 60 {
 		t.Errorf("--interval 1s: full scan every %d scans, want 60 (once a minute)", c.fullScanEvery)
+	}
+}
+
+// TestRunHandlers checks which handler each type gets from --accept and
+// --handler: a --handler type gets the version check of its --accept, or
+// its default one, or none.
+func TestRunHandlers(t *testing.T) {
+	prog := os.Args[0] // any executable file will do: it is not run
+	type want struct {
+		exec     bool
+		patterns []string // of the version check; nil: none (or no Checked)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want map[string]want // by type; every type the handlers have
+	}{
+		{"defaults", nil, map[string]want{
+			"CSIPlugin": {patterns: []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"handler, default check", []string{"--handler", "CSIPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {exec: true, patterns: []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"handler and accept", []string{"--accept", "CSIPlugin=2.*", "--handler", "CSIPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {exec: true, patterns: []string{"2.*"}},
+		}},
+		{"accept of another type", []string{"--accept", "GPUPlugin=v1", "--handler", "DRAPlugin=exec:" + prog}, map[string]want{
+			"GPUPlugin": {patterns: []string{"v1"}}, "DRAPlugin": {exec: true, patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"custom type, no check", []string{"--accept", "CSIPlugin=1.*", "--handler", "GPUPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {patterns: []string{"1.*"}}, "GPUPlugin": {exec: true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseRun(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := c.handlers()
+			got := map[string]want{}
+			for _, typ := range h.Types() {
+				hd, _ := h.Lookup(typ)
+				switch hd := hd.(type) {
+				case *plugins.Accept:
+					got[typ] = want{patterns: hd.Patterns}
+				case *plugins.Checked:
+					w := want{exec: true}
+					if hd.Accept != nil {
+						w.patterns = hd.Accept.Patterns
+					}
+					if _, ok := hd.Handler.(*plugins.Exec); !ok {
+						t.Errorf("%s: Checked with a %T", typ, hd.Handler)
+					}
+					got[typ] = w
+				default:
+					t.Errorf("%s: handler %T", typ, hd)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("handlers (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -57,7 +57,15 @@ file without registering them again.
 		DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin.
 	--handler TYPE=exec:PATH
 		Handle plugins of TYPE by running the program PATH (see Exec
-		handlers). Repeatable, once per type. A relative PATH is taken from
+		handlers). Repeatable, once per type. The version check of TYPE
+		runs first: that of an --accept for TYPE, or, with none, the
+		default one of CSIPlugin, DevicePlugin or DRAPlugin, or no check
+		for another type; then the program's validate. So
+		--handler CSIPlugin=exec:P alone checks 1.* then runs P;
+		--accept CSIPlugin=2.* --handler CSIPlugin=exec:P checks 2.*
+		instead; --handler GPUPlugin=exec:P runs P with no version check.
+		--handler does not replace the default --accept types, and types
+		with no --handler keep their --accept rules. A relative PATH is taken from
 		the working directory at start; a PATH that is missing or not
 		executable is a usage error at start.
 	--api PATH

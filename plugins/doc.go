@@ -36,6 +36,11 @@ with its whole process group (on Windows, the program alone), and what it
 writes beyond [MaxExecOutput] per stream is read and discarded. The
 per-OS code is in exec_unix.go and exec_other.go.
 
+[Checked] composes the two: an Accept's version check, then another
+Handler's Validate; Register and DeRegister are the other Handler's. The
+agent gives each --handler type a Checked with that type's --accept, or
+else its [DefaultAccept] entry, or no version check for another type.
+
 # Registry
 
 [Registry] holds the registered plugins as plain [Plugin] values, one per
