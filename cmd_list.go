@@ -25,12 +25,13 @@ const apiTimeout = 10 * time.Second
 // pluginJSON is a plugin as `list -o json` prints it; the keys are a
 // public contract.
 type pluginJSON struct {
-	Name         string   `json:"name"`
-	Type         string   `json:"type"`
-	Endpoint     string   `json:"endpoint"`
-	SocketPath   string   `json:"socketPath"`
-	Versions     []string `json:"versions"`
-	RegisteredAt string   `json:"registeredAt"` // RFC 3339
+	Name         string            `json:"name"`
+	Type         string            `json:"type"`
+	Endpoint     string            `json:"endpoint"`
+	SocketPath   string            `json:"socketPath"`
+	Versions     []string          `json:"versions"`
+	RegisteredAt string            `json:"registeredAt"` // RFC 3339
+	Annotations  map[string]string `json:"annotations"`  // {} when none
 }
 
 // runList is `plugreg list`.
@@ -71,9 +72,13 @@ func toJSON(p plugins.Plugin) pluginJSON {
 	if v == nil {
 		v = []string{}
 	}
+	a := p.Annotations
+	if a == nil {
+		a = map[string]string{}
+	}
 	return pluginJSON{
 		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
-		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano),
+		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ const (
 type runConfig struct {
 	dirs          stringList
 	accept        acceptList
+	handler       handlerList
 	interval      positiveDuration
 	api           string
 	apiGroup      string
@@ -77,6 +79,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags := newFlagSet("run", "[flags]", stderr)
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
+	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH` by running the program PATH for each validate, register and deregister (repeatable, once per type). The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment")
 	flags.Var(&c.interval, "interval", "time between two scans")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
@@ -109,15 +112,28 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	return c, nil
 }
 
-// handlers returns the handlers of the --accept flags, or the defaults.
+// handlers returns the handlers of the --accept flags, or the defaults,
+// and those of the --handler flags. A type with a --handler gets the
+// version check of its --accept, or else its default one (CSIPlugin,
+// DevicePlugin, DRAPlugin) or none, then the program's Validate.
 func (c *runConfig) handlers() *plugins.Handlers {
 	h := plugins.NewHandlers()
 	accept := c.accept
 	if len(accept) == 0 {
 		accept = plugins.DefaultAccept()
 	}
+	byType := make(map[string]*plugins.Accept)
 	for _, a := range accept {
 		h.Add(a.Type, a)
+		byType[a.Type] = a
+	}
+	for _, a := range plugins.DefaultAccept() {
+		if !slices.ContainsFunc([]*plugins.Accept(c.accept), func(b *plugins.Accept) bool { return b.Type == a.Type }) {
+			byType[a.Type] = a
+		}
+	}
+	for _, e := range c.handler {
+		h.Add(e.Type, &plugins.Checked{Accept: byType[e.Type], Handler: e})
 	}
 	return h
 }

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/register"
 )
 
@@ -54,6 +58,10 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--max-in-flight", "x"}, `invalid value "x" for flag -max-in-flight: parse error`},
 		{[]string{"run", "--full-scan-every=-1"}, `invalid value "-1" for flag -full-scan-every: must be 0 (off) or positive`},
 		{[]string{"run", "--accept", "A=1", "--accept", "A=2"}, `invalid value "A=2" for flag -accept: type A given twice`},
+		{[]string{"run", "--handler", "T=exec:/nope"}, `invalid value "T=exec:/nope" for flag -handler: program /nope: no such file or directory`},
+		{[]string{"run", "--handler", "T=grpc:/x.sock"}, `invalid value "T=grpc:/x.sock" for flag -handler: unknown handler "grpc:/x.sock" for type T, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "=exec:/bin/sh"}, `invalid value "=exec:/bin/sh" for flag -handler: empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "T=exec:" + os.Args[0], "--handler", "T=exec:" + os.Args[0]}, `invalid value "T=exec:` + os.Args[0] + `" for flag -handler: type T given twice`},
 		{[]string{"run", "--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
 		{[]string{"run", "--log-format", "xml"}, `invalid value "xml" for flag -log-format: want auto, text or json`},
 		{[]string{"run", "extra"}, `run: unexpected argument "extra"`},
@@ -92,5 +100,70 @@ func TestParseRunDefaults(t *testing.T) {
 	}
 	if c.fullScanEvery != 60 {
 		t.Errorf("--interval 1s: full scan every %d scans, want 60 (once a minute)", c.fullScanEvery)
+	}
+}
+
+// TestRunHandlers checks which handler each type gets from --accept and
+// --handler: a --handler type gets the version check of its --accept, or
+// its default one, or none.
+func TestRunHandlers(t *testing.T) {
+	prog := os.Args[0] // any executable file will do: it is not run
+	type want struct {
+		exec     bool
+		patterns []string // of the version check; nil: none (or no Checked)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want map[string]want // by type; every type the handlers have
+	}{
+		{"defaults", nil, map[string]want{
+			"CSIPlugin": {patterns: []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"handler, default check", []string{"--handler", "CSIPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {exec: true, patterns: []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"handler and accept", []string{"--accept", "CSIPlugin=2.*", "--handler", "CSIPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {exec: true, patterns: []string{"2.*"}},
+		}},
+		{"accept of another type", []string{"--accept", "GPUPlugin=v1", "--handler", "DRAPlugin=exec:" + prog}, map[string]want{
+			"GPUPlugin": {patterns: []string{"v1"}}, "DRAPlugin": {exec: true, patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+		}},
+		{"custom type, no check", []string{"--accept", "CSIPlugin=1.*", "--handler", "GPUPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {patterns: []string{"1.*"}}, "GPUPlugin": {exec: true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseRun(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := c.handlers()
+			got := map[string]want{}
+			for _, typ := range h.Types() {
+				hd, _ := h.Lookup(typ)
+				switch hd := hd.(type) {
+				case *plugins.Accept:
+					got[typ] = want{patterns: hd.Patterns}
+				case *plugins.Checked:
+					w := want{exec: true}
+					if hd.Accept != nil {
+						w.patterns = hd.Accept.Patterns
+					}
+					if _, ok := hd.Handler.(*plugins.Exec); !ok {
+						t.Errorf("%s: Checked with a %T", typ, hd.Handler)
+					}
+					got[typ] = w
+				default:
+					t.Errorf("%s: handler %T", typ, hd)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("handlers (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

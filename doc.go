@@ -55,6 +55,19 @@ file without registering them again.
 		once per type. Giving one replaces all the defaults, which are the
 		kubelet's handlers: CSIPlugin=1.*, DevicePlugin=v1beta1 and
 		DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin.
+	--handler TYPE=exec:PATH
+		Handle plugins of TYPE by running the program PATH (see Exec
+		handlers). Repeatable, once per type. The version check of TYPE
+		runs first: that of an --accept for TYPE, or, with none, the
+		default one of CSIPlugin, DevicePlugin or DRAPlugin, or no check
+		for another type; then the program's validate. So
+		--handler CSIPlugin=exec:P alone checks 1.* then runs P;
+		--accept CSIPlugin=2.* --handler CSIPlugin=exec:P checks 2.*
+		instead; --handler GPUPlugin=exec:P runs P with no version check.
+		--handler does not replace the default --accept types, and types
+		with no --handler keep their --accept rules. A relative PATH is taken from
+		the working directory at start; a PATH that is missing or not
+		executable is a usage error at start.
 	--api PATH
 		Unix socket of the local API (plugreg.v1.Registry), mode 0600.
 		Default: see Default paths. A socket file left by a crash is
@@ -127,6 +140,41 @@ file without registering them again.
 		uid. Unix only: a usage error on Windows, illumos, Solaris and AIX,
 		which have no peer credentials to read. See package register.
 
+# Exec handlers
+
+For each Validate, Register and DeRegister of a plugin of TYPE, the agent
+runs PATH with one argument, validate, register or deregister, and one JSON
+object on stdin with the keys of list -o json, name, type, endpoint,
+socketPath and versions, plus for deregister reason (removed, replaced,
+unhealthy or rolled back) and annotations (those of the registration,
+when it had any):
+
+	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
+
+Exit status 0 is success. Otherwise the error is the last non-empty line
+the program wrote to stderr, cut to 512 bytes, or "exit status N" when there
+is none; a failed validate or register reaches the plugin in the kubelet's
+words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
+"... plugin registration failed with err: LINE". A failed deregister is
+logged; the plugin is deregistered all the same.
+
+register may print annotations on stdout: one JSON object of strings, such
+as {"node":"worker-1"}, at most 32 keys and 4 KiB of keys and values in all,
+valid UTF-8 without control characters, keys not empty. Nothing (or only
+blanks) means none. Anything else is a failed registration: the plugin is
+told, and the program is called again with deregister, reason "rolled
+back". Annotations show in list, get and watch, in the API and in the state
+file, and stay with a plugin restored from the state file.
+
+The environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin, LANG=C and
+PLUGREG_ACTION=validate|register|deregister (on Windows PATH and SystemRoot
+point at the system root instead). The program runs in the agent's working
+directory. --handler-timeout bounds each call: then the program is killed,
+with everything in its process group (SIGKILL to the group it leads; on
+Windows only the program itself). What it writes beyond 64 KiB per stream
+is read and discarded. The calls for one plugin name never overlap, and at
+most --max-in-flight run at once.
+
 # plugreg list
 
 	plugreg list [--api PATH] [-o table|json] [--type TYPE]
@@ -139,8 +187,9 @@ is exact.
 		Unix socket of the agent's API. Default: see Default paths.
 	-o table|json
 		Output format. Default table. json prints an array of objects with
-		the keys name, type, endpoint, socketPath, versions and
-		registeredAt (RFC 3339).
+		the keys name, type, endpoint, socketPath, versions, registeredAt
+		(RFC 3339) and annotations (an object of strings that the plugin's
+		--handler returned at registration; {} when none).
 	--type TYPE
 		List only plugins of this type.
 

@@ -68,11 +68,11 @@ func TestEndToEndWatch(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"endpoint", "name", "registeredAt", "socketPath", "type", "versions"}; !slices.Equal(keys, want) {
+	if want := []string{"annotations", "endpoint", "name", "registeredAt", "socketPath", "type", "versions"}; !slices.Equal(keys, want) {
 		t.Errorf("registered event's plugin keys %v, want %v", keys, want)
 	}
 	csiSock := filepath.Join(e.dir, "csi.example.com.sock")
-	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}}
+	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{}}
 	if reg.Plugin == nil {
 		t.Fatalf("registered event without a plugin: %s", reg)
 	}

@@ -327,12 +327,13 @@ func examplePlugin(tb testing.TB, dir, name string, extra ...string) *proc {
 
 // listed is one plugin of `plugreg list -o json`.
 type listed struct {
-	Name         string   `json:"name"`
-	Type         string   `json:"type"`
-	Endpoint     string   `json:"endpoint"`
-	SocketPath   string   `json:"socketPath"`
-	Versions     []string `json:"versions"`
-	RegisteredAt string   `json:"registeredAt"`
+	Name         string            `json:"name"`
+	Type         string            `json:"type"`
+	Endpoint     string            `json:"endpoint"`
+	SocketPath   string            `json:"socketPath"`
+	Versions     []string          `json:"versions"`
+	RegisteredAt string            `json:"registeredAt"`
+	Annotations  map[string]string `json:"annotations"`
 }
 
 // tryList returns the plugins that `plugreg list -o json` prints, or why

@@ -200,6 +200,31 @@ func (l *acceptList) Set(v string) error {
 	return nil
 }
 
+// handlerList is the repeatable --handler flag: one program per plugin type.
+type handlerList []*plugins.Exec
+
+func (l *handlerList) String() string {
+	var s []string
+	for _, e := range *l {
+		s = append(s, e.Type+"=exec:"+e.Path)
+	}
+	return strings.Join(s, " ")
+}
+
+func (l *handlerList) Set(v string) error {
+	e, err := plugins.ParseExec(v)
+	if err != nil {
+		return err
+	}
+	for _, b := range *l {
+		if b.Type == e.Type {
+			return fmt.Errorf("type %s given twice", e.Type)
+		}
+	}
+	*l = append(*l, e)
+	return nil
+}
+
 // uidList is the repeatable --allow-uid flag. Nil: not given, anyone may
 // register.
 type uidList []uint32

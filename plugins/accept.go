@@ -23,20 +23,21 @@ type Accept struct {
 	Patterns []string // accepted versions; see ParseAccept for the rules
 }
 
-// Validate returns an error unless at least one of versions matches one of
-// a.Patterns. It does not check name: callers apply [ValidateInfo] to every
+// Validate returns an error unless at least one of p.Versions matches one
+// of a.Patterns. It does not check the name: callers apply [ValidateInfo] to every
 // plugin before asking its handler. A pattern that is not a valid glob is
 // reported as an error wrapping [path.ErrBadPattern]; ParseAccept never
 // returns one.
-func (a *Accept) Validate(ctx context.Context, name, endpoint string, versions []string) error {
+func (a *Accept) Validate(ctx context.Context, p Plugin) error {
+	versions := p.Versions
 	if len(versions) == 0 {
 		return errors.New("plugin reported no supported versions")
 	}
-	for _, p := range a.Patterns {
+	for _, pat := range a.Patterns {
 		for _, v := range versions {
-			ok, err := path.Match(p, v)
+			ok, err := path.Match(pat, v)
 			if err != nil {
-				return fmt.Errorf("bad pattern %q: %w", p, err)
+				return fmt.Errorf("bad pattern %q: %w", pat, err)
 			}
 			if ok {
 				return nil
@@ -50,14 +51,14 @@ func (a *Accept) Validate(ctx context.Context, name, endpoint string, versions [
 // Register has nothing to set up for an accept-only handler: the caller
 // records the plugin in the Registry. It returns ctx.Err() if ctx is
 // already done, so a registration that was abandoned is not reported as a
-// success, and nil otherwise.
-func (a *Accept) Register(ctx context.Context, name, endpoint string, versions []string) error {
-	return ctx.Err()
+// success, and nil otherwise. It returns no annotations.
+func (a *Accept) Register(ctx context.Context, p Plugin) (Annotations, error) {
+	return nil, ctx.Err()
 }
 
 // DeRegister has nothing to tear down; the caller removes the plugin from
-// the Registry.
-func (a *Accept) DeRegister(ctx context.Context, name, endpoint string) {}
+// the Registry. It returns nil.
+func (a *Accept) DeRegister(ctx context.Context, p Plugin, reason string) error { return nil }
 
 // acceptSyntax is the error for a value with no "=" at all.
 const acceptSyntax = "want TYPE=PATTERNS, e.g. CSIPlugin=1.*"

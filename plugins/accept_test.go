@@ -105,7 +105,7 @@ func TestAcceptValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.a.Validate(t.Context(), tc.plugin, "/p.sock", tc.versions)
+			err := tc.a.Validate(t.Context(), Plugin{Name: tc.plugin, Endpoint: "/p.sock", Versions: tc.versions})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("Validate(%q, %q) = %v, want nil", tc.plugin, tc.versions, err)
@@ -120,15 +120,18 @@ func TestAcceptValidate(t *testing.T) {
 
 func TestAcceptRegister(t *testing.T) {
 	a := &Accept{Type: "X", Patterns: []string{"*"}}
-	if err := a.Register(t.Context(), "x", "/x.sock", []string{"1"}); err != nil {
-		t.Errorf("Register with live context = %v, want nil", err)
+	p := Plugin{Name: "x", Endpoint: "/x.sock", Versions: []string{"1"}}
+	if ann, err := a.Register(t.Context(), p); err != nil || ann != nil {
+		t.Errorf("Register with live context = %v, %v, want nil, nil", ann, err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := a.Register(ctx, "x", "/x.sock", []string{"1"}); !errors.Is(err, context.Canceled) {
+	if _, err := a.Register(ctx, p); !errors.Is(err, context.Canceled) {
 		t.Errorf("Register with cancelled context = %v, want %v", err, context.Canceled)
 	}
-	a.DeRegister(ctx, "x", "/x.sock") // nothing to observe; must not panic
+	if err := a.DeRegister(ctx, p, ReasonRemoved); err != nil {
+		t.Errorf("DeRegister = %v, want nil", err)
+	}
 }
 
 // Accept is a Handler.
@@ -211,7 +214,7 @@ func FuzzParseAccept(f *testing.F) {
 		if diff := cmp.Diff(a, b); diff != "" {
 			t.Fatalf("ParseAccept(%q) round trip (-first +second):\n%s", s, diff)
 		}
-		if err := a.Validate(t.Context(), "x", "", []string{version}); errors.Is(err, path.ErrBadPattern) {
+		if err := a.Validate(t.Context(), Plugin{Name: "x", Versions: []string{version}}); errors.Is(err, path.ErrBadPattern) {
 			t.Fatalf("ParseAccept(%q).Validate(%q) = %v", s, version, err)
 		}
 	})

@@ -115,6 +115,7 @@ func ToProto(p Plugin) *plugregv1.Plugin {
 		SocketPath:   p.SocketPath,
 		Versions:     p.Versions,
 		RegisteredAt: timestamppb.New(p.RegisteredAt),
+		Annotations:  p.Annotations,
 	}
 }
 
@@ -127,5 +128,6 @@ func FromProto(m *plugregv1.Plugin) Plugin {
 		SocketPath:   m.GetSocketPath(),
 		Versions:     m.GetVersions(),
 		RegisteredAt: m.GetRegisteredAt().AsTime(),
+		Annotations:  m.GetAnnotations(),
 	}
 }

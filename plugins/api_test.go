@@ -53,6 +53,7 @@ func plugin(i int) plugins.Plugin {
 		SocketPath:   fmt.Sprintf("/reg/p%d.sock", i%17),
 		Versions:     []string{"1.0.0", fmt.Sprint(i)},
 		RegisteredAt: t0,
+		Annotations:  map[string]string{"i": fmt.Sprint(i)},
 	}
 }
 

@@ -24,6 +24,23 @@ keep a hostile plugin from making the agent store, log and persist large
 values. The endpoint is taken as reported: nothing checks that the plugin
 owns it.
 
+[Exec], configured by --handler TYPE=exec:PATH (see [ParseExec]), runs a
+program for each call: PATH validate|register|deregister, with the plugin
+as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
+versions, and reason for deregister). Exit status 0 is success; otherwise
+the error is the last non-empty line of its stderr (at most 512 bytes), or
+"exit status N". Its environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin,
+LANG=C and PLUGREG_ACTION (the action); on Windows PATH and SystemRoot name
+the system root. When the call's context is done the program is killed
+with its whole process group (on Windows, the program alone), and what it
+writes beyond [MaxExecOutput] per stream is read and discarded. The
+per-OS code is in exec_unix.go and exec_other.go.
+
+[Checked] composes the two: an Accept's version check, then another
+Handler's Validate; Register and DeRegister are the other Handler's. The
+agent gives each --handler type a Checked with that type's --accept, or
+else its [DefaultAccept] entry, or no version check for another type.
+
 # Registry
 
 [Registry] holds the registered plugins as plain [Plugin] values, one per
@@ -73,6 +90,6 @@ sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
 reads no clock: callers pass the time of each change and set
 [Plugin.RegisteredAt]; only the Saver waits, between retries of a failed
-write. Only the Saver logs.
+write, and Exec, for its program. Only the Saver logs.
 */
 package plugins

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -66,11 +67,11 @@ func (k EventKind) change() bool {
 
 // clone returns a copy of ev that shares no slice with it.
 func (ev Event) clone() Event {
-	ev.Plugin.Versions = slices.Clone(ev.Plugin.Versions)
+	ev.Plugin.Versions, ev.Plugin.Annotations = slices.Clone(ev.Plugin.Versions), maps.Clone(ev.Plugin.Annotations)
 	if ev.Plugins != nil {
 		ps := make([]Plugin, len(ev.Plugins))
 		for i, p := range ev.Plugins {
-			p.Versions = slices.Clone(p.Versions)
+			p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 			ps[i] = p
 		}
 		ev.Plugins = ps

@@ -16,19 +16,41 @@ type Plugin struct {
 	SocketID     scan.ID   // identity of that socket when the plugin registered; compare to a new scan to tell whether it is still the same socket
 	Versions     []string  // supported versions from GetInfo
 	RegisteredAt time.Time // when the registration completed
+	// Annotations are what the handler's Register returned for the
+	// plugin's consumers (nil: none); see CheckAnnotations.
+	Annotations map[string]string
 }
+
+// Annotations are what a Handler's Register says of a plugin, as strings
+// by key, for the plugin's consumers; see [CheckAnnotations] for the
+// limits.
+type Annotations map[string]string
+
+// Reasons a Handler's DeRegister is called.
+const (
+	ReasonRemoved    = "removed"     // the plugin's socket is gone
+	ReasonReplaced   = "replaced"    // a new socket took its place, or a restored plugin answers differently
+	ReasonUnhealthy  = "unhealthy"   // it stopped answering while its socket stayed
+	ReasonRolledBack = "rolled back" // Register succeeded but the plugin could not be told
+)
 
 // Handler validates and registers the plugins of one type. Calls for one
 // plugin name are strictly ordered (Validate, Register, DeRegister) and never
 // run concurrently; see Handlers. Every call gets a context that is cancelled
-// when the agent's handler timeout expires or the agent stops.
+// when the agent's handler timeout expires or the agent stops. The Plugin
+// passed is what the plugin reported in GetInfo, with its socket path; its
+// RegisteredAt is not set yet for Validate and Register.
 type Handler interface {
 	// Validate returns an error if the plugin's information is unacceptable
 	// (an unsupported version, a bad name, ...).
-	Validate(ctx context.Context, name, endpoint string, versions []string) error
-	// Register makes the plugin available to its consumers. An error rolls
-	// the registration back and is reported to the plugin.
-	Register(ctx context.Context, name, endpoint string, versions []string) error
-	// DeRegister is called once the plugin's socket is gone or replaced.
-	DeRegister(ctx context.Context, name, endpoint string)
+	Validate(ctx context.Context, p Plugin) error
+	// Register makes the plugin available to its consumers, and may return
+	// annotations for them (nil: none). An error rolls the registration
+	// back and is reported to the plugin.
+	Register(ctx context.Context, p Plugin) (Annotations, error)
+	// DeRegister is called once the plugin's socket is gone or replaced,
+	// the plugin is unhealthy, or a registration is rolled back; reason is
+	// one of the Reason constants. The plugin is deregistered whatever it
+	// returns: an error is only logged.
+	DeRegister(ctx context.Context, p Plugin, reason string) error
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,7 +81,7 @@ func NewRegistry() *Registry {
 func NewRegistryFrom(s State) *Registry {
 	r := NewRegistry()
 	for _, p := range s.Plugins {
-		p.Versions = slices.Clone(p.Versions)
+		p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 		r.plugins[p.SocketPath] = p
 	}
 	r.rev = s.Revision
@@ -107,7 +108,7 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	if !kind.change() {
 		panic(fmt.Sprintf("plugins: Apply of event kind %q", kind))
 	}
-	p.Versions = slices.Clone(p.Versions)
+	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 	ev = Event{Kind: kind, Time: now, Plugin: p}
 	var stale *grpc.ClientConn
 	r.mu.Lock()
@@ -216,7 +217,7 @@ func (r *Registry) listLocked(typ string) []Plugin {
 	list := make([]Plugin, 0, len(r.plugins))
 	for _, p := range r.plugins {
 		if typ == "" || p.Type == typ {
-			p.Versions = slices.Clone(p.Versions)
+			p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 			list = append(list, p)
 		}
 	}
@@ -245,7 +246,7 @@ func (r *Registry) Get(typ, name string) (Plugin, error) {
 	if !ok {
 		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
 	}
-	p.Versions = slices.Clone(p.Versions)
+	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 	return p, nil
 }
 

@@ -48,12 +48,18 @@ const maxQuarantineSuffix = 1000
 //	      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath-reg.sock",
 //	      "socketId": {"dev": 2049, "ino": 1835021, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789},
 //	      "versions": ["1.0.0"],
-//	      "registeredAt": "2026-08-21T10:00:00.5Z"
+//	      "registeredAt": "2026-08-21T10:00:00.5Z",
+//	      "annotations": {"node": "worker-1"}
 //	    }
 //	  ]
 //	}
 //
-// Unknown fields are an error, so a new field needs a new StateVersion.
+// Unknown fields are an error. "annotations" is optional and left out when
+// there are none, so it needs no new StateVersion: files written before it
+// existed load as they are, and so do files without annotations in an
+// agent that does not know the field (one with annotations is corrupt to
+// that agent, which rebuilds from the scan). Any other new field needs a
+// new StateVersion.
 type State struct {
 	Version  int    // StateVersion; Save writes StateVersion whatever this says
 	Revision uint64 // of the latest event included
@@ -76,6 +82,9 @@ type pluginRecord struct {
 	SocketID     socketIDRecord `json:"socketId"`
 	Versions     []string       `json:"versions"`
 	RegisteredAt time.Time      `json:"registeredAt"`
+	// Annotations is left out when empty, so that a file without any
+	// stays readable by an agent that does not know the field.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // socketIDRecord is the JSON form of a scan.ID.
@@ -101,6 +110,7 @@ func (s State) MarshalJSON() ([]byte, error) {
 			SocketID:     socketIDRecord{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
 			Versions:     p.Versions,
 			RegisteredAt: p.RegisteredAt.UTC(),
+			Annotations:  p.Annotations,
 		}
 	}
 	return json.Marshal(d)
@@ -126,6 +136,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 			SocketID:     scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
 			Versions:     r.Versions,
 			RegisteredAt: r.RegisteredAt,
+			Annotations:  r.Annotations,
 		}
 	}
 	return nil
@@ -133,7 +144,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 
 // check returns an error if s breaks a rule of the Registry (a plugin
 // without a socket path, two plugins at one socket path, an invalid plugin
-// name; see ValidateName) or cannot survive a round trip through JSON (a
+// name, annotations beyond CheckAnnotations; see ValidateName) or cannot survive a round trip through JSON (a
 // string that is not UTF-8, a time outside the years 0 to 9999 UTC).
 func (s State) check() error {
 	seen := make(map[string]bool, len(s.Plugins))
@@ -153,6 +164,9 @@ func (s State) check() error {
 		}
 		if !utf8.ValidString(p.Type) || !utf8.ValidString(p.Endpoint) || slices.ContainsFunc(p.Versions, notUTF8) {
 			return fmt.Errorf("plugin %d at %q: type, endpoint or a version is not valid UTF-8", i, p.SocketPath)
+		}
+		if err := CheckAnnotations(p.Annotations); err != nil {
+			return fmt.Errorf("plugin %d at %q: %w", i, p.SocketPath, err)
 		}
 		if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
 			return fmt.Errorf("plugin %d at %q: registration time %v out of range", i, p.SocketPath, p.RegisteredAt)

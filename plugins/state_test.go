@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,10 +17,12 @@ import (
 )
 
 // testState is a State with every field set, a nil and an empty Versions,
+// annotations on one plugin,
 // and times in several zones.
 func testState() State {
 	withID := csiHostpath
 	withID.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045123456789, Birth: -1}
+	withID.Annotations = map[string]string{"node": "worker-1", "zone": "é"}
 	noVersions := sriov
 	noVersions.Versions = nil
 	emptyVersions := draNew
@@ -132,6 +135,35 @@ func TestSaveFormat(t *testing.T) {
 	}
 }
 
+// TestLoadAnnotations loads documents of version 1 with and without
+// annotations: files written before annotations existed load as they are.
+func TestLoadAnnotations(t *testing.T) {
+	const doc = `{"version": 1, "revision": 3, "plugins": [{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
+	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"%s}]}`
+	tests := []struct {
+		name, extra string
+		want        map[string]string
+	}{
+		{"none", "", nil},
+		{"some", `, "annotations": {"node": "n1"}`, map[string]string{"node": "n1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tempDir(t), "state.json")
+			if err := os.WriteFile(path, fmt.Appendf(nil, doc, tc.extra), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load = %v", err)
+			}
+			if diff := cmp.Diff(tc.want, s.Plugins[0].Annotations); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestSaveEmpty(t *testing.T) {
 	path := filepath.Join(tempDir(t), "state.json")
 	if err := Save(path, NewRegistry().State()); err != nil {
@@ -157,6 +189,8 @@ func TestSaveInvalid(t *testing.T) {
 	badUTF8.Plugins[0].SocketPath = "/reg/\xff.sock"
 	badVersion := testState()
 	badVersion.Plugins[0].Versions = []string{"1.0", "\xc3"}
+	badAnnotation := testState()
+	badAnnotation.Plugins[1].Annotations = map[string]string{"k": "a\tb"}
 	farFuture := testState()
 	farFuture.Plugins[0].RegisteredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -170,6 +204,7 @@ func TestSaveInvalid(t *testing.T) {
 		{"socket path not UTF-8", badUTF8, "not valid UTF-8"},
 		{"version not UTF-8", badVersion, "not valid UTF-8"},
 		{"year 10000", farFuture, "out of range"},
+		{"bad annotation", badAnnotation, "control character"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

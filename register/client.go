@@ -105,17 +105,30 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
 		return p, c.reject(ctx, rc, path, "validate", msg, err)
 	}
-	if err := h.Register(hctx, p.Name, p.Endpoint, p.Versions); err != nil {
+	ann, err := h.Register(hctx, p)
+	if err == nil {
+		if err = plugins.CheckAnnotations(ann); err != nil {
+			// The handler did register it: undo that.
+			if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
+				c.log().Debug("roll back of bad annotations failed", "path", path, "err", derr)
+			}
+		}
+	}
+	if err != nil {
 		if ctx.Err() != nil || hctx.Err() != nil {
 			return p, &OpError{"register", path, err}
 		}
 		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
 		return p, c.reject(ctx, rc, path, "register", msg, err)
 	}
+	p.Annotations = ann
 	if err := c.notify(ctx, rc, true, ""); err != nil {
 		// The plugin does not know it is registered: undo it and retry, as
-		// the kubelet does since v1.36.
-		h.DeRegister(hctx, p.Name, p.Endpoint)
+		// the kubelet does since v1.36. The notification's error is the
+		// one that counts; the rollback's is only joined to it.
+		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back: %w", derr))
+		}
 		return p, &OpError{"notify", path, err}
 	}
 	return p, nil
@@ -240,7 +253,7 @@ func validate(ctx context.Context, h plugins.Handler, p plugins.Plugin) error {
 	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		return err
 	}
-	return h.Validate(ctx, p.Name, p.Endpoint, p.Versions)
+	return h.Validate(ctx, p)
 }
 
 // reject tells the plugin it was refused. A plugin may exit or stop serving
@@ -261,9 +274,10 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 	return err
 }
 
-// Deregister calls the DeRegister of p's handler, after any other call for
-// the same plugin name has finished. It never contacts the plugin.
-func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
+// Deregister calls the DeRegister of p's handler with reason (see
+// plugins.Handler), after any other call for the same plugin name has
+// finished, and returns its error. It never contacts the plugin.
+func (c *Client) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"deregister", p.SocketPath, fmt.Errorf("no handler for plugin type %s", p.Type)}
@@ -275,7 +289,9 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin) error {
 		return &OpError{"deregister", p.SocketPath, err}
 	}
 	defer unlock()
-	h.DeRegister(ctx, p.Name, p.Endpoint)
+	if err := h.DeRegister(ctx, p, reason); err != nil {
+		return &OpError{"deregister", p.SocketPath, err}
+	}
 	return nil
 }
 

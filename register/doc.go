@@ -48,7 +48,10 @@
 //
 // Validate, Register and DeRegister for one plugin name never overlap (see
 // plugins.Handlers.Lock). Deregistration never contacts the plugin: its
-// socket is usually gone.
+// socket is usually gone. DeRegister is told why ("removed", "replaced",
+// "unhealthy", "rolled back"); the plugin leaves the Registry whatever it
+// returns, and its error is logged on the "plugin deregistered" line, not
+// retried.
 //
 // The reconciler also verifies plugins restored from the state file
 // (Client.Verify: GetInfo must answer as before) and probes registered

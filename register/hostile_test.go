@@ -116,7 +116,7 @@ func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
 	for len(r.handler.events) > 0 {
 		ev := <-r.handler.events
 		switch ev {
-		case "validate healthy", "register healthy /e", "validate hang", "register hang /e/hang", "deregister hang /e/hang":
+		case "validate healthy", "register healthy /e", "validate hang", "register hang /e/hang", "deregister hang /e/hang rolled back":
 		default:
 			t.Errorf("unexpected handler event %q", ev)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -32,14 +33,15 @@ const eventTimeout = 10 * time.Second
 
 // recorder is a Handler that accepts CSIPlugin=1.* and reports each call on
 // events as "validate NAME", "register NAME ENDPOINT", "deregister NAME
-// ENDPOINT". It fails the test if two calls for one name overlap.
+// ENDPOINT REASON". It fails the test if two calls for one name overlap.
 type recorder struct {
 	t       *testing.T
 	accept  *plugins.Accept
 	events  chan string
 	mu      sync.Mutex
 	active  map[string]int
-	failReg error // returned by Register
+	failReg error               // returned by Register
+	ann     plugins.Annotations // returned by Register
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -57,21 +59,22 @@ func (r *recorder) enter(name string) func() {
 	return func() { r.mu.Lock(); r.active[name]--; r.mu.Unlock() }
 }
 
-func (r *recorder) Validate(ctx context.Context, name, endpoint string, versions []string) error {
-	defer r.enter(name)()
-	r.events <- "validate " + name
-	return r.accept.Validate(ctx, name, endpoint, versions)
+func (r *recorder) Validate(ctx context.Context, p plugins.Plugin) error {
+	defer r.enter(p.Name)()
+	r.events <- "validate " + p.Name
+	return r.accept.Validate(ctx, p)
 }
 
-func (r *recorder) Register(ctx context.Context, name, endpoint string, versions []string) error {
-	defer r.enter(name)()
-	r.events <- "register " + name + " " + endpoint
-	return r.failReg
+func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (plugins.Annotations, error) {
+	defer r.enter(p.Name)()
+	r.events <- "register " + p.Name + " " + p.Endpoint
+	return r.ann, r.failReg
 }
 
-func (r *recorder) DeRegister(ctx context.Context, name, endpoint string) {
-	defer r.enter(name)()
-	r.events <- "deregister " + name + " " + endpoint
+func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+	defer r.enter(p.Name)()
+	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason
+	return nil
 }
 
 // expect receives the next handler events and compares them.
@@ -263,7 +266,7 @@ func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 
 	stop() // removes the socket
 	r.tick()
-	r.handler.expect("deregister a /run/a/csi.sock")
+	r.handler.expect("deregister a /run/a/csi.sock removed")
 	r.deregistered("a")
 	r.stop()
 	if n := r.registry.Len(); n != 0 {
@@ -325,6 +328,40 @@ func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
 	}
 }
 
+func TestIntegrationAnnotations(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"node": "worker-1"}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, true, "")
+	r.registered("a")
+	r.stop()
+	p, err := r.registry.Get("CSIPlugin", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"node": "worker-1"}, p.Annotations); diff != "" {
+		t.Errorf("annotations in the registry (-want +got):\n%s", diff)
+	}
+}
+
+// TestIntegrationBadAnnotations: annotations beyond the limits are a
+// failed registration, told to the plugin, and the handler's registration
+// is rolled back.
+func TestIntegrationBadAnnotations(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"": "x"}
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
+	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
+	r.stop()
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins, want 0", n)
+	}
+}
+
 func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	r := newRig(t)
 	_, status1, stop1 := r.plugin("a", "CSIPlugin", "/e1", "1.0.0")
@@ -337,7 +374,17 @@ func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	stop1()
 	_, status2, _ := r.plugin("a", "CSIPlugin", "/e2", "1.0.0")
 	r.tick()
-	r.handler.expect("deregister a /e1", "validate a", "register a /e2")
+	// The scan may also catch the moment between the two incarnations,
+	// when the socket is gone: then the reason is "removed".
+	select {
+	case ev := <-r.handler.events:
+		if ev != "deregister a /e1 replaced" && ev != "deregister a /e1 removed" {
+			t.Fatalf("handler event %q, want the deregistration of a /e1", ev)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("no handler event, want the deregistration of a /e1")
+	}
+	r.handler.expect("validate a", "register a /e2")
 	expectStatus(t, status2, true, "")
 	r.registered("a")
 	r.stop()
@@ -460,7 +507,7 @@ func TestIntegrationFailedNotifyRollsBack(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(srv.Stop)
 	r.tick()
-	r.handler.expect("validate a", "register a /e", "deregister a /e")
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
 	r.stop()
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins, want 0", n)

@@ -20,8 +20,10 @@ type Registrar interface {
 	// a *RejectError is a rejection; any error is retried with backoff
 	// while the socket exists.
 	Register(ctx context.Context, path string) (plugins.Plugin, error)
-	// Deregister deregisters a registered plugin.
-	Deregister(ctx context.Context, p plugins.Plugin) error
+	// Deregister deregisters a registered plugin; reason says why
+	// (statecache.Reason's text). The plugin is deregistered whatever it
+	// returns: an error is logged, not retried.
+	Deregister(ctx context.Context, p plugins.Plugin, reason string) error
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now.
 	Verify(ctx context.Context, p plugins.Plugin) error
@@ -339,7 +341,7 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result
 	reg := l.r.Registrar
 	switch op.Kind {
 	case statecache.Deregister:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.Deregister(ctx, op.Plugin)}
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Deregister(ctx, op.Plugin, op.Reason.String())}
 	case statecache.Verify:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
 	case statecache.Probe:

@@ -22,6 +22,7 @@ type call struct {
 	kind   string // "register" or "deregister"
 	path   string
 	plugin plugins.Plugin // deregister: what is deregistered
+	reason string         // deregister: why
 	reply  chan error
 }
 
@@ -49,8 +50,8 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string) (plugins.Plug
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
 }
 
-func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin) error {
-	return f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p})
+func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
+	return f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
 }
 
 func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
@@ -257,8 +258,8 @@ func TestReconcilerFollowsTheScanner(t *testing.T) {
 		e.dir.set("/p/a", 2)
 		time.Sleep(time.Second)
 		c := e.next("deregister", "/p/a")
-		if c.plugin.Name != "a" {
-			t.Errorf("deregister %+v, want plugin a", c.plugin)
+		if c.plugin.Name != "a" || c.reason != "replaced" {
+			t.Errorf("deregister %+v for %q, want plugin a for \"replaced\"", c.plugin, c.reason)
 		}
 		t0 := time.Now()
 		c.reply <- nil

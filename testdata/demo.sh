@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# make demo: the agent and two example plugins in a temporary directory.
-# One plugin is registered, one is rejected (no handler for its type); then
-# the registered one stops and is deregistered. Usage: demo.sh BINARY
+# make demo: the agent and two example CSI plugins in a temporary directory.
+# The agent runs the exec handler testdata/handler.sh for CSIPlugin: it
+# refuses one plugin by name and annotates the other, which is registered;
+# then the registered one stops and is deregistered. Usage: demo.sh BINARY
 set -euo pipefail
 bin=$(cd "$(dirname "${1:?usage: demo.sh BINARY}")" && pwd)/$(basename "$1")
+handler=$(cd "$(dirname "$0")" && pwd)/handler.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/plugreg-demo.XXXXXX")
 dir=$tmp/plugins
 api=$tmp/api.sock
@@ -29,25 +31,27 @@ until_ok() {
 listed() { "$bin" list --api "$api" -o json | grep -q "\"name\": \"$1\""; }
 not_listed() { ! listed "$1"; }
 
-step "start the agent: plugreg run --dir $dir --interval 100ms"
-"$bin" run --dir "$dir" --api "$api" --state "$tmp/state.json" --interval 100ms --log-format text > >(prefix agent) 2>&1 &
+step "start the agent: plugreg run --dir $dir --interval 100ms --handler CSIPlugin=exec:$handler"
+"$bin" run --dir "$dir" --api "$api" --state "$tmp/state.json" --interval 100ms --handler "CSIPlugin=exec:$handler" --log-format text > >(prefix agent) 2>&1 &
 agent=$!
 pids+=($agent)
 until_ok test -S "$api"
 settle
 
-step "start a CSI plugin (accepted) and a plugin of type GPUPlugin (no handler: rejected)"
+step "start two CSI plugins: handler.sh annotates csi.example.com and refuses refused.example.com by name"
 "$bin" example-plugin --dir "$dir" --name csi.example.com --type CSIPlugin --versions 1.0.0 --log-format text > >(prefix csi) 2>&1 &
 csi=$!
 pids+=($csi)
-"$bin" example-plugin --dir "$dir" --name gpu.example.com --type GPUPlugin --versions v1 --log-format text > >(prefix gpu) 2>&1 &
-gpu=$!
-pids+=($gpu)
+"$bin" example-plugin --dir "$dir" --name refused.example.com --type CSIPlugin --versions 1.0.0 --log-format text > >(prefix refused) 2>&1 &
+refused=$!
+pids+=($refused)
 until_ok listed csi.example.com
 settle
 
-step "plugreg list"
-"$bin" list --api "$api"
+step "plugreg list -o json: the annotations from handler.sh"
+"$bin" list --api "$api" -o json
+"$bin" list --api "$api" -o json | grep -q '"handler": "handler.sh"' || { echo "demo: no annotations from handler.sh" >&2; exit 1; }
+if listed refused.example.com; then echo "demo: refused.example.com was registered" >&2; exit 1; fi
 
 step "stop the CSI plugin: it removes its socket, the agent deregisters it"
 kill -TERM "$csi"
@@ -58,8 +62,8 @@ step "plugreg list"
 "$bin" list --api "$api"
 
 step "stop everything (SIGTERM)"
-kill -TERM "$gpu" "$agent"
-wait "$gpu" || true
+kill -TERM "$refused" "$agent"
+wait "$refused" || true
 status=0
 wait "$agent" || status=$?
 pids=()

@@ -43,7 +43,11 @@ type Plugin struct {
 	// API versions the plugin supports (PluginInfo.supported_versions).
 	Versions []string `protobuf:"bytes,5,rep,name=versions,proto3" json:"versions,omitempty"`
 	// Time at which the registration completed.
-	RegisteredAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// Annotations the plugin's handler returned when it registered the
+	// plugin: at most 32 keys, 4 KiB of keys and values in all, valid
+	// UTF-8 without control characters. Empty when there are none.
+	Annotations   map[string]string `protobuf:"bytes,7,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -116,6 +120,13 @@ func (x *Plugin) GetVersions() []string {
 func (x *Plugin) GetRegisteredAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RegisteredAt
+	}
+	return nil
+}
+
+func (x *Plugin) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
 	}
 	return nil
 }
@@ -429,7 +440,7 @@ var File_plugreg_v1_registry_proto protoreflect.FileDescriptor
 const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"\x19plugreg/v1/registry.proto\x12\n" +
-	"plugreg.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x01\n" +
+	"plugreg.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd1\x02\n" +
 	"\x06Plugin\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -437,7 +448,11 @@ const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\vsocket_path\x18\x04 \x01(\tR\n" +
 	"socketPath\x12\x1a\n" +
 	"\bversions\x18\x05 \x03(\tR\bversions\x12?\n" +
-	"\rregistered_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"!\n" +
+	"\rregistered_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12E\n" +
+	"\vannotations\x18\a \x03(\v2#.plugreg.v1.Plugin.AnnotationsEntryR\vannotations\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"!\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\"<\n" +
 	"\fListResponse\x12,\n" +
@@ -472,7 +487,7 @@ func file_plugreg_v1_registry_proto_rawDescGZIP() []byte {
 	return file_plugreg_v1_registry_proto_rawDescData
 }
 
-var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_plugreg_v1_registry_proto_goTypes = []any{
 	(*Plugin)(nil),                // 0: plugreg.v1.Plugin
 	(*ListRequest)(nil),           // 1: plugreg.v1.ListRequest
@@ -480,25 +495,27 @@ var file_plugreg_v1_registry_proto_goTypes = []any{
 	(*GetRequest)(nil),            // 3: plugreg.v1.GetRequest
 	(*WatchRequest)(nil),          // 4: plugreg.v1.WatchRequest
 	(*Event)(nil),                 // 5: plugreg.v1.Event
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	nil,                           // 6: plugreg.v1.Plugin.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_plugreg_v1_registry_proto_depIdxs = []int32{
-	6, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	0, // 1: plugreg.v1.ListResponse.plugins:type_name -> plugreg.v1.Plugin
-	6, // 2: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
-	0, // 3: plugreg.v1.Event.plugin:type_name -> plugreg.v1.Plugin
-	0, // 4: plugreg.v1.Event.plugins:type_name -> plugreg.v1.Plugin
-	1, // 5: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
-	3, // 6: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
-	4, // 7: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
-	2, // 8: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
-	0, // 9: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
-	5, // 10: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	6, // 1: plugreg.v1.Plugin.annotations:type_name -> plugreg.v1.Plugin.AnnotationsEntry
+	0, // 2: plugreg.v1.ListResponse.plugins:type_name -> plugreg.v1.Plugin
+	7, // 3: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
+	0, // 4: plugreg.v1.Event.plugin:type_name -> plugreg.v1.Plugin
+	0, // 5: plugreg.v1.Event.plugins:type_name -> plugreg.v1.Plugin
+	1, // 6: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
+	3, // 7: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
+	4, // 8: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
+	2, // 9: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
+	0, // 10: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
+	5, // 11: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
+	9, // [9:12] is the sub-list for method output_type
+	6, // [6:9] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_plugreg_v1_registry_proto_init() }
@@ -512,7 +529,7 @@ func file_plugreg_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugreg_v1_registry_proto_rawDesc), len(file_plugreg_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

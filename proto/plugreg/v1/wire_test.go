@@ -83,6 +83,7 @@ func TestMessages(t *testing.T) {
 			{4, "socket_path", protoreflect.StringKind, protoreflect.Optional, ""},
 			{5, "versions", protoreflect.StringKind, protoreflect.Repeated, ""},
 			{6, "registered_at", protoreflect.MessageKind, protoreflect.Optional, "google.protobuf.Timestamp"},
+			{7, "annotations", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin.AnnotationsEntry"},
 		}},
 		{"ListRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},

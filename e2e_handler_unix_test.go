@@ -1,0 +1,122 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// handlerScript writes an sh exec handler to dir and returns its path.
+func handlerScript(t *testing.T, dir, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, "handler.sh")
+	script := "#!/bin/sh\ninput=$(cat)\nname=$(printf '%s\\n' \"$input\" | sed -n 's/.*\"name\":\"\\([^\"]*\\)\".*/\\1/p')\n" + body
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestEndToEndExecHandler: an exec handler refuses one plugin by name, in
+// words that reach the plugin, and annotates another, whose annotations
+// list shows and an agent restart keeps through the state file.
+func TestEndToEndExecHandler(t *testing.T) {
+	e := newAgentEnv(t)
+	handler := handlerScript(t, e.tmp, `
+case "$1" in
+validate) [ "$name" != bad ] || { echo "first line" >&2; echo "plugin $name is refused here" >&2; exit 1; } ;;
+register) printf '{"node":"n1","plugin":"%s"}' "$name" ;;
+esac
+`)
+	agent := e.run(t, "--handler", "CSIPlugin=exec:"+handler)
+	examplePlugin(t, e.dir, "good")
+	bad := examplePlugin(t, e.dir, "bad")
+
+	want := map[string]string{"node": "n1", "plugin": "good"}
+	annotated := func() bool {
+		ps, err := tryList(t, e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == "good" && cmp.Equal(ps[0].Annotations, want)
+	}
+	eventually(t, waitTimeout, "good registered with its annotations", annotated)
+	const refusal = `RegisterPlugin error -- plugin validation failed with err: plugin bad is refused here`
+	eventually(t, waitTimeout, "bad told it is refused", func() bool {
+		for _, l := range logLines(bad, `"registered":false`) {
+			if strings.Contains(l, refusal) {
+				return true
+			}
+		}
+		return false
+	})
+
+	if code, _ := agent.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	again := e.run(t, "--handler", "CSIPlugin=exec:"+handler)
+	eventually(t, waitTimeout, "good restored", func() bool { return len(logLines(again, `"msg":"plugin restored"`)) > 0 })
+	if !annotated() {
+		t.Errorf("after a restart list = %+v, want good with %v", list(t, e.api), want)
+	}
+	if n := len(logLines(again, `"msg":"plugin registered","path":"`+filepath.Join(e.dir, "good.sock"))); n != 0 {
+		t.Errorf("good registered again after the restart (%d times), want restored", n)
+	}
+}
+
+// TestEndToEndExecHandlerTimeout: a handler that hangs for one plugin is
+// killed at --handler-timeout, with the process it started, and the
+// plugin is retried; a plugin of another type is not delayed.
+func TestEndToEndExecHandlerTimeout(t *testing.T) {
+	e := newAgentEnv(t)
+	pids := filepath.Join(e.tmp, "pids")
+	handler := handlerScript(t, e.tmp, `
+if [ "$1" = validate ] && [ "$name" = slow ]; then
+	sleep 1000 &
+	echo $! >> `+pids+`
+	wait
+fi
+`)
+	agent := e.run(t, "--handler", "CSIPlugin=exec:"+handler, "--handler-timeout", "1s", "--max-backoff", "200ms")
+	examplePlugin(t, e.dir, "slow")
+	examplePlugin(t, e.dir, "dev", "--type", "DevicePlugin", "--versions", "v1beta1")
+	eventually(t, waitTimeout, "dev registered", func() bool {
+		ps, err := tryList(t, e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == "dev"
+	})
+	var lines []string
+	eventually(t, waitTimeout, "slow retried", func() bool {
+		b, _ := os.ReadFile(pids)
+		lines = strings.Fields(string(b))
+		return len(lines) >= 2
+	})
+	// The first attempt was killed before the second began.
+	out, _ := exec.Command("ps", "-o", "stat=", "-p", lines[0]).Output()
+	if st := strings.TrimSpace(string(out)); st != "" && !strings.HasPrefix(st, "Z") {
+		t.Errorf("sleep %s of the first attempt still runs (ps stat %q)", lines[0], st)
+	}
+	if _, err := strconv.Atoi(lines[0]); err != nil {
+		t.Fatalf("pid file: %q", lines)
+	}
+	if ps := list(t, e.api); len(ps) != 1 {
+		t.Errorf("list = %+v, want dev only", ps)
+	}
+	// Not delayed: dev was registered before slow's first attempt timed out.
+	var order []string
+	for _, l := range logLines(agent, `"msg":"`) {
+		switch {
+		case strings.Contains(l, `"msg":"plugin registered"`) && strings.Contains(l, `"plugin":"dev"`):
+			order = append(order, "dev registered")
+		case strings.Contains(l, `"msg":"registration failed"`) && strings.Contains(l, `"plugin":"slow"`):
+			order = append(order, "slow failed")
+		}
+	}
+	if len(order) < 2 || order[0] != "dev registered" || order[1] != "slow failed" {
+		t.Errorf("log order %q, want dev registered, then slow failed", order)
+	}
+	alive(t, agent)
+}

@@ -1,0 +1,53 @@
+package plugins
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of the Annotations a Handler's Register may return.
+const (
+	MaxAnnotations     = 32      // keys
+	MaxAnnotationBytes = 4 << 10 // keys and values, in all
+)
+
+// CheckAnnotations returns an error unless a is within the limits: at most
+// MaxAnnotations keys and MaxAnnotationBytes bytes of keys and values in
+// all, keys not empty, keys and values valid UTF-8 without control
+// characters. Nil is valid.
+func CheckAnnotations(a map[string]string) error {
+	if len(a) > MaxAnnotations {
+		return fmt.Errorf("%d annotations, at most %d allowed", len(a), MaxAnnotations)
+	}
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(v)
+		if k == "" {
+			return fmt.Errorf("annotation with an empty key")
+		}
+		if err := checkAnnotationText(k); err != nil {
+			return fmt.Errorf("annotation key %q %w", k, err)
+		}
+		if err := checkAnnotationText(v); err != nil {
+			return fmt.Errorf("annotation %q: value %q %w", k, v, err)
+		}
+	}
+	if n > MaxAnnotationBytes {
+		return fmt.Errorf("annotations of %d bytes, at most %d allowed", n, MaxAnnotationBytes)
+	}
+	return nil
+}
+
+// checkAnnotationText says what is wrong with s, or returns nil.
+func checkAnnotationText(s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("is not valid UTF-8")
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("contains control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+//go:build unix
+
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// script writes an sh script with body to a new directory and returns an
+// Exec that runs it.
+func script(t *testing.T, body string) *Exec {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "handler")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Exec{Type: "CSIPlugin", Path: path}
+}
+
+var execPlugin = Plugin{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: "/e/csi.sock", SocketPath: "/p/csi.sock", Versions: []string{"1.0.0"}}
+
+func TestExecInputAndEnv(t *testing.T) {
+	out := t.TempDir()
+	e := script(t, `cat > "`+out+`/$1.json"; env | sort > "`+out+`/$1.env"`)
+	ctx := t.Context()
+	if err := e.Validate(ctx, execPlugin); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+	if _, err := e.Register(ctx, execPlugin); err != nil {
+		t.Fatalf("Register = %v", err)
+	}
+	if err := e.DeRegister(ctx, execPlugin, ReasonRemoved); err != nil {
+		t.Fatalf("DeRegister = %v", err)
+	}
+	for _, action := range []string{"validate", "register", "deregister"} {
+		b, err := os.ReadFile(filepath.Join(out, action+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: stdin %q: %v", action, b, err)
+		}
+		want := map[string]any{"name": "csi.example.com", "type": "CSIPlugin", "endpoint": "/e/csi.sock",
+			"socketPath": "/p/csi.sock", "versions": []any{"1.0.0"}}
+		if action == "deregister" {
+			want["reason"] = "removed"
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: stdin (-want +got):\n%s", action, diff)
+		}
+		env, err := os.ReadFile(filepath.Join(out, action+".env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// sh may add PWD, SHLVL and _ of its own.
+		for _, kv := range []string{"LANG=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "PLUGREG_ACTION=" + action} {
+			if !strings.Contains("\n"+string(env), "\n"+kv+"\n") {
+				t.Errorf("%s: environment lacks %s:\n%s", action, kv, env)
+			}
+		}
+		if strings.Contains(string(env), "HOME=") {
+			t.Errorf("%s: environment has the agent's HOME:\n%s", action, env)
+		}
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"last stderr line", "echo first >&2; echo 'not this plugin: csi.example.com' >&2; printf '\\n  \\n' >&2; exit 1", "not this plugin: csi.example.com"},
+		{"no stderr", "echo on stdout; exit 3", "exit status 3"},
+		{"crlf", "printf 'refused\\r\\n' >&2; exit 1", "refused"},
+		{"long line", "head -c 2000 /dev/zero | tr '\\0' x >&2; exit 1", strings.Repeat("x", 512)},
+		{"megabytes, last line kept", "i=0; while [ $i -lt 40 ]; do head -c 100000 /dev/zero | tr '\\0' y; echo; i=$((i+1)); done >&2; echo 'the reason' >&2; exit 1", "the reason"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := script(t, tc.body).Validate(t.Context(), execPlugin)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestExecAnnotations(t *testing.T) {
+	var many strings.Builder
+	many.WriteString("{")
+	for i := range MaxAnnotations + 1 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `"k%d":"v"`, i)
+	}
+	many.WriteString("}")
+	tests := []struct {
+		name, body string
+		want       Annotations
+		wantErr    string
+	}{
+		{"object", `echo '{"node": "worker-1", "rack": "r2"}'`, Annotations{"node": "worker-1", "rack": "r2"}, ""},
+		{"nothing", "exit 0", nil, ""},
+		{"blank", "echo; echo '  '", nil, ""},
+		{"empty object", "echo '{}'", nil, ""},
+		{"not JSON", "echo registered", nil, "handler printed annotations that are not a JSON object of strings: invalid character 'r' looking for beginning of value"},
+		{"not strings", `echo '{"n": 1}'`, nil, "handler printed annotations that are not a JSON object of strings: json: cannot unmarshal number into Go value of type string"},
+		{"null", "echo null", nil, "handler printed annotations that are not a JSON object of strings"},
+		{"two objects", "echo '{}{}'", nil, "handler printed more than one JSON object of annotations"},
+		{"too many", "echo '" + many.String() + "'", nil, "handler printed bad annotations: 33 annotations, at most 32 allowed"},
+		{"control character", `printf '{"k": "a\u0007b"}'`, nil, `handler printed bad annotations: annotation "k": value "a\ab" contains control character U+0007 at byte 1`},
+		{"megabytes", "head -c 3000000 /dev/zero", nil, "handler printed more than 65536 bytes of annotations"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := script(t, tc.body).Register(t.Context(), execPlugin)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Register = %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
+				t.Fatalf("Register = %v, want %q", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExecMegabytes checks that a program writing megabytes to both streams
+// runs to its end: the agent keeps reading what it discards.
+func TestExecMegabytes(t *testing.T) {
+	e := script(t, "head -c 8000000 /dev/zero; head -c 8000000 /dev/zero >&2; exit 0")
+	if err := e.Validate(t.Context(), execPlugin); err != nil {
+		t.Errorf("Validate = %v, want nil", err)
+	}
+}
+
+// TestExecTimeoutKillsGroup checks that a program that hangs is killed at
+// the context's deadline, with what it started in the background.
+func TestExecTimeoutKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	e := script(t, "sleep 1000 &\necho $! > "+pidFile+"\nwait\n")
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	err := e.Validate(ctx, execPlugin)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Validate = %v, want %v", err, context.DeadlineExceeded)
+	}
+	// The child shares the program's stdout and stderr: the call returns
+	// before execWaitDelay only once the child has exited too.
+	if d := time.Since(t0); d >= 500*time.Millisecond+execWaitDelay {
+		t.Errorf("Validate took %v, want the kill at 500ms", d)
+	}
+	checkGone(t, pidFile)
+}
+
+func TestExecLeftoverChild(t *testing.T) {
+	// The program succeeds but leaves a child holding its stdout: the
+	// call ends execWaitDelay after the program, and the child is killed.
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	e := script(t, "sleep 1000 &\necho $! > "+pidFile+"\nexit 0\n")
+	if err := e.Validate(t.Context(), execPlugin); err != nil {
+		t.Errorf("Validate = %v, want nil", err)
+	}
+	checkGone(t, pidFile)
+}
+
+// checkGone fails the test if the process whose pid is in pidFile still
+// runs. A process killed by SIGKILL may still wait to be reaped by init: it
+// is dead then, a zombie.
+func checkGone(t *testing.T, pidFile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("ps", "-o", "stat=", "-p", strconv.Itoa(pid)).Output()
+	if st := strings.TrimSpace(string(out)); st != "" && !strings.HasPrefix(st, "Z") {
+		t.Errorf("background child %d still runs (ps stat %q)", pid, st)
+	}
+}
+
+func TestParseExec(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in, wantErr string
+	}{
+		{"CSIPlugin=exec:" + prog, ""},
+		{"CSIPlugin", "want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
+		{"=exec:" + prog, "empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
+		{"CSI Plugin=exec:" + prog, `plugin type "CSI Plugin" contains space or control character U+0020 at byte 3`},
+		{"CSIPlugin=grpc:/x.sock", `unknown handler "grpc:/x.sock" for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{"CSIPlugin=" + prog, `unknown handler "` + prog + `" for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{"CSIPlugin=exec:", "no program for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
+		{"CSIPlugin=exec:/nope", "program /nope: no such file or directory"},
+		{"CSIPlugin=exec:" + dir, "program " + dir + " is not a regular file"},
+		{"CSIPlugin=exec:" + plain, "program " + plain + " is not executable"},
+	}
+	for _, tc := range tests {
+		e, err := ParseExec(tc.in)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("ParseExec(%q) = %v", tc.in, err)
+		case tc.wantErr == "" && (e.Type != "CSIPlugin" || e.Path != prog):
+			t.Errorf("ParseExec(%q) = %+v", tc.in, e)
+		case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+			t.Errorf("ParseExec(%q) = %v, want %q", tc.in, err, tc.wantErr)
+		}
+	}
+}
+
+// Exec is a Handler.
+var _ Handler = (*Exec)(nil)
