@@ -162,6 +162,18 @@ type agent struct {
 // start opens what the agent serves and reads, runs the reconciler until
 // ctx is done, and shuts down.
 func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
+	// What the agent reads comes first: once the API socket exists,
+	// clients take the agent for started, so the plugin dirs must exist by
+	// then, and a state file that cannot be read stops the agent before.
+	scanner, err := scan.New(c.dirs, log)
+	if err != nil {
+		return err
+	}
+	scanner.FullScanEvery = int(c.fullScanEvery)
+	registry, err := loadRegistry(c.state, log)
+	if err != nil {
+		return err
+	}
 	lis, err := plugins.ListenAPI(c.api, c.apiGroup)
 	if err != nil {
 		return err
@@ -175,23 +187,6 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			}
 			return err
 		}
-	}
-	scanner, err := scan.New(c.dirs, log)
-	if err != nil {
-		lis.Close()
-		if ml != nil {
-			ml.Close()
-		}
-		return err
-	}
-	scanner.FullScanEvery = int(c.fullScanEvery)
-	registry, err := loadRegistry(c.state, log)
-	if err != nil {
-		lis.Close()
-		if ml != nil {
-			ml.Close()
-		}
-		return err
 	}
 	handlers := c.handlers()
 	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1)}
