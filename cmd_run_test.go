@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +45,9 @@ func TestRunUsage(t *testing.T) {
 		notDecimal = func(v, _ string) string { return uidErr(v, err.Error()) }
 		secondBad = notDecimal("0", "0")
 	}
+	missing := filepath.Join(t.TempDir(), "nope") // the error text is the OS's own
+	_, missingErr := os.Stat(missing)
+	missingErr = errors.Unwrap(missingErr)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -58,10 +64,10 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--max-in-flight", "x"}, `invalid value "x" for flag -max-in-flight: parse error`},
 		{[]string{"run", "--full-scan-every=-1"}, `invalid value "-1" for flag -full-scan-every: must be 0 (off) or positive`},
 		{[]string{"run", "--accept", "A=1", "--accept", "A=2"}, `invalid value "A=2" for flag -accept: type A given twice`},
-		{[]string{"run", "--handler", "T=exec:/nope"}, `invalid value "T=exec:/nope" for flag -handler: program /nope: no such file or directory`},
+		{[]string{"run", "--handler", "T=exec:" + missing}, fmt.Sprintf("invalid value %q for flag -handler: program %s: %v", "T=exec:"+missing, missing, missingErr)},
 		{[]string{"run", "--handler", "T=grpc:/x.sock"}, `invalid value "T=grpc:/x.sock" for flag -handler: unknown handler "grpc:/x.sock" for type T, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
 		{[]string{"run", "--handler", "=exec:/bin/sh"}, `invalid value "=exec:/bin/sh" for flag -handler: empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
-		{[]string{"run", "--handler", "T=exec:" + os.Args[0], "--handler", "T=exec:" + os.Args[0]}, `invalid value "T=exec:` + os.Args[0] + `" for flag -handler: type T given twice`},
+		{[]string{"run", "--handler", "T=exec:" + os.Args[0], "--handler", "T=exec:" + os.Args[0]}, fmt.Sprintf("invalid value %q for flag -handler: type T given twice", "T=exec:"+os.Args[0])},
 		{[]string{"run", "--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
 		{[]string{"run", "--log-format", "xml"}, `invalid value "xml" for flag -log-format: want auto, text or json`},
 		{[]string{"run", "extra"}, `run: unexpected argument "extra"`},
