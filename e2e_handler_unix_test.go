@@ -165,15 +165,16 @@ fi
 	for name, p := range refused {
 		var got string
 		eventually(t, waitTimeout, name+" told it is refused", func() bool {
-			for _, l := range logLines(p, `"registered":false`) {
-				var st struct{ Error string }
-				if err := json.Unmarshal([]byte(l), &st); err != nil {
-					t.Fatalf("%s logged %q: %v", name, l, err)
-				}
-				got = st.Error
-				return true
+			ls := logLines(p, `"registered":false`)
+			if len(ls) == 0 {
+				return false
 			}
-			return false
+			var st struct{ Error string }
+			if err := json.Unmarshal([]byte(ls[0]), &st); err != nil {
+				t.Fatalf("%s logged %q: %v", name, ls[0], err)
+			}
+			got = st.Error
+			return true
 		})
 		if got != want[name] {
 			t.Errorf("%s was told %q, want %q", name, got, want[name])
