@@ -3,9 +3,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,4 +121,97 @@ fi
 		t.Errorf("log order %q, want dev registered, then slow failed", order)
 	}
 	alive(t, agent)
+}
+
+// TestEndToEndExecHandlerMegabytes: a handler that writes megabytes to
+// stdout and stderr, and then refuses one plugin (validate) or prints
+// megabytes as another's annotations (register), costs the agent what it
+// keeps of them: each plugin is told why in a bounded message, the same as
+// the rejected event's error, no log line grows with the output, and a
+// plugin of another type registers meanwhile.
+func TestEndToEndExecHandlerMegabytes(t *testing.T) {
+	e := newAgentEnv(t)
+	const long = 600 // the refusal's last stderr line: "refused: " and long x's
+	handler := handlerScript(t, e.tmp, `
+case "$1.$name" in
+validate.loud|register.junk)
+	head -c 3000000 /dev/zero
+	yes 'handler noise on stderr' | head -c 3000000 >&2 ;;
+esac
+if [ "$1.$name" = validate.loud ]; then
+	printf 'refused: ' >&2; head -c `+strconv.Itoa(long)+` /dev/zero | tr '\0' x >&2; echo >&2
+	exit 1
+fi
+`)
+	agent := e.run(t, "--handler", "CSIPlugin=exec:"+handler)
+	w := start(t, "watch", "--api", e.api, "-o", "json")
+	waitWatchEvents(t, w, 1)
+	refused := map[string]*proc{
+		"loud": examplePlugin(t, e.dir, "loud"),
+		"junk": examplePlugin(t, e.dir, "junk"),
+	}
+	examplePlugin(t, e.dir, "dev", "--type", "DevicePlugin", "--versions", "v1beta1")
+
+	// The handler's error is its last stderr line cut to 512 bytes, and
+	// the message, longer than 512 bytes with its prefix, is cut to 512
+	// bytes and marked with its length.
+	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: "))
+	full := "RegisterPlugin error -- plugin validation failed with err: " + validateErr
+	want := map[string]string{
+		"loud": full[:512] + "… (" + strconv.Itoa(len(full)) + " bytes)",
+		"junk": "RegisterPlugin error -- plugin registration failed with err: handler printed more than 65536 bytes of annotations",
+	}
+	const maxMsg = 512 + len("… (1234 bytes)")
+	for name, p := range refused {
+		var got string
+		eventually(t, waitTimeout, name+" told it is refused", func() bool {
+			ls := logLines(p, `"registered":false`)
+			if len(ls) == 0 {
+				return false
+			}
+			var st struct{ Error string }
+			if err := json.Unmarshal([]byte(ls[0]), &st); err != nil {
+				t.Fatalf("%s logged %q: %v", name, ls[0], err)
+			}
+			got = st.Error
+			return true
+		})
+		if got != want[name] {
+			t.Errorf("%s was told %q, want %q", name, got, want[name])
+		}
+		if len(got) > maxMsg {
+			t.Errorf("%s was told %d bytes, want at most %d", name, len(got), maxMsg)
+		}
+	}
+	evs := waitWatchEvents(t, w, 4) // snapshot, two rejections, dev registered
+	rejected := map[string]string{}
+	for _, ev := range evs {
+		if ev.Event == "rejected" && ev.Plugin != nil {
+			rejected[ev.Plugin.Name] = ev.Error
+		}
+	}
+	if diff := cmp.Diff(want, rejected); diff != "" {
+		t.Errorf("rejected events' errors (-want +got):\n%s", diff)
+	}
+	if ps := list(t, e.api); !slices.Equal(names(ps), []string{"dev"}) {
+		t.Errorf("list = %v, want dev only", names(ps))
+	}
+
+	alive(t, agent)
+	for _, name := range []string{"loud", "junk"} {
+		if len(logLines(agent, `"msg":"plugin rejected","path":"`+filepath.Join(e.dir, name+".sock"))) != 1 {
+			t.Errorf("agent log has no \"plugin rejected\" line for %s:\n%s", name, agent.out)
+		}
+	}
+	// Each attempt wrote 6 MB; the log keeps a few hundred bytes of it.
+	const maxLine = 4 << 10
+	out := agent.out.String()
+	for l := range strings.Lines(out) {
+		if len(l) > maxLine {
+			t.Errorf("agent log line of %d bytes, want at most %d: %.300q…", len(l), maxLine, l)
+		}
+	}
+	if len(out) > 64<<10 {
+		t.Errorf("agent log of %d bytes, want at most 64 KiB", len(out))
+	}
 }

@@ -34,6 +34,8 @@ const MaxInfoBytes = 64 << 10
 // socket and calls the handler of the plugin's type. It is the real
 // Registrar; it is safe for concurrent use.
 type Client struct {
+	// Handlers holds the Handler of each plugin type; a plugin whose type
+	// has none is rejected. It must not be nil.
 	Handlers *plugins.Handlers
 
 	// Zero durations mean the Default* values.

@@ -17,6 +17,20 @@
 // What the loop has done is counted in its Status, which readers copy when
 // they want it; the loop pushes nothing.
 //
+// # Embedding
+//
+// A Go program can run the agent in-process, with handlers of its own (see
+// the package example): a scan.Scanner for the plugin directories, a
+// plugins.Handlers with a plugins.Handler per plugin type, a
+// plugins.Registry, a Client over the Handlers, and a Reconciler over the
+// scanner, the Client and the Registry. Run it until the context is done
+// and read the Registry (List, Get, Watch). Zero fields take the Default
+// values, except ProbeInterval and ProbeRate, which zero turns off
+// (`plugreg run` probes every 30 s, at most DefaultProbeRate a second).
+// `plugreg run` is this wiring plus what its flags add: the API socket
+// (plugins.APIServer), the state file (plugins.Load and plugins.Saver)
+// and the metrics (register/metrics).
+//
 // # Registration
 //
 // The registration sequence (Client.Register) follows the kubelet's, with

@@ -44,7 +44,9 @@ const (
 // Reconciler keeps the registered plugins in line with the sockets the
 // scanner sees.
 type Reconciler struct {
-	Scan      func() (scan.Snapshot, error) // one scan of the plugin directories
+	Scan func() (scan.Snapshot, error) // one scan of the plugin directories, such as scan.Scanner.Scan
+	// Registrar runs the registrations, deregistrations, verifications
+	// and probes; a *Client is the real one.
 	Registrar Registrar
 	// Registry receives every change as an event. The plugins it holds when
 	// Run starts (restored from a state file) are verified, not registered
