@@ -54,9 +54,12 @@
 // is therefore read again by the next scan whatever its stat, whenever its
 // mtime was at most 3 s before the clock at the start of the scan that read
 // it: FAT's 2 s granularity, plus the lag of the kernel's coarse clock behind
-// the wall clock (a tick, at most 16 ms), with a margin. This costs up to 15
-// extra reads of a directory after each change to it at the agent's default
-// 200 ms interval. Clock trouble weakens the rule, and then only
+// the wall clock (a tick, at most 16 ms), with a margin. A directory whose
+// mtime has a sub-second part is on a file system with finer timestamps
+// (a tick at most), and for it the window is 50 ms: after a change it is
+// read once more at most, at the agent's default 200 ms interval, where a
+// directory with whole-second times is read up to 15 more times. Clock
+// trouble weakens the rule, and then only
 // the full scans catch up: a wall clock that jumps forward, or a file server
 // whose clock lags this host's by more than the margin. A clock that jumps
 // back, or a server clock ahead of ours, only makes directories racy for

@@ -46,6 +46,13 @@ const DefaultFullScanEvery = 300
 // documentation.
 const racySlack = 3 * time.Second
 
+// fineRacySlack replaces racySlack for a directory whose mtime has a
+// sub-second part, which a file system with timestamps in whole seconds
+// never gives: its granularity is at most a scheduler tick (exFAT's is
+// 10 ms), so two ticks of the coarse clock's lag and granule, with a
+// margin, cover it.
+const fineRacySlack = 50 * time.Millisecond
+
 // Scanner reads the plugin directories. Not safe for concurrent use.
 //
 // It keeps, for every directory it has read, the directory's identity, mtime
@@ -74,7 +81,7 @@ type Scanner struct {
 
 	scans    uint64   // number of the scan in progress
 	lastFull uint64   // number of the last full scan
-	racy     int64    // a dir read in this scan whose mtime (ns) is at least this is racy
+	start    int64    // the clock (ns) at the start of this scan; see racy
 	prev     Snapshot // returned by the last Scan, and again while nothing changes
 	changed  bool     // the entries may differ from prev's: the next Scan builds new ones
 	names    []name   // scratch for read
@@ -204,7 +211,7 @@ func (s *Scanner) Scan() (Snapshot, error) {
 		s.lastFull = s.scans
 	}
 	// The clock is read before any stat, which errs on the side of racy.
-	s.racy = s.now().Add(-racySlack).UnixNano()
+	s.start = s.now().UnixNano()
 	var errs []error
 	for _, r := range s.roots {
 		if err := s.syncRoot(r, full); err != nil {

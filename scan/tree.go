@@ -3,6 +3,7 @@ package scan
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // node is what a Scanner knows of one directory: its stat and its listing
@@ -170,8 +171,19 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 	s.kids = kids[:0]
 
 	n.id, n.read = cur, true
-	n.racy = cur.Mtime >= s.racy
+	n.racy = s.racy(cur.Mtime)
 	return nil
+}
+
+// racy reports whether a directory whose mtime is mtime (ns), read in this
+// scan, must be read again by the next one whatever its stat: a change in
+// the same timestamp granule as the read would leave the stat as it was.
+func (s *Scanner) racy(mtime int64) bool {
+	slack := racySlack
+	if mtime%int64(time.Second) != 0 {
+		slack = fineRacySlack
+	}
+	return mtime >= s.start-int64(slack)
 }
 
 // sameKids reports whether the kids a and b hold the same entries: the same

@@ -334,9 +334,11 @@ func TestScanRacy(t *testing.T) {
 
 // TestScanRacyRule checks where racy ends: a directory whose mtime is at
 // most racySlack before the clock at the start of the scan that read it is
-// read again by the next scan.
+// read again by the next scan; fineRacySlack when the mtime has a
+// sub-second part, as on a file system with fine timestamps.
 func TestScanRacyRule(t *testing.T) {
 	t.Parallel()
+	const fine = 123456789 * time.Nanosecond // a sub-second part; the clock has none
 	tests := []struct {
 		name string
 		age  time.Duration // clock at the scan less the directory's mtime
@@ -344,10 +346,15 @@ func TestScanRacyRule(t *testing.T) {
 	}{
 		{name: "mtime in the future", age: -time.Hour, racy: true},
 		{name: "mtime now", age: 0, racy: true},
-		{name: "just inside", age: racySlack - 1, racy: true},
+		{name: "just inside", age: racySlack - time.Second, racy: true},
 		{name: "at the slack", age: racySlack, racy: true},
-		{name: "just outside", age: racySlack + 1, racy: false},
+		{name: "just outside", age: racySlack + time.Second, racy: false},
 		{name: "an hour ago", age: time.Hour, racy: false},
+		{name: "fine, in the future", age: -time.Hour - fine, racy: true},
+		{name: "fine, just inside", age: fineRacySlack - 1, racy: true},
+		{name: "fine, at the slack", age: fineRacySlack, racy: true},
+		{name: "fine, just outside", age: fineRacySlack + 1, racy: false},
+		{name: "fine, a second ago", age: time.Second - fine, racy: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
