@@ -81,7 +81,11 @@ func plugregBin(tb testing.TB) string {
 		if runtime.GOOS == "windows" {
 			binPath += ".exe"
 		}
-		build := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
+		args := []string{"build", "-trimpath", "-o", binPath}
+		if os.Getenv("PLUGREG_CPUPROFILE") != "" { // BenchmarkAgent -agent-cpuprofile
+			args = append(args, "-tags", "pprof")
+		}
+		build := exec.Command("go", append(args, ".")...)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("%v\n%s", err, out)

@@ -1,0 +1,7 @@
+//go:build !pprof
+
+package main
+
+// startProfile does nothing: the CPU profile of the agent is only in a
+// binary built with -tags pprof (see profile_pprof.go).
+func startProfile() (stop func()) { return func() {} }
