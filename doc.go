@@ -189,7 +189,7 @@ registered (annotations and registration time included) and the reason
 (removed, replaced, unhealthy or rolled back). The agent keeps one
 connection to SOCKET for all its calls, made by the first call, and
 reconnects on its own, trying again about every second while nobody
-listens; each call is one round trip on that connection.
+listens; each call is one request and its reply on that connection.
 
 While the handler cannot be reached (not started yet, restarting, gone),
 every call fails at once with "handler for TYPE unavailable: CAUSE". That

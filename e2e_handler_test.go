@@ -58,6 +58,21 @@ func (refusingHandler) DeRegister(context.Context, *plugregv1.DeRegisterRequest)
 	return &plugregv1.DeRegisterResponse{}, nil
 }
 
+// serveRefusingHandler serves a refusingHandler on a unix socket at path
+// until the returned stop is called, or the test ends.
+func serveRefusingHandler(t *testing.T, path string) (stop func()) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	plugregv1.RegisterHandlerServer(srv, refusingHandler{})
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return srv.Stop
+}
+
 // TestEndToEndGRPCHandler: the agent starts with a gRPC handler that
 // nobody serves yet. Registrations of its type fail and are retried, logged
 // once per plugin as "handler for T unavailable", and no plugin is told
@@ -100,15 +115,7 @@ func TestEndToEndGRPCHandler(t *testing.T) {
 		}
 	}
 
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	plugregv1.RegisterHandlerServer(srv, refusingHandler{})
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-
+	serveRefusingHandler(t, sock)
 	want := map[string]string{"node": "n1", "plugin": "good"}
 	eventually(t, waitTimeout, "good registered with the handler's annotations", func() bool {
 		ps, err := tryList(t, e.api)
@@ -132,4 +139,41 @@ func TestEndToEndGRPCHandler(t *testing.T) {
 		}
 	}
 	alive(t, agent)
+}
+
+// TestEndToEndGRPCHandlerRestored: a plugin restored from the state file
+// whose gRPC handler is down when the agent starts again cannot be
+// verified: it is deregistered as unhealthy, and registered again, with
+// its annotations, once the handler is back.
+func TestEndToEndGRPCHandlerRestored(t *testing.T) {
+	e := newAgentEnv(t)
+	sock := filepath.Join(e.tmp, "handler.sock")
+	stopHandler := serveRefusingHandler(t, sock)
+	agent := e.run(t, "--handler", "T=grpc:"+sock)
+	examplePlugin(t, e.dir, "good", "--type", "T")
+	want := map[string]string{"node": "n1", "plugin": "good"}
+	annotated := func() bool {
+		ps, err := tryList(t, e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == "good" && cmp.Equal(ps[0].Annotations, want)
+	}
+	eventually(t, waitTimeout, "good registered", annotated)
+	if code, _ := agent.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+
+	stopHandler()
+	again := e.run(t, "--handler", "T=grpc:"+sock, "--max-backoff", "200ms")
+	eventually(t, waitTimeout, "good deregistered as unhealthy", func() bool {
+		return len(logLines(again, `"msg":"plugin unhealthy"`)) > 0
+	})
+	if ps := list(t, e.api); len(ps) != 0 {
+		t.Errorf("list = %v with the handler down, want nothing registered", names(ps))
+	}
+	serveRefusingHandler(t, sock)
+	eventually(t, waitTimeout, "good registered again", func() bool {
+		return len(logLines(again, `"msg":"plugin healthy again"`)) > 0 && annotated()
+	})
+	if l := logLines(again, `"msg":"plugin restored"`); len(l) != 0 {
+		t.Errorf("agent logged %q with the handler down, want no plugin restored", l)
+	}
 }

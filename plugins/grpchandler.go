@@ -48,8 +48,8 @@ const (
 // A call never waits for the connection: while the handler is unreachable
 // it fails at once, with an error that wraps [ErrHandlerUnavailable] and
 // reads "handler for TYPE unavailable: CAUSE". An UNAVAILABLE status that
-// the handler returns itself is taken the same way: "not now", never a
-// refusal, since the two cannot be told apart on the wire.
+// the handler returns itself is taken the same way, as "try again later",
+// never as a refusal: the two cannot be told apart on the wire.
 //
 // Any other status but OK refuses: the error's text is the status message
 // (the code's name when it is empty), with control characters turned into
