@@ -10,7 +10,7 @@ TARGETS := $(filter-out dragonfly/arm64,$(foreach o,$(OSES),$(o)/amd64 $(o)/arm6
 
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
-PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto
+PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto proto/plugreg/v1/handler.proto
 
 .PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop
 

@@ -79,7 +79,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags := newFlagSet("run", "[flags]", stderr)
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
-	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH` by running the program PATH for each validate, register and deregister (repeatable, once per type). The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment")
+	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH|grpc:SOCKET`: exec runs the program PATH for each validate, register and deregister; grpc calls the plugreg.v1.Handler service served on the unix socket SOCKET (an absolute path; it may come up after the agent: until then registrations of TYPE fail and are retried). Repeatable, once per type. The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment, and for the service")
 	flags.Var(&c.interval, "interval", "time between two scans")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
@@ -115,8 +115,10 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 // handlers returns the handlers of the --accept flags, or the defaults,
 // and those of the --handler flags. A type with a --handler gets the
 // version check of its --accept, or else its default one (CSIPlugin,
-// DevicePlugin, DRAPlugin) or none, then the program's Validate.
-func (c *runConfig) handlers() *plugins.Handlers {
+// DevicePlugin, DRAPlugin) or none, then the handler's Validate. The
+// gRPC handlers are returned too, for the caller to close; none is
+// connected yet.
+func (c *runConfig) handlers() (*plugins.Handlers, []*plugins.GRPC, error) {
 	h := plugins.NewHandlers()
 	accept := c.accept
 	if len(accept) == 0 {
@@ -132,10 +134,33 @@ func (c *runConfig) handlers() *plugins.Handlers {
 			byType[a.Type] = a
 		}
 	}
-	for _, e := range c.handler {
-		h.Add(e.Type, &plugins.Checked{Accept: byType[e.Type], Handler: e})
+	var conns []*plugins.GRPC
+	for _, s := range c.handler {
+		var hd plugins.Handler
+		switch s.Kind {
+		case plugins.KindExec:
+			hd = &plugins.Exec{Type: s.Type, Path: s.Path}
+		case plugins.KindGRPC:
+			g, err := plugins.NewGRPC(s.Type, s.Path)
+			if err != nil {
+				closeHandlers(conns)
+				return nil, nil, err
+			}
+			conns = append(conns, g)
+			hd = g
+		default:
+			panic("plugreg: handler of unknown kind " + s.Kind) // ParseHandler makes no other
+		}
+		h.Add(s.Type, &plugins.Checked{Accept: byType[s.Type], Handler: hd})
 	}
-	return h
+	return h, conns, nil
+}
+
+// closeHandlers closes the connections of gRPC handlers.
+func closeHandlers(conns []*plugins.GRPC) {
+	for _, g := range conns {
+		g.Close()
+	}
 }
 
 // runAgent is `plugreg run`.
@@ -157,6 +182,9 @@ type agent struct {
 	saver    *plugins.Saver
 	stopSave context.CancelFunc
 	saved    sync.WaitGroup
+	// handlerConns are the gRPC handlers' connections, closed once the
+	// reconciler has returned: no handler call runs then.
+	handlerConns []*plugins.GRPC
 }
 
 // start opens what the agent serves and reads, runs the reconciler until
@@ -188,8 +216,15 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			return err
 		}
 	}
-	handlers := c.handlers()
-	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1)}
+	handlers, conns, err := c.handlers()
+	if err != nil {
+		lis.Close()
+		if ml != nil {
+			ml.Close()
+		}
+		return err
+	}
+	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1), handlerConns: conns}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
 	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry))
 	go func() { a.served <- a.api.Serve(lis) }()
@@ -245,9 +280,11 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 	}
 }
 
-// stop shuts the agent down once the reconciler has returned: the API (in
-// flight calls get shutdownGrace), the metrics, then a last save.
+// stop shuts the agent down once the reconciler has returned: the gRPC
+// handlers' connections, the API (in flight calls get shutdownGrace), the
+// metrics, then a last save.
 func (a *agent) stop() error {
+	closeHandlers(a.handlerConns)
 	a.registry.Close() // ends the watch streams, so that the API server stops at once
 	stopped := make(chan struct{})
 	go func() { a.api.GracefulStop(); close(stopped) }()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +49,7 @@ func TestRunUsage(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope") // the error text is the OS's own
 	_, missingErr := os.Stat(missing)
 	missingErr = errors.Unwrap(missingErr)
+	abs := filepath.Join(t.TempDir(), "h.sock") // absolute on every OS
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -65,8 +67,11 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--full-scan-every=-1"}, `invalid value "-1" for flag -full-scan-every: must be 0 (off) or positive`},
 		{[]string{"run", "--accept", "A=1", "--accept", "A=2"}, `invalid value "A=2" for flag -accept: type A given twice`},
 		{[]string{"run", "--handler", "T=exec:" + missing}, fmt.Sprintf("invalid value %q for flag -handler: program %s: %v", "T=exec:"+missing, missing, missingErr)},
-		{[]string{"run", "--handler", "T=grpc:/x.sock"}, `invalid value "T=grpc:/x.sock" for flag -handler: unknown handler "grpc:/x.sock" for type T, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
-		{[]string{"run", "--handler", "=exec:/bin/sh"}, `invalid value "=exec:/bin/sh" for flag -handler: empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "T=http:/x.sock"}, `invalid value "T=http:/x.sock" for flag -handler: unknown handler "http:/x.sock" for type T, want TYPE=exec:PATH or TYPE=grpc:SOCKET, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "T=grpc:x.sock"}, `invalid value "T=grpc:x.sock" for flag -handler: socket x.sock is not an absolute path`},
+		{[]string{"run", "--handler", "T=grpc:"}, `invalid value "T=grpc:" for flag -handler: no socket for type T, want TYPE=exec:PATH or TYPE=grpc:SOCKET, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "=exec:/bin/sh"}, `invalid value "=exec:/bin/sh" for flag -handler: empty plugin type, want TYPE=exec:PATH or TYPE=grpc:SOCKET, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
+		{[]string{"run", "--handler", "T=grpc:" + abs, "--handler", "T=exec:" + os.Args[0]}, fmt.Sprintf("invalid value %q for flag -handler: type T given twice", "T=exec:"+os.Args[0])},
 		{[]string{"run", "--handler", "T=exec:" + os.Args[0], "--handler", "T=exec:" + os.Args[0]}, fmt.Sprintf("invalid value %q for flag -handler: type T given twice", "T=exec:"+os.Args[0])},
 		{[]string{"run", "--log-level", "loud"}, `invalid value "loud" for flag -log-level: want debug, info, warn or error`},
 		{[]string{"run", "--log-format", "xml"}, `invalid value "xml" for flag -log-format: want auto, text or json`},
@@ -94,8 +99,12 @@ func TestParseRunDefaults(t *testing.T) {
 	if time.Duration(c.interval) != register.DefaultInterval || int(c.fullScanEvery) != fullScansEvery(register.DefaultInterval) {
 		t.Errorf("interval %v, full scan every %d; want %v and %d", time.Duration(c.interval), c.fullScanEvery, register.DefaultInterval, fullScansEvery(register.DefaultInterval))
 	}
-	if types := c.handlers().Types(); len(types) != 3 {
-		t.Errorf("handlers for %v, want the three default types", types)
+	h, conns, err := c.handlers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if types := h.Types(); len(types) != 3 || len(conns) != 0 {
+		t.Errorf("handlers for %v, %d gRPC handlers; want the three default types, none", types, len(conns))
 	}
 	if c.allowUIDs != nil {
 		t.Errorf("allowUIDs = %v, want nil: anyone may register", c.allowUIDs)
@@ -111,12 +120,13 @@ func TestParseRunDefaults(t *testing.T) {
 
 // TestRunHandlers checks which handler each type gets from --accept and
 // --handler: a --handler type gets the version check of its --accept, or
-// its default one, or none.
+// its default one, or none, then its exec or gRPC handler.
 func TestRunHandlers(t *testing.T) {
-	prog := os.Args[0] // any executable file will do: it is not run
+	prog := os.Args[0]                           // any executable file will do: it is not run
+	sock := filepath.Join(t.TempDir(), "h.sock") // nobody listens: nothing connects
 	type want struct {
-		exec     bool
-		patterns []string // of the version check; nil: none (or no Checked)
+		handler  string   // the kind of the --handler: "exec", "grpc"; "": none (an Accept)
+		patterns []string // of the version check; nil: none
 	}
 	tests := []struct {
 		name string
@@ -128,17 +138,24 @@ func TestRunHandlers(t *testing.T) {
 			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
 		}},
 		{"handler, default check", []string{"--handler", "CSIPlugin=exec:" + prog}, map[string]want{
-			"CSIPlugin": {exec: true, patterns: []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"CSIPlugin": {"exec", []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
 			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
 		}},
 		{"handler and accept", []string{"--accept", "CSIPlugin=2.*", "--handler", "CSIPlugin=exec:" + prog}, map[string]want{
-			"CSIPlugin": {exec: true, patterns: []string{"2.*"}},
+			"CSIPlugin": {"exec", []string{"2.*"}},
 		}},
 		{"accept of another type", []string{"--accept", "GPUPlugin=v1", "--handler", "DRAPlugin=exec:" + prog}, map[string]want{
-			"GPUPlugin": {patterns: []string{"v1"}}, "DRAPlugin": {exec: true, patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
+			"GPUPlugin": {patterns: []string{"v1"}}, "DRAPlugin": {"exec", []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}},
 		}},
 		{"custom type, no check", []string{"--accept", "CSIPlugin=1.*", "--handler", "GPUPlugin=exec:" + prog}, map[string]want{
-			"CSIPlugin": {patterns: []string{"1.*"}}, "GPUPlugin": {exec: true},
+			"CSIPlugin": {patterns: []string{"1.*"}}, "GPUPlugin": {handler: "exec"},
+		}},
+		{"grpc, default check", []string{"--handler", "CSIPlugin=grpc:" + sock, "--handler", "GPUPlugin=exec:" + prog}, map[string]want{
+			"CSIPlugin": {"grpc", []string{"1.*"}}, "DevicePlugin": {patterns: []string{"v1beta1"}},
+			"DRAPlugin": {patterns: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}}, "GPUPlugin": {handler: "exec"},
+		}},
+		{"grpc and accept", []string{"--accept", "GPUPlugin=v1", "--handler", "GPUPlugin=grpc:" + sock}, map[string]want{
+			"GPUPlugin": {"grpc", []string{"v1"}},
 		}},
 	}
 	for _, tc := range tests {
@@ -147,19 +164,36 @@ func TestRunHandlers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := c.handlers()
+			h, conns, err := c.handlers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeHandlers(conns)
 			got := map[string]want{}
+			var grpcs []*plugins.GRPC
 			for _, typ := range h.Types() {
 				hd, _ := h.Lookup(typ)
 				switch hd := hd.(type) {
 				case *plugins.Accept:
 					got[typ] = want{patterns: hd.Patterns}
 				case *plugins.Checked:
-					w := want{exec: true}
+					var w want
 					if hd.Accept != nil {
 						w.patterns = hd.Accept.Patterns
 					}
-					if _, ok := hd.Handler.(*plugins.Exec); !ok {
+					switch e := hd.Handler.(type) {
+					case *plugins.Exec:
+						w.handler = "exec"
+						if e.Type != typ || e.Path != prog {
+							t.Errorf("%s: %+v, want type %s and program %s", typ, e, typ, prog)
+						}
+					case *plugins.GRPC:
+						w.handler = "grpc"
+						if e.Type != typ || e.Socket != sock {
+							t.Errorf("%s: %+v, want type %s and socket %s", typ, e, typ, sock)
+						}
+						grpcs = append(grpcs, e)
+					default:
 						t.Errorf("%s: Checked with a %T", typ, hd.Handler)
 					}
 					got[typ] = w
@@ -169,6 +203,9 @@ func TestRunHandlers(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("handlers (-want +got):\n%s", diff)
+			}
+			if !slices.Equal(grpcs, conns) {
+				t.Errorf("handlers returned the gRPC handlers %v, want those it configured, %v", conns, grpcs)
 			}
 		})
 	}

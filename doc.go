@@ -55,19 +55,23 @@ file without registering them again.
 		once per type. Giving one replaces all the defaults, which are the
 		kubelet's handlers: CSIPlugin=1.*, DevicePlugin=v1beta1 and
 		DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin.
-	--handler TYPE=exec:PATH
+	--handler TYPE=exec:PATH|grpc:SOCKET
 		Handle plugins of TYPE by running the program PATH (see Exec
-		handlers). Repeatable, once per type. The version check of TYPE
-		runs first: that of an --accept for TYPE, or, with none, the
-		default one of CSIPlugin, DevicePlugin or DRAPlugin, or no check
-		for another type; then the program's validate. So
-		--handler CSIPlugin=exec:P alone checks 1.* then runs P;
-		--accept CSIPlugin=2.* --handler CSIPlugin=exec:P checks 2.*
-		instead; --handler GPUPlugin=exec:P runs P with no version check.
-		--handler does not replace the default --accept types, and types
-		with no --handler keep their --accept rules. A relative PATH is taken from
-		the working directory at start; a PATH that is missing or not
-		executable is a usage error at start.
+		handlers), or by calling the plugreg.v1.Handler service served on
+		the unix socket SOCKET (see gRPC handlers). Repeatable, once per
+		type. The version check of TYPE runs first: that of an --accept
+		for TYPE, or, with none, the default one of CSIPlugin,
+		DevicePlugin or DRAPlugin, or no check for another type; then the
+		handler's validate. So --handler CSIPlugin=exec:P alone checks
+		1.* then runs P; --accept CSIPlugin=2.* --handler
+		CSIPlugin=exec:P checks 2.* instead; --handler GPUPlugin=exec:P
+		runs P with no version check. --handler does not replace the
+		default --accept types, and types with no --handler keep their
+		--accept rules. A relative PATH is taken from the working
+		directory at start; a PATH that is missing or not executable is a
+		usage error at start. SOCKET must be an absolute path, else it is
+		a usage error, but it need not exist at start: the handler may
+		come up after the agent.
 	--api PATH
 		Unix socket of the local API (plugreg.v1.Registry), mode 0600.
 		Default: see Default paths. A socket file left by a crash is
@@ -174,6 +178,42 @@ with everything in its process group (SIGKILL to the group it leads; on
 Windows only the program itself). What it writes beyond 64 KiB per stream
 is read and discarded. The calls for one plugin name never overlap, and at
 most --max-in-flight run at once.
+
+# gRPC handlers
+
+With --handler TYPE=grpc:SOCKET, the agent calls the plugreg.v1.Handler
+service (proto/plugreg/v1/handler.proto) that another program serves on
+the unix socket SOCKET: Validate and Register with the plugin (name, type,
+endpoint, socket path, versions), DeRegister with the plugin as it was
+registered (annotations and registration time included) and the reason
+(removed, replaced, unhealthy or rolled back). The agent keeps one
+connection to SOCKET for all its calls, made by the first call, and
+reconnects on its own, trying again about every second while nobody
+listens; each call is one request and its reply on that connection.
+
+While the handler cannot be reached (not started yet, restarting, gone),
+every call fails at once with "handler for TYPE unavailable: CAUSE". That
+is no refusal: the plugin is not told, the registration is retried with
+the usual backoff (logged once per socket, as "registration failed"), and
+it proceeds once the handler is back, without a restart of the agent. A
+plugin restored from the state file whose handler cannot be reached is
+deregistered as unhealthy, and registered again once it can be. A handler
+may return the status UNAVAILABLE itself, to the same effect.
+
+Any other status but OK is a refusal. The status message, on one line
+(control characters become spaces) and cut to 512 bytes, or the code's
+name when the message is empty, reaches the plugin in the kubelet's
+words: "RegisterPlugin error -- plugin validation failed with err: MSG"
+or "... plugin registration failed with err: MSG". A call that exceeds
+--handler-timeout is retried. A failed DeRegister, whatever the status,
+is logged and not retried; the plugin is deregistered all the same.
+
+Register may return annotations, with the limits of those of an exec
+handler (at most 32 keys and 4 KiB of keys and values in all, valid
+UTF-8 without control characters, keys not empty); anything else is a
+failed registration: the plugin is told, and DeRegister follows with
+reason "rolled back". A reply over 64 KiB fails the call. The calls for
+one plugin name never overlap, and at most --max-in-flight run at once.
 
 # plugreg list
 

@@ -1,20 +1,32 @@
 package main
 
 import (
+	"context"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
-// End-to-end tests of --handler that run on every OS; those that run sh
-// scripts are in e2e_handler_unix_test.go.
+// End-to-end tests of --handler that run on every OS, the gRPC handler's
+// among them; those that run sh scripts are in e2e_handler_unix_test.go.
 
-// TestEndToEndHandlerUsage: a --handler whose program is missing, or that
-// is malformed, stops the agent at start with a usage error (exit 2).
+// TestEndToEndHandlerUsage: a --handler whose program is missing, whose
+// socket is not an absolute path, or that is malformed, stops the agent at
+// start with a usage error (exit 2).
 func TestEndToEndHandlerUsage(t *testing.T) {
 	e := newAgentEnv(t)
 	tests := []struct{ value, want string }{
 		{"T=exec:/nope", `invalid value "T=exec:/nope" for flag -handler: program /nope: `},
-		{"T=grpc:/x.sock", `invalid value "T=grpc:/x.sock" for flag -handler: unknown handler "grpc:/x.sock" for type T`},
+		{"T=http:/x.sock", `invalid value "T=http:/x.sock" for flag -handler: unknown handler "http:/x.sock" for type T, want TYPE=exec:PATH or TYPE=grpc:SOCKET`},
+		{"T=grpc:x.sock", `invalid value "T=grpc:x.sock" for flag -handler: socket x.sock is not an absolute path`},
 		{"=exec:/nope", `invalid value "=exec:/nope" for flag -handler: empty plugin type`},
 	}
 	for _, tc := range tests {
@@ -22,5 +34,146 @@ func TestEndToEndHandlerUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("run --handler %s: exit %d, stderr %q; want 2 and %q", tc.value, code, stderr, tc.want)
 		}
+	}
+}
+
+// refusingHandler is a plugreg.v1.Handler served by a test: it refuses
+// the plugin named "bad" with a status message, and annotates the others.
+type refusingHandler struct {
+	plugregv1.UnimplementedHandlerServer
+}
+
+func (refusingHandler) Validate(_ context.Context, r *plugregv1.ValidateRequest) (*plugregv1.ValidateResponse, error) {
+	if name := r.GetPlugin().GetName(); name == "bad" {
+		return nil, status.Errorf(codes.PermissionDenied, "plugin %s is refused here", name)
+	}
+	return &plugregv1.ValidateResponse{}, nil
+}
+
+func (refusingHandler) Register(_ context.Context, r *plugregv1.RegisterRequest) (*plugregv1.RegisterResponse, error) {
+	return &plugregv1.RegisterResponse{Annotations: map[string]string{"node": "n1", "plugin": r.GetPlugin().GetName()}}, nil
+}
+
+func (refusingHandler) DeRegister(context.Context, *plugregv1.DeRegisterRequest) (*plugregv1.DeRegisterResponse, error) {
+	return &plugregv1.DeRegisterResponse{}, nil
+}
+
+// serveRefusingHandler serves a refusingHandler on a unix socket at path
+// until the returned stop is called, or the test ends.
+func serveRefusingHandler(t *testing.T, path string) (stop func()) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	plugregv1.RegisterHandlerServer(srv, refusingHandler{})
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return srv.Stop
+}
+
+// TestEndToEndGRPCHandler: the agent starts with a gRPC handler that
+// nobody serves yet. Registrations of its type fail and are retried, logged
+// once per plugin as "handler for T unavailable", and no plugin is told
+// anything. Once the test serves the handler, with no restart of the
+// agent, one plugin is registered with the handler's annotations and the
+// other is told the handler's refusal in the kubelet's words.
+func TestEndToEndGRPCHandler(t *testing.T) {
+	e := newAgentEnv(t)
+	sock := filepath.Join(e.tmp, "handler.sock") // nobody listens yet
+	agent := e.run(t, "--handler", "T=grpc:"+sock, "--max-backoff", "200ms", "--metrics", "127.0.0.1:0")
+	addr := metricsAddr(t, agent)
+	good := examplePlugin(t, e.dir, "good", "--type", "T")
+	bad := examplePlugin(t, e.dir, "bad", "--type", "T")
+
+	eventually(t, waitTimeout, "registrations of T failed and retried", func() bool {
+		samples, ok := scrape(t, addr)
+		n, _ := sampleValue(samples, "plugreg_registrations_total", map[string]string{"type": "T", "result": "failed"})
+		return ok && n >= 6 // the first attempts, and two retries each
+	})
+	if ps := list(t, e.api); len(ps) != 0 {
+		t.Errorf("list = %v with the handler down, want nothing registered", names(ps))
+	}
+	unavailable := func(plugin string) []string {
+		var l []string
+		for _, line := range logLines(agent, "handler for T unavailable") {
+			if strings.Contains(line, `"plugin":"`+plugin+`"`) {
+				l = append(l, line)
+			}
+		}
+		return l
+	}
+	for _, p := range []string{"good", "bad"} {
+		if l := unavailable(p); len(l) != 1 || !strings.Contains(l[0], `"msg":"registration failed"`) {
+			t.Errorf("agent logged for %s %q, want one registration failed line with handler for T unavailable", p, l)
+		}
+	}
+	for _, p := range []*proc{good, bad} {
+		if l := logLines(p, `"msg":"registration status"`); len(l) != 0 {
+			t.Errorf("%s was told %q with the handler down, want nothing", p, l)
+		}
+	}
+
+	serveRefusingHandler(t, sock)
+	want := map[string]string{"node": "n1", "plugin": "good"}
+	eventually(t, waitTimeout, "good registered with the handler's annotations", func() bool {
+		ps, err := tryList(t, e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == "good" && ps[0].Type == "T" && cmp.Equal(ps[0].Annotations, want)
+	})
+	const refusal = `RegisterPlugin error -- plugin validation failed with err: plugin bad is refused here`
+	eventually(t, waitTimeout, "bad told it is refused", func() bool {
+		for _, l := range logLines(bad, `"registered":false`) {
+			if strings.Contains(l, refusal) {
+				return true
+			}
+		}
+		return false
+	})
+	if l := logLines(good, `"registered":false`); len(l) != 0 {
+		t.Errorf("good was told %q, want only that it is registered", l)
+	}
+	for _, p := range []string{"good", "bad"} {
+		if l := unavailable(p); len(l) != 1 {
+			t.Errorf("agent logged handler for T unavailable %d times for %s, want once", len(l), p)
+		}
+	}
+	alive(t, agent)
+}
+
+// TestEndToEndGRPCHandlerRestored: a plugin restored from the state file
+// whose gRPC handler is down when the agent starts again cannot be
+// verified: it is deregistered as unhealthy, and registered again, with
+// its annotations, once the handler is back.
+func TestEndToEndGRPCHandlerRestored(t *testing.T) {
+	e := newAgentEnv(t)
+	sock := filepath.Join(e.tmp, "handler.sock")
+	stopHandler := serveRefusingHandler(t, sock)
+	agent := e.run(t, "--handler", "T=grpc:"+sock)
+	examplePlugin(t, e.dir, "good", "--type", "T")
+	want := map[string]string{"node": "n1", "plugin": "good"}
+	annotated := func() bool {
+		ps, err := tryList(t, e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == "good" && cmp.Equal(ps[0].Annotations, want)
+	}
+	eventually(t, waitTimeout, "good registered", annotated)
+	if code, _ := agent.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+
+	stopHandler()
+	again := e.run(t, "--handler", "T=grpc:"+sock, "--max-backoff", "200ms")
+	eventually(t, waitTimeout, "good deregistered as unhealthy", func() bool {
+		return len(logLines(again, `"msg":"plugin unhealthy"`)) > 0
+	})
+	if ps := list(t, e.api); len(ps) != 0 {
+		t.Errorf("list = %v with the handler down, want nothing registered", names(ps))
+	}
+	serveRefusingHandler(t, sock)
+	eventually(t, waitTimeout, "good registered again", func() bool {
+		return len(logLines(again, `"msg":"plugin healthy again"`)) > 0 && annotated()
+	})
+	if l := logLines(again, `"msg":"plugin restored"`); len(l) != 0 {
+		t.Errorf("agent logged %q with the handler down, want no plugin restored", l)
 	}
 }

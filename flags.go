@@ -200,28 +200,30 @@ func (l *acceptList) Set(v string) error {
 	return nil
 }
 
-// handlerList is the repeatable --handler flag: one program per plugin type.
-type handlerList []*plugins.Exec
+// handlerList is the repeatable --handler flag: one handler per plugin
+// type, a program (exec) or a gRPC service (grpc). Parsing starts and
+// connects nothing; run does, in handlers.
+type handlerList []plugins.HandlerSpec
 
 func (l *handlerList) String() string {
 	var s []string
-	for _, e := range *l {
-		s = append(s, e.Type+"=exec:"+e.Path)
+	for _, h := range *l {
+		s = append(s, h.String())
 	}
 	return strings.Join(s, " ")
 }
 
 func (l *handlerList) Set(v string) error {
-	e, err := plugins.ParseExec(v)
+	h, err := plugins.ParseHandler(v)
 	if err != nil {
 		return err
 	}
 	for _, b := range *l {
-		if b.Type == e.Type {
-			return fmt.Errorf("type %s given twice", e.Type)
+		if b.Type == h.Type {
+			return fmt.Errorf("type %s given twice", h.Type)
 		}
 	}
-	*l = append(*l, e)
+	*l = append(*l, h)
 	return nil
 }
 

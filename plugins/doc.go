@@ -24,7 +24,7 @@ keep a hostile plugin from making the agent store, log and persist large
 values. The endpoint is taken as reported: nothing checks that the plugin
 owns it.
 
-[Exec], configured by --handler TYPE=exec:PATH (see [ParseExec]), runs a
+[Exec], configured by --handler TYPE=exec:PATH (see [ParseHandler]), runs a
 program for each call: PATH validate|register|deregister, with the plugin
 as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
 versions, and reason for deregister). Exit status 0 is success; otherwise
@@ -36,10 +36,24 @@ with its whole process group (on Windows, the program alone), and what it
 writes beyond [MaxExecOutput] per stream is read and discarded. The
 per-OS code is in exec_unix.go and exec_other.go.
 
-[Checked] composes the two: an Accept's version check, then another
-Handler's Validate; Register and DeRegister are the other Handler's. The
-agent gives each --handler type a Checked with that type's --accept, or
-else its [DefaultAccept] entry, or no version check for another type.
+[GRPC], configured by --handler TYPE=grpc:SOCKET (see [ParseHandler]),
+calls the plugreg.v1.Handler service that another program serves on the
+unix socket SOCKET, over one connection ([NewGRPC]; the first call
+connects, and gRPC reconnects on its own, at most about a second apart
+while nobody listens). A call that cannot reach the handler fails at once
+with an error wrapping [ErrHandlerUnavailable], "handler for TYPE
+unavailable: CAUSE", and so does a call the handler answers with
+UNAVAILABLE: the caller retries it, it is no refusal. Any other status
+but OK is a refusal whose text is the status message, on one line and cut
+to 512 bytes. Register returns the reply's annotations for the caller to
+check with [CheckAnnotations]; a reply over [MaxGRPCReply] fails the
+call. The socket need not exist when the agent starts.
+
+[Checked] composes them: an Accept's version check, then another
+Handler's Validate (an Exec's or a GRPC's); Register and DeRegister are
+the other Handler's. The agent gives each --handler type a Checked with
+that type's --accept, or else its [DefaultAccept] entry, or no version
+check for another type.
 
 # Registry
 
@@ -90,6 +104,7 @@ sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
 reads no clock: callers pass the time of each change and set
 [Plugin.RegisteredAt]; only the Saver waits, between retries of a failed
-write, and Exec, for its program. Only the Saver logs.
+write, Exec, for its program, and GRPC, for its handler's reply. Only the
+Saver logs.
 */
 package plugins

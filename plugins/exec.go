@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -21,8 +19,6 @@ const (
 	// The rest is read and discarded, so a program that writes more never
 	// blocks on a full pipe.
 	MaxExecOutput = 64 << 10
-	// maxExecErr bounds the stderr line that becomes an Exec's error.
-	maxExecErr = 512
 	// execWaitDelay bounds how long an Exec waits for its program's output
 	// to end once the program has exited or been killed: a process it left
 	// behind may hold the pipes.
@@ -164,8 +160,8 @@ func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) 
 	return nil, fmt.Errorf("run handler %s: %w", e.Path, err)
 }
 
-// lastLine returns the last line of b that is not empty or blank, cut to
-// maxExecErr bytes without splitting a character.
+// lastLine returns the last line of b that is not empty or blank, cut by
+// cutHandlerErr.
 func lastLine(b []byte) string {
 	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -173,11 +169,7 @@ func lastLine(b []byte) string {
 		if line == "" {
 			continue
 		}
-		line = strings.ToValidUTF8(line, "\uFFFD")
-		if len(line) > maxExecErr {
-			line = strings.ToValidUTF8(line[:maxExecErr], "")
-		}
-		return line
+		return cutHandlerErr(line)
 	}
 	return ""
 }
@@ -211,46 +203,4 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		t.b = append(t.b[:0], t.b[extra:]...)
 	}
 	return len(p), nil
-}
-
-// execSyntax is the error for a --handler value with no "=" at all.
-const execSyntax = "want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"
-
-// ParseExec parses one --handler value "TYPE=exec:PATH". TYPE follows the
-// rules of ParseAccept. PATH must name an executable file; a relative one
-// is made absolute against the working directory. Errors read well after
-// `invalid value "..." for flag -handler: `.
-func ParseExec(s string) (*Exec, error) {
-	typ, spec, ok := strings.Cut(s, "=")
-	if !ok {
-		return nil, errors.New(execSyntax)
-	}
-	if typ == "" {
-		return nil, fmt.Errorf("empty plugin type, %s", execSyntax)
-	}
-	if err := checkType(typ); err != nil {
-		return nil, err
-	}
-	scheme, path, ok := strings.Cut(spec, ":")
-	if !ok || scheme != "exec" {
-		return nil, fmt.Errorf("unknown handler %q for type %s, %s", spec, typ, execSyntax)
-	}
-	if path == "" {
-		return nil, fmt.Errorf("no program for type %s, %s", typ, execSyntax)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("program %s: %w", path, err)
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return nil, fmt.Errorf("program %s: %w", path, bare(err))
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("program %s is not a regular file", path)
-	}
-	if _, err := exec.LookPath(abs); err != nil {
-		return nil, fmt.Errorf("program %s is not executable", path)
-	}
-	return &Exec{Type: typ, Path: abs}, nil
 }

@@ -199,42 +199,5 @@ func checkGone(t *testing.T, pidFile string) {
 	}
 }
 
-func TestParseExec(t *testing.T) {
-	dir := t.TempDir()
-	prog := filepath.Join(dir, "prog")
-	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	plain := filepath.Join(dir, "plain")
-	if err := os.WriteFile(plain, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		in, wantErr string
-	}{
-		{"CSIPlugin=exec:" + prog, ""},
-		{"CSIPlugin", "want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
-		{"=exec:" + prog, "empty plugin type, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
-		{"CSI Plugin=exec:" + prog, `plugin type "CSI Plugin" contains space or control character U+0020 at byte 3`},
-		{"CSIPlugin=grpc:/x.sock", `unknown handler "grpc:/x.sock" for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
-		{"CSIPlugin=" + prog, `unknown handler "` + prog + `" for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler`},
-		{"CSIPlugin=exec:", "no program for type CSIPlugin, want TYPE=exec:PATH, e.g. CSIPlugin=exec:/usr/local/bin/csi-handler"},
-		{"CSIPlugin=exec:/nope", "program /nope: no such file or directory"},
-		{"CSIPlugin=exec:" + dir, "program " + dir + " is not a regular file"},
-		{"CSIPlugin=exec:" + plain, "program " + plain + " is not executable"},
-	}
-	for _, tc := range tests {
-		e, err := ParseExec(tc.in)
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("ParseExec(%q) = %v", tc.in, err)
-		case tc.wantErr == "" && (e.Type != "CSIPlugin" || e.Path != prog):
-			t.Errorf("ParseExec(%q) = %+v", tc.in, e)
-		case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
-			t.Errorf("ParseExec(%q) = %v, want %q", tc.in, err, tc.wantErr)
-		}
-	}
-}
-
 // Exec is a Handler.
 var _ Handler = (*Exec)(nil)

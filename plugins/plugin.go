@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/plugreg/plugreg/scan"
@@ -53,4 +54,19 @@ type Handler interface {
 	// one of the Reason constants. The plugin is deregistered whatever it
 	// returns: an error is only logged.
 	DeRegister(ctx context.Context, p Plugin, reason string) error
+}
+
+// maxHandlerErr bounds the text of a handler's error that comes from the
+// handler (an Exec's stderr line, a GRPC's status message).
+const maxHandlerErr = 512
+
+// cutHandlerErr returns s as valid UTF-8 (each invalid byte sequence
+// replaced by U+FFFD) of at most maxHandlerErr bytes, cut without
+// splitting a character.
+func cutHandlerErr(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > maxHandlerErr {
+		s = strings.ToValidUTF8(s[:maxHandlerErr], "")
+	}
+	return s
 }

@@ -65,7 +65,9 @@ func (c *Client) log() *slog.Logger {
 // the socket at path. A rejection (no handler, failed validation, failed
 // registration) was reported to the plugin and wraps a *RejectError; any
 // other error is transient (a socket that is not ready yet, a plugin that
-// is slow or gone). Both are wrapped in an *OpError.
+// is slow or gone, a handler call that timed out, a handler that is
+// unavailable: plugins.ErrHandlerUnavailable). Both are wrapped in an
+// *OpError.
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
 	conn, rc, err := c.connect(ctx, path)
 	if err != nil {
@@ -101,7 +103,7 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 	}
 	defer unlock()
 	if err := validate(hctx, h, p); err != nil {
-		if ctx.Err() != nil || hctx.Err() != nil {
+		if transient(ctx, hctx, err) {
 			return p, &OpError{"validate", path, err}
 		}
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
@@ -117,7 +119,7 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil || hctx.Err() != nil {
+		if transient(ctx, hctx, err) {
 			return p, &OpError{"register", path, err}
 		}
 		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
@@ -203,8 +205,9 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // the plugin must answer GetInfo as it did then, and its handler must still
 // accept it (the agent may run with other --accept flags now). An error
 // wrapping statecache.ErrChanged means the plugin answered differently or
-// is no longer accepted; any other error, that it did not
-// answer. The plugin is not notified: it already was, by the earlier run.
+// is no longer accepted; any other error, that it did not answer, or that
+// its handler did not (a timeout, plugins.ErrHandlerUnavailable). The
+// plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
 	conn, rc, err := c.connect(ctx, path)
@@ -231,7 +234,7 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	}
 	defer unlock()
 	if err := validate(hctx, h, p); err != nil {
-		if hctx.Err() != nil {
+		if transient(ctx, hctx, err) {
 			return &OpError{"verify", path, err}
 		}
 		return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
@@ -248,6 +251,15 @@ func (c *Client) Probe(ctx context.Context, p plugins.Plugin) error {
 	defer conn.Close()
 	_, err = c.getInfo(ctx, rc, p.SocketPath)
 	return err
+}
+
+// transient reports whether err, from a handler call made with hctx, a
+// context derived from ctx, says nothing of the plugin: the agent is
+// stopping, the call timed out, or the handler could not be reached
+// (plugins.ErrHandlerUnavailable). Such an error is retried, never
+// reported to the plugin.
+func transient(ctx, hctx context.Context, err error) bool {
+	return ctx.Err() != nil || hctx.Err() != nil || errors.Is(err, plugins.ErrHandlerUnavailable)
 }
 
 // validate checks what every plugin must satisfy, then asks the handler.

@@ -78,8 +78,11 @@
 // NotifyRegistrationStatus(false, MSG), the Registry gets a "rejected"
 // event, and the attempt is counted with the result "rejected". Anything
 // else that stops a registration is a failure: a refused connection, a
-// timeout, a plugin that is not ready, credentials that cannot be read. A
-// failure is never reported to the plugin, and is counted as "failed".
+// timeout, a plugin that is not ready, credentials that cannot be read, a
+// handler that is unavailable (an error wrapping
+// plugins.ErrHandlerUnavailable: a gRPC handler that is down, not
+// listening yet, or answered UNAVAILABLE). A failure is never reported to
+// the plugin, and is counted as "failed".
 // Both are retried with the backoff of the state cache (1, 2, 4, ...
 // intervals, capped at MaxBackoff) while the socket exists; the
 // "rejected" event and its Info log line come once per incarnation of the
@@ -111,8 +114,9 @@
 //   - same identity, another answer or no longer accepted (with
 //     AllowUIDs, a uid no longer allowed counts as that): a "replaced"
 //     event, then a normal registration;
-//   - same identity, no answer: "unhealthy", then "healthy" once it
-//     answers;
+//   - same identity, no answer from the plugin or from its handler (a
+//     timeout, a handler unavailable): "unhealthy", then "healthy" once
+//     a registration succeeds;
 //   - the socket gone, or a new socket at the path, while the agent was
 //     down: a "deregistered" event, then a normal registration of the new
 //     socket, if there is one.
