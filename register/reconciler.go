@@ -184,20 +184,22 @@ type loop struct {
 	maxPlugins  int
 	cache       *statecache.Cache[plugins.Plugin]
 	results     chan Result
-	inFlight    int                          // operations of the cache in flight
-	retrying    int                          // retried deregistrations in flight
-	tick        uint64                       // ticks since Run started
-	maxBackoff  uint64                       // in ticks
-	retries     map[pluginKey]*retrySchedule // the pending deregistrations seen, by plugin type and name
-	pending     int                          // pending deregistrations at the last tick
-	prev        scan.Snapshot                // the last scan, limited to maxPlugins
-	raw         scan.Snapshot                // the last scan as the scanner returned it
-	scanFault   bool                         // scans fail; logged once, until a scan succeeds
-	refused     map[string]bool              // sockets beyond maxPlugins, logged once each
-	reported    map[string]int               // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
-	fdFault     bool                         // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
-	scanFailed  bool                         // the last scan failed
-	ready       bool                         // the first scan's operations have completed
+	inFlight    int
+	prev        scan.Snapshot   // the last scan, limited to maxPlugins
+	raw         scan.Snapshot   // the last scan as the scanner returned it
+	scanFault   bool            // scans fail; logged once, until a scan succeeds
+	refused     map[string]bool // sockets beyond maxPlugins, logged once each
+	reported    map[string]int  // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
+	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
+	scanFailed  bool            // the last scan failed
+	ready       bool            // the first scan's operations have completed
+
+	// The pending deregistrations (see retry.go).
+	retrying   int                          // retries in flight, beside the inFlight operations of the cache
+	tick       uint64                       // ticks since Run started
+	maxBackoff uint64                       // in ticks
+	retries    map[pluginKey]*retrySchedule // the entries seen, by plugin type and name
+	pending    int                          // entries at the last tick
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
