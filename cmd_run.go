@@ -265,6 +265,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 			NotifyTimeout:  time.Duration(c.timeouts.notify),
 			HandlerTimeout: time.Duration(c.timeouts.handler),
 			AllowUIDs:      c.allowUIDs,
+			Pending:        registry,
 			Log:            log,
 		},
 		Registry:      registry,

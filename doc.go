@@ -159,8 +159,12 @@ Exit status 0 is success. Otherwise the error is the last non-empty line
 the program wrote to stderr, cut to 512 bytes, or "exit status N" when there
 is none; a failed validate or register reaches the plugin in the kubelet's
 words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
-"... plugin registration failed with err: LINE". A failed deregister is
-logged; the plugin is deregistered all the same.
+... plugin registration failed with err: LINE". A failed deregister is
+logged, and the plugin is deregistered all the same; the deregister is
+run again with backoff (1, 2, 4, ... intervals, up to --max-backoff) until
+it succeeds or a plugin of the same type and name is registered again, and
+the state file keeps it across restarts. So deregister may run more than
+once for one plugin, and should succeed for a plugin it does not know.
 
 register may print annotations on stdout: one JSON object of strings, such
 as {"node":"worker-1"}, at most 32 keys and 4 KiB of keys and values in all,

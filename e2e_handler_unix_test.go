@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
 )
 
 // handlerScript writes an sh exec handler to dir and returns its path.
@@ -214,4 +216,124 @@ fi
 	if len(out) > 64<<10 {
 		t.Errorf("agent log of %d bytes, want at most 64 KiB", len(out))
 	}
+}
+
+// TestEndToEndPendingDeregistration: an exec handler whose deregister fails
+// while a marker file exists. A plugin removed then leaves the list at
+// once, and its deregistration is delivered once the marker is gone: (a)
+// by the running agent's retries, (b) when the agent was stopped first, by
+// the next agent, from the state file.
+func TestEndToEndPendingDeregistration(t *testing.T) {
+	e := newAgentEnv(t)
+	down := filepath.Join(e.tmp, "down")
+	delivered := filepath.Join(e.tmp, "delivered")
+	handler := handlerScript(t, e.tmp, `
+if [ "$1" = deregister ]; then
+	[ ! -e `+down+` ] || { echo "handler down" >&2; exit 1; }
+	echo "$name" >> `+delivered+`
+fi
+`)
+	args := []string{"--handler", "CSIPlugin=exec:" + handler, "--max-backoff", "200ms"}
+	setDown := func(on bool) {
+		t.Helper()
+		var err error
+		if on {
+			err = os.WriteFile(down, nil, 0o600)
+		} else {
+			err = os.Remove(down)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliveredTo := func() []string {
+		b, _ := os.ReadFile(delivered)
+		return strings.Fields(string(b))
+	}
+	pending := func() []string {
+		st, err := plugins.Load(e.state)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		var names []string
+		for _, pd := range st.Pending {
+			names = append(names, pd.Plugin.Name+" "+pd.Reason)
+		}
+		return names
+	}
+	// removeFailing registers a plugin called name, removes it while the
+	// handler is down, and waits until the failed deregistration is pending
+	// in the state file.
+	removeFailing := func(agent *proc, name string) {
+		t.Helper()
+		p := examplePlugin(t, e.dir, name)
+		eventually(t, waitTimeout, name+" registered", func() bool {
+			ps, err := tryList(t, e.api)
+			return err == nil && len(ps) == 1 && ps[0].Name == name
+		})
+		setDown(true)
+		if code, _ := p.stop(t); code != 0 {
+			t.Fatalf("plugin %s: exit %d after SIGTERM", name, code)
+		}
+		eventually(t, waitTimeout, name+" deregistered with the handler's error", func() bool {
+			for _, l := range logLines(agent, `"msg":"plugin deregistered"`) {
+				if strings.Contains(l, `"plugin":"`+name+`"`) && strings.Contains(l, "handler down") {
+					return true
+				}
+			}
+			return false
+		})
+		if ps := list(t, e.api); len(ps) != 0 {
+			t.Errorf("list = %+v after %s was removed, want none: the plugin is gone whatever the handler said", ps, name)
+		}
+		eventually(t, waitTimeout, name+" pending in the state file", func() bool {
+			return slices.Equal(pending(), []string{name + " removed"})
+		})
+	}
+	deliveredBy := func(agent *proc, name string) {
+		t.Helper()
+		eventually(t, waitTimeout, name+" delivered", func() bool {
+			for _, l := range logLines(agent, `"msg":"plugin deregistration delivered"`) {
+				if strings.Contains(l, `"plugin":"`+name+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+		eventually(t, waitTimeout, "no deregistration pending in the state file", func() bool { return len(pending()) == 0 })
+	}
+
+	// (a) The handler recovers while the agent runs.
+	agent := e.run(t, args...)
+	removeFailing(agent, "a")
+	eventually(t, waitTimeout, "a failed retry", func() bool {
+		return len(logLines(agent, `"msg":"deregistration not delivered"`)) > 0
+	})
+	if got := deliveredTo(); len(got) != 0 {
+		t.Fatalf("handler got deregister for %q while down", got)
+	}
+	setDown(false)
+	deliveredBy(agent, "a")
+	if got := deliveredTo(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("handler deregistered %q, want a once", got)
+	}
+	if n := len(logLines(agent, `"level":"WARN","msg":"deregistration not delivered"`)); n != 1 {
+		t.Errorf("%d Warn lines for a's failed retries, want 1", n)
+	}
+
+	// (b) The agent stops before the handler recovers.
+	removeFailing(agent, "b")
+	if code, _ := agent.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	if got := pending(); !slices.Equal(got, []string{"b removed"}) {
+		t.Fatalf("state file after the agent stopped: pending %q, want b removed", got)
+	}
+	setDown(false)
+	again := e.run(t, args...)
+	deliveredBy(again, "b")
+	if got := deliveredTo(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("handler deregistered %q, want a, then b, once each", got)
+	}
+	alive(t, again)
 }

@@ -87,8 +87,9 @@ are its access control.
 
 # State file
 
-[Save] writes a [State] (the plugins and the revision) as a versioned JSON
-document, atomically: temporary file, fsync, rename, directory fsync.
+[Save] writes a [State] (the plugins, the revision and the pending
+deregistrations) as a versioned JSON document, atomically: temporary file,
+fsync, rename, directory fsync.
 [Load] reads it back; a file that is not a valid document matches
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
 anything. [NewRegistryFrom] restores a Registry from a State, revision
@@ -96,6 +97,19 @@ included, so watchers can resume across an agent restart. A [Saver] keeps
 the file up to date, coalescing bursts of changes into few writes. What
 the agent does with each restored plugin (verify it, or deregister it) is
 package register's.
+
+# Pending deregistrations
+
+A plugin leaves the Registry when it is deregistered, whatever its
+Handler's DeRegister returns. A DeRegister that fails is recorded with
+[Registry.AddPending] as a [PendingDeregistration] (the plugin as it was
+registered, and the reason), at most one per plugin type and name, to be
+delivered again: package register retries it with backoff, and drops it
+once it succeeds or the same type and name is registered again. The
+pending set is not an event: consumers saw the plugin leave. It is part of
+the State, so the Saver writes it, and NewRegistryFrom restores it: a
+handler that was down when a plugin went learns of it, even across an
+agent restart.
 
 # What this package does not do
 

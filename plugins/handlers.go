@@ -21,13 +21,14 @@ type Handlers struct {
 	handlers map[string]Handler // by plugin type
 
 	lockMu sync.Mutex
-	locks  map[lockKey]*keyLock // only keys held or waited for
+	locks  map[pluginKey]*keyLock // only keys held or waited for
 }
 
-// lockKey identifies one plugin for Lock.
-type lockKey struct{ typ, name string }
+// pluginKey identifies one plugin by type and name: the key of Lock and
+// of the Registry's pending deregistrations.
+type pluginKey struct{ typ, name string }
 
-// keyLock is a semaphore for one lockKey. refs counts the callers holding
+// keyLock is a semaphore for one pluginKey. refs counts the callers holding
 // or waiting for it; the entry leaves Handlers.locks when refs drops to 0.
 type keyLock struct {
 	sem  chan struct{} // capacity 1; full while held
@@ -38,7 +39,7 @@ type keyLock struct {
 func NewHandlers() *Handlers {
 	return &Handlers{
 		handlers: make(map[string]Handler),
-		locks:    make(map[lockKey]*keyLock),
+		locks:    make(map[pluginKey]*keyLock),
 	}
 }
 
@@ -91,7 +92,7 @@ func (h *Handlers) Lock(ctx context.Context, typ, name string) (unlock func(), e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("wait for plugin %s/%s: %w", typ, name, err)
 	}
-	k := lockKey{typ, name}
+	k := pluginKey{typ, name}
 	h.lockMu.Lock()
 	l := h.locks[k]
 	if l == nil {
@@ -118,7 +119,7 @@ func (h *Handlers) Lock(ctx context.Context, typ, name string) (unlock func(), e
 
 // release drops one reference to l and removes it from h.locks when it
 // was the last.
-func (h *Handlers) release(k lockKey, l *keyLock) {
+func (h *Handlers) release(k pluginKey, l *keyLock) {
 	h.lockMu.Lock()
 	defer h.lockMu.Unlock()
 	l.refs--

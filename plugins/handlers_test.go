@@ -138,7 +138,7 @@ func TestLockOtherNamesProceed(t *testing.T) {
 		}()
 		synctest.Wait()
 		var unlocks []func()
-		for _, k := range []lockKey{{"CSIPlugin", "b"}, {"DRAPlugin", "a"}, {"", "a"}, {"CSIPlugin", ""}} {
+		for _, k := range []pluginKey{{"CSIPlugin", "b"}, {"DRAPlugin", "a"}, {"", "a"}, {"CSIPlugin", ""}} {
 			u, err := h.Lock(t.Context(), k.typ, k.name)
 			if err != nil {
 				t.Fatalf("Lock(%q, %q) while (CSIPlugin, a) is held = %v", k.typ, k.name, err)

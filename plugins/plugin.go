@@ -51,8 +51,13 @@ type Handler interface {
 	Register(ctx context.Context, p Plugin) (Annotations, error)
 	// DeRegister is called once the plugin's socket is gone or replaced,
 	// the plugin is unhealthy, or a registration is rolled back; reason is
-	// one of the Reason constants. The plugin is deregistered whatever it
-	// returns: an error is only logged.
+	// one of the Reason constants. The plugin leaves the Registry whatever
+	// it returns. An error makes the call pending (see
+	// Registry.AddPending): it is made again, with the same plugin and
+	// reason, with backoff, until it succeeds or a plugin of the same type
+	// and name is registered again, and the state file keeps it across
+	// agent restarts. So DeRegister may be called more than once for one
+	// deregistration, and should succeed for a plugin it no longer knows.
 	DeRegister(ctx context.Context, p Plugin, reason string) error
 }
 

@@ -55,6 +55,12 @@ type Registry struct {
 	done     chan struct{} // closed by Close: watchers end
 	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
 	resyncs  atomic.Uint64
+
+	pending    map[pluginKey]PendingDeregistration // see AddPending
+	pendingSeq uint64                              // Seq of the latest pending entry
+	// changes counts the changes to what State returns (events and the
+	// pending set), so that the Saver can tell whether it saved the latest.
+	changes uint64
 }
 
 // NewRegistry returns an empty Registry at revision 0.
@@ -65,6 +71,7 @@ func NewRegistry() *Registry {
 		conns:    make(map[string]*grpc.ClientConn),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}, 1),
+		pending:  make(map[pluginKey]PendingDeregistration),
 	}
 }
 
@@ -73,7 +80,9 @@ func NewRegistry() *Registry {
 // empty, so a watcher that resumes from s.Revision gets the new events, and
 // one that resumes from an earlier revision gets a Resync. If s lists two
 // plugins at one socket path, the later one wins; [Load] never returns such
-// a State.
+// a State. The pending deregistrations of s are restored too, numbered
+// from Seq 1 in their order in s; of two for one plugin type and name the
+// later wins.
 //
 // The restored plugins are only as true as the file was: the caller should
 // verify each of them (is the socket at SocketPath still the one with
@@ -83,6 +92,12 @@ func NewRegistryFrom(s State) *Registry {
 	for _, p := range s.Plugins {
 		p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 		r.plugins[p.SocketPath] = p
+	}
+	for _, pd := range s.Pending {
+		pd = pd.clone()
+		r.pendingSeq++
+		pd.Seq = r.pendingSeq
+		r.pending[pluginKey{pd.Plugin.Type, pd.Plugin.Name}] = pd
 	}
 	r.rev = s.Revision
 	return r
@@ -132,6 +147,7 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 		ev.Plugin = old
 	}
 	r.rev++
+	r.changes++
 	ev.Revision = r.rev
 	r.lastTime = now
 	r.record(ev)
@@ -140,14 +156,19 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	}
 	r.mu.Unlock()
 
-	select {
-	case r.changed <- struct{}{}:
-	default: // the Saver has a signal pending already
-	}
+	r.signal()
 	if stale != nil {
 		stale.Close() // only fails if it was closed already
 	}
 	return ev.clone(), true
+}
+
+// signal tells the Saver that the registry changed, without waiting.
+func (r *Registry) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default: // the Saver has a signal pending already
+	}
 }
 
 // unusedConnLocked forgets and returns the Dispense connection to endpoint
@@ -281,11 +302,29 @@ func (r *Registry) Len() int {
 }
 
 // State returns the registry's contents and revision, read at one instant,
-// as a State for [Save]. The Plugins are copies sorted like List.
+// as a State for [Save]. The Plugins are copies sorted like List; the
+// Pending are copies sorted like [Registry.Pending], with Seq 0.
 func (r *Registry) State() State {
+	s, _ := r.stateAndChanges()
+	return s
+}
+
+// stateAndChanges returns State and the change count it includes.
+func (r *Registry) stateAndChanges() (State, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked("")}
+	pending := r.pendingLocked()
+	for i := range pending {
+		pending[i].Seq = 0
+	}
+	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: pending}, r.changes
+}
+
+// changeCount returns the number of changes to what State returns.
+func (r *Registry) changeCount() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changes
 }
 
 // Close closes the connections Dispense made and ends every watch: their

@@ -16,11 +16,13 @@ const (
 	saveRetryMax   = 30 * time.Second
 )
 
-// Saver writes a Registry's State to a file with [Save] after each change,
-// coalescing bursts: at most one write is in flight, and the changes that
-// arrive during a write are saved together by the next one. It reads the
-// registry with [Registry.State], so it never holds the registry's lock
-// while writing, and Apply never waits for it.
+// Saver writes a Registry's State to a file with [Save] after each change
+// (an event, or a change of the pending deregistrations), coalescing
+// bursts: at most one write is in flight, and the changes that arrive
+// during a write are saved together by the next one. It reads the registry
+// with [Registry.State], so it never holds the registry's lock while
+// writing, and neither Apply nor AddPending and DropPending ever wait for
+// it.
 //
 // Run a Saver in its own goroutine, and at most one per Registry: they
 // share the Registry's change signal.
@@ -55,7 +57,7 @@ func (s *Saver) Run(ctx context.Context) error {
 	s.removeTemps(log)
 
 	var (
-		saved   uint64 // revision of the last successful write
+		saved   uint64 // change count (Registry.changes) of the last successful write
 		dirty   = true
 		failing bool // the last write failed; logged once, until a write succeeds
 		delay   time.Duration
@@ -63,13 +65,13 @@ func (s *Saver) Run(ctx context.Context) error {
 		retryC  <-chan time.Time // not nil while a retry is pending
 	)
 	write := func() error {
-		st := s.Registry.State()
+		st, changes := s.Registry.stateAndChanges()
 		if err := save(s.Path, st); err != nil {
 			s.errors.Add(1)
 			return err
 		}
 		s.writes.Add(1)
-		saved, dirty = st.Revision, false
+		saved, dirty = changes, false
 		return nil
 	}
 	defer func() {
@@ -98,12 +100,12 @@ func (s *Saver) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			if !dirty && s.Registry.Revision() == saved {
+			if !dirty && s.Registry.changeCount() == saved {
 				return nil
 			}
 			return write()
 		case <-s.Registry.changed:
-			if s.Registry.Revision() != saved {
+			if s.Registry.changeCount() != saved {
 				dirty = true
 			}
 		case <-retryC:

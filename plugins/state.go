@@ -28,12 +28,16 @@ var ErrCorrupt = errors.New("plugins: corrupt state file")
 // maxStateBytes bounds the state file that Load reads.
 const maxStateBytes = 16 << 20
 
+// maxReasonBytes bounds an unknown reason that an error quotes.
+const maxReasonBytes = 32
+
 // maxQuarantineSuffix bounds the numbered names QuarantineCorrupt tries.
 const maxQuarantineSuffix = 1000
 
-// State is what a state file holds: the registered plugins and the revision
-// of a [Registry] at one instant. Get it with [Registry.State], write it
-// with [Save], read it with [Load] and restore it with [NewRegistryFrom].
+// State is what a state file holds: the registered plugins, the revision
+// and the pending deregistrations of a [Registry] at one instant. Get it
+// with [Registry.State], write it with [Save], read it with [Load] and
+// restore it with [NewRegistryFrom].
 //
 // The file is one JSON object (see MarshalJSON) and nothing else:
 //
@@ -51,19 +55,39 @@ const maxQuarantineSuffix = 1000
 //	      "registeredAt": "2026-08-21T10:00:00.5Z",
 //	      "annotations": {"node": "worker-1"}
 //	    }
+//	  ],
+//	  "pendingDeregistrations": [
+//	    {
+//	      "name": "old.csi.k8s.io",
+//	      "type": "CSIPlugin",
+//	      "endpoint": "/var/lib/kubelet/plugins/old/csi.sock",
+//	      "socketPath": "/var/lib/kubelet/plugins_registry/old-reg.sock",
+//	      "socketId": {"dev": 2049, "ino": 1835022, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789},
+//	      "versions": ["1.0.0"],
+//	      "registeredAt": "2026-08-21T09:00:00Z",
+//	      "reason": "removed"
+//	    }
 //	  ]
 //	}
 //
-// Unknown fields are an error. "annotations" is optional and left out when
-// there are none, so it needs no new StateVersion: files written before it
-// existed load as they are, and so do files without annotations in an
-// agent that does not know the field (one with annotations is corrupt to
-// that agent, which rebuilds from the scan). Any other new field needs a
-// new StateVersion.
+// A pending deregistration is a plugin record, as the plugin was
+// registered, plus the reason its handler's DeRegister was given (one of
+// the Reason constants); at most one per plugin type and name.
+//
+// Unknown fields are an error. "annotations" and "pendingDeregistrations"
+// are optional and left out when there are none, so they need no new
+// StateVersion: files written before they existed load as they are, and so
+// do files without them in an agent that does not know them (a file with
+// them is corrupt to that agent, which rebuilds from the scan). Any other
+// new field needs a new StateVersion.
 type State struct {
 	Version  int    // StateVersion; Save writes StateVersion whatever this says
 	Revision uint64 // of the latest event included
 	Plugins  []Plugin
+	// Pending are the handler deregistrations not delivered yet (see
+	// Registry.AddPending), nil when there are none. Their Seq is not
+	// saved: Load gives 0.
+	Pending []PendingDeregistration
 }
 
 // stateDoc is the JSON form of a State.
@@ -71,6 +95,16 @@ type stateDoc struct {
 	Version  int            `json:"version"`
 	Revision uint64         `json:"revision"`
 	Plugins  []pluginRecord `json:"plugins"`
+	// Pending is left out when empty, so that a file without any stays
+	// readable by an agent that does not know the field.
+	Pending []pendingRecord `json:"pendingDeregistrations,omitempty"`
+}
+
+// pendingRecord is the JSON form of a PendingDeregistration: the fields of
+// its plugin's record, and the reason.
+type pendingRecord struct {
+	pluginRecord
+	Reason string `json:"reason"`
 }
 
 // pluginRecord is the JSON form of a Plugin.
@@ -101,19 +135,42 @@ type socketIDRecord struct {
 func (s State) MarshalJSON() ([]byte, error) {
 	d := stateDoc{Version: StateVersion, Revision: s.Revision, Plugins: make([]pluginRecord, len(s.Plugins))}
 	for i, p := range s.Plugins {
-		id := p.SocketID
-		d.Plugins[i] = pluginRecord{
-			Name:         p.Name,
-			Type:         p.Type,
-			Endpoint:     p.Endpoint,
-			SocketPath:   p.SocketPath,
-			SocketID:     socketIDRecord{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
-			Versions:     p.Versions,
-			RegisteredAt: p.RegisteredAt.UTC(),
-			Annotations:  p.Annotations,
-		}
+		d.Plugins[i] = recordOf(p)
+	}
+	for _, pd := range s.Pending {
+		d.Pending = append(d.Pending, pendingRecord{recordOf(pd.Plugin), pd.Reason})
 	}
 	return json.Marshal(d)
+}
+
+// recordOf returns the JSON form of p.
+func recordOf(p Plugin) pluginRecord {
+	id := p.SocketID
+	return pluginRecord{
+		Name:         p.Name,
+		Type:         p.Type,
+		Endpoint:     p.Endpoint,
+		SocketPath:   p.SocketPath,
+		SocketID:     socketIDRecord{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
+		Versions:     p.Versions,
+		RegisteredAt: p.RegisteredAt.UTC(),
+		Annotations:  p.Annotations,
+	}
+}
+
+// plugin returns the Plugin of r.
+func (r pluginRecord) plugin() Plugin {
+	id := r.SocketID
+	return Plugin{
+		Name:         r.Name,
+		Type:         r.Type,
+		Endpoint:     r.Endpoint,
+		SocketPath:   r.SocketPath,
+		SocketID:     scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
+		Versions:     r.Versions,
+		RegisteredAt: r.RegisteredAt,
+		Annotations:  r.Annotations,
+	}
 }
 
 // UnmarshalJSON reads a state document into s. It rejects unknown fields
@@ -127,50 +184,79 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	}
 	*s = State{Version: d.Version, Revision: d.Revision, Plugins: make([]Plugin, len(d.Plugins))}
 	for i, r := range d.Plugins {
-		id := r.SocketID
-		s.Plugins[i] = Plugin{
-			Name:         r.Name,
-			Type:         r.Type,
-			Endpoint:     r.Endpoint,
-			SocketPath:   r.SocketPath,
-			SocketID:     scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
-			Versions:     r.Versions,
-			RegisteredAt: r.RegisteredAt,
-			Annotations:  r.Annotations,
-		}
+		s.Plugins[i] = r.plugin()
+	}
+	for _, r := range d.Pending {
+		s.Pending = append(s.Pending, PendingDeregistration{Plugin: r.plugin(), Reason: r.Reason})
 	}
 	return nil
 }
 
 // check returns an error if s breaks a rule of the Registry (a plugin
 // without a socket path, two plugins at one socket path, an invalid plugin
-// name, annotations beyond CheckAnnotations; see ValidateName) or cannot survive a round trip through JSON (a
+// name, annotations beyond CheckAnnotations; see ValidateName; two pending
+// deregistrations of one plugin type and name, a reason that is not one of
+// the Reason constants) or cannot survive a round trip through JSON (a
 // string that is not UTF-8, a time outside the years 0 to 9999 UTC).
 func (s State) check() error {
 	seen := make(map[string]bool, len(s.Plugins))
 	for i, p := range s.Plugins {
-		if p.SocketPath == "" {
-			return fmt.Errorf("plugin %d: empty socket path", i)
-		}
-		if !utf8.ValidString(p.SocketPath) {
-			return fmt.Errorf("plugin %d: socket path %q is not valid UTF-8", i, p.SocketPath)
+		if err := checkPlugin(p); err != nil {
+			return fmt.Errorf("plugin %d: %w", i, err)
 		}
 		if seen[p.SocketPath] {
 			return fmt.Errorf("plugin %d: socket path %q listed twice", i, p.SocketPath)
 		}
 		seen[p.SocketPath] = true
-		if err := ValidateName(p.Name); err != nil {
-			return fmt.Errorf("plugin %d at %q: %w", i, p.SocketPath, err)
+	}
+	pending := make(map[pluginKey]bool, len(s.Pending))
+	for i, pd := range s.Pending {
+		if err := checkPending(pd); err != nil {
+			return fmt.Errorf("pending deregistration %d: %w", i, err)
 		}
-		if !utf8.ValidString(p.Type) || !utf8.ValidString(p.Endpoint) || slices.ContainsFunc(p.Versions, notUTF8) {
-			return fmt.Errorf("plugin %d at %q: type, endpoint or a version is not valid UTF-8", i, p.SocketPath)
+		k := pluginKey{pd.Plugin.Type, pd.Plugin.Name}
+		if pending[k] {
+			return fmt.Errorf("pending deregistration %d: %s %q listed twice", i, pd.Plugin.Type, pd.Plugin.Name)
 		}
-		if err := CheckAnnotations(p.Annotations); err != nil {
-			return fmt.Errorf("plugin %d at %q: %w", i, p.SocketPath, err)
-		}
-		if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
-			return fmt.Errorf("plugin %d at %q: registration time %v out of range", i, p.SocketPath, p.RegisteredAt)
-		}
+		pending[k] = true
+	}
+	return nil
+}
+
+// checkPending returns an error if pd breaks a rule of the state file.
+func checkPending(pd PendingDeregistration) error {
+	if err := checkPlugin(pd.Plugin); err != nil {
+		return err
+	}
+	switch {
+	case isReason(pd.Reason):
+	case len(pd.Reason) > maxReasonBytes:
+		return fmt.Errorf("at %q: unknown reason of %d bytes", pd.Plugin.SocketPath, len(pd.Reason))
+	default:
+		return fmt.Errorf("at %q: unknown reason %q", pd.Plugin.SocketPath, pd.Reason)
+	}
+	return nil
+}
+
+// checkPlugin returns an error if p breaks a rule of the state file.
+func checkPlugin(p Plugin) error {
+	if p.SocketPath == "" {
+		return errors.New("empty socket path")
+	}
+	if !utf8.ValidString(p.SocketPath) {
+		return fmt.Errorf("socket path %q is not valid UTF-8", p.SocketPath)
+	}
+	if err := ValidateName(p.Name); err != nil {
+		return fmt.Errorf("at %q: %w", p.SocketPath, err)
+	}
+	if !utf8.ValidString(p.Type) || !utf8.ValidString(p.Endpoint) || slices.ContainsFunc(p.Versions, notUTF8) {
+		return fmt.Errorf("at %q: type, endpoint or a version is not valid UTF-8", p.SocketPath)
+	}
+	if err := CheckAnnotations(p.Annotations); err != nil {
+		return fmt.Errorf("at %q: %w", p.SocketPath, err)
+	}
+	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("at %q: registration time %v out of range", p.SocketPath, p.RegisteredAt)
 	}
 	return nil
 }
@@ -245,7 +331,8 @@ func bare(err error) error {
 // matching fs.ErrNotExist: nothing to restore. A file that is not a valid
 // state document of version StateVersion — bad JSON, anything after the
 // object, an unknown field, or a record that [Save] would refuse — gives an
-// error matching [ErrCorrupt]. The Plugins of the result are never nil.
+// error matching [ErrCorrupt]. The Plugins of the result are never nil;
+// its Pending are nil when there are none.
 func Load(path string) (State, error) {
 	f, err := os.Open(path)
 	if err != nil {

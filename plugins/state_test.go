@@ -17,8 +17,8 @@ import (
 )
 
 // testState is a State with every field set, a nil and an empty Versions,
-// annotations on one plugin,
-// and times in several zones.
+// annotations on one plugin, times in several zones, and two pending
+// deregistrations, one with annotations.
 func testState() State {
 	withID := csiHostpath
 	withID.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045123456789, Birth: -1}
@@ -29,7 +29,11 @@ func testState() State {
 	emptyVersions.Versions = []string{}
 	local := draOld
 	local.RegisteredAt = time.Now() // monotonic reading and local zone: lost, but Equal
-	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}}
+	gone := csiHostpath
+	gone.Name, gone.SocketPath = "gone.csi.k8s.io", "/var/lib/kubelet/plugins_registry/gone-reg.sock"
+	gone.Annotations = map[string]string{"node": "worker-1"}
+	pending := []PendingDeregistration{{Plugin: gone, Reason: ReasonRemoved}, {Plugin: sriov, Reason: ReasonRolledBack}}
+	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}, Pending: pending}
 }
 
 // tempDir returns a new directory removed when the test ends. Unlike
@@ -79,6 +83,7 @@ func TestSaveLoad(t *testing.T) {
 	// A second Save replaces the file.
 	want.Revision++
 	want.Plugins = want.Plugins[1:]
+	want.Pending = nil
 	if err := Save(path, want); err != nil {
 		t.Fatalf("second Save = %v", err)
 	}
@@ -132,6 +137,87 @@ func TestSaveFormat(t *testing.T) {
 `
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("state file (-want +got):\n%s", diff)
+	}
+}
+
+// TestSaveFormatPending pins the form of a pending deregistration: the
+// plugin's record and the reason.
+func TestSaveFormatPending(t *testing.T) {
+	path := filepath.Join(tempDir(t), "state.json")
+	p := csiHostpath
+	p.Annotations = map[string]string{"node": "n1"}
+	if err := Save(path, State{Revision: 7, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonUnhealthy, Seq: 9}}}); err != nil {
+		t.Fatalf("Save = %v", err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{
+  "version": 1,
+  "revision": 7,
+  "plugins": [],
+  "pendingDeregistrations": [
+    {
+      "name": "hostpath.csi.k8s.io",
+      "type": "CSIPlugin",
+      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
+      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
+      "socketId": {
+        "dev": 0,
+        "ino": 0,
+        "mtime": 0,
+        "ctime": 0,
+        "birth": 0
+      },
+      "versions": [
+        "1.0.0"
+      ],
+      "registeredAt": "2026-01-02T03:04:05Z",
+      "annotations": {
+        "node": "n1"
+      },
+      "reason": "unhealthy"
+    }
+  ]
+}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("state file (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadPending loads documents of version 1 with and without pending
+// deregistrations: files written before they existed load as they are.
+func TestLoadPending(t *testing.T) {
+	const doc = `{"version": 1, "revision": 3, "plugins": []%s}`
+	const record = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
+	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z", "reason": "removed"}`
+	a := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: "/s", SocketID: scan.ID{Dev: 1, Ino: 2, Mtime: 3, Ctime: 4, Birth: 5},
+		Versions: []string{"1.0.0"}, RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	tests := []struct {
+		name, extra string
+		want        []PendingDeregistration
+	}{
+		{"absent", "", nil},
+		{"empty", `, "pendingDeregistrations": []`, nil},
+		{"null", `, "pendingDeregistrations": null`, nil},
+		{"one", `, "pendingDeregistrations": [` + record + `]`, []PendingDeregistration{{Plugin: a, Reason: ReasonRemoved}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tempDir(t), "state.json")
+			if err := os.WriteFile(path, fmt.Appendf(nil, doc, tc.extra), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load(path)
+			if err != nil {
+				t.Fatalf("Load = %v", err)
+			}
+			if diff := cmp.Diff(tc.want, s.Pending); diff != "" {
+				t.Errorf("pending (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -193,6 +279,14 @@ func TestSaveInvalid(t *testing.T) {
 	badAnnotation.Plugins[1].Annotations = map[string]string{"k": "a\tb"}
 	farFuture := testState()
 	farFuture.Plugins[0].RegisteredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	pendingTwice := testState()
+	pendingTwice.Pending[1].Plugin.Type, pendingTwice.Pending[1].Plugin.Name = pendingTwice.Pending[0].Plugin.Type, pendingTwice.Pending[0].Plugin.Name
+	pendingReason := testState()
+	pendingReason.Pending[0].Reason = ""
+	pendingName := testState()
+	pendingName.Pending[1].Plugin.Name = ""
+	pendingNoPath := testState()
+	pendingNoPath.Pending[0].Plugin.SocketPath = ""
 	tests := []struct {
 		name string
 		s    State
@@ -205,6 +299,10 @@ func TestSaveInvalid(t *testing.T) {
 		{"version not UTF-8", badVersion, "not valid UTF-8"},
 		{"year 10000", farFuture, "out of range"},
 		{"bad annotation", badAnnotation, "control character"},
+		{"pending twice", pendingTwice, "pending deregistration 1: CSIPlugin \"gone.csi.k8s.io\" listed twice"},
+		{"pending without reason", pendingReason, `pending deregistration 0: at "/var/lib/kubelet/plugins_registry/gone-reg.sock": unknown reason ""`},
+		{"pending without name", pendingName, "pending deregistration 1: at \"/var/lib/kubelet/plugins_registry/sriov.sock\": plugin name is empty"},
+		{"pending without socket path", pendingNoPath, "pending deregistration 0: empty socket path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,6 +368,11 @@ func TestLoadCorrupt(t *testing.T) {
 		return `{"version": 1, "revision": 3, "plugins": [` + strings.Join(plugins, ",") + `]}`
 	}
 	with := func(old, new string) string { return strings.Replace(plugin, old, new, 1) }
+	pending := strings.TrimSuffix(plugin, "}") + `, "reason": "removed"}`
+	withPending := func(records ...string) string {
+		return `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": [` + strings.Join(records, ",") + `]}`
+	}
+	pendingWith := func(old, new string) string { return strings.Replace(pending, old, new, 1) }
 	tests := []struct {
 		name, data, want string
 	}{
@@ -294,6 +397,17 @@ func TestLoadCorrupt(t *testing.T) {
 		{"control character in name", doc(with(`a.example.com`, `a\u0007b`)), "control character"},
 		{"name too long", doc(with(`a.example.com`, strings.Repeat("a", 254))), "longer than 253"},
 		{"versions not a list", doc(with(`["1.0.0"]`, `"1.0.0"`)), "cannot unmarshal string"},
+		{"pending not a list", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": {}}`, "cannot unmarshal object"},
+		{"pending without reason", withPending(plugin), `pending deregistration 0: at "/a.sock": unknown reason ""`},
+		{"pending with an unknown reason", withPending(pendingWith(`"removed"`, `"evicted"`)), `unknown reason "evicted"`},
+		{"pending with a long reason", withPending(pendingWith(`"removed"`, `"`+strings.Repeat("x", 100)+`"`)), "unknown reason of 100 bytes"},
+		{"pending reason not a string", withPending(pendingWith(`"removed"`, `1`)), "cannot unmarshal number"},
+		{"pending unknown field", withPending(pendingWith(`"reason"`, `"why": 1, "reason"`)), `unknown field "why"`},
+		{"pending twice", withPending(pending, pendingWith("/a.sock", "/b.sock")), `pending deregistration 1: CSIPlugin "a.example.com" listed twice`},
+		{"pending empty name", withPending(pendingWith(`"a.example.com"`, `""`)), "plugin name is empty"},
+		{"pending empty socket path", withPending(pendingWith(`"/a.sock"`, `""`)), "empty socket path"},
+		{"pending bad time", withPending(pendingWith("2026-01-02T03:04:05Z", "yesterday")), "cannot parse"},
+		{"pending bad annotation", withPending(pendingWith(`"reason"`, `"annotations": {"": "x"}, "reason"`)), "empty key"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,7 +426,8 @@ func TestLoadCorrupt(t *testing.T) {
 	}
 
 	// The same documents without the fault load.
-	for _, data := range []string{doc(), doc(plugin), doc(plugin, with("/a.sock", "/b.sock")), doc(plugin) + "\n\t "} {
+	for _, data := range []string{doc(), doc(plugin), doc(plugin, with("/a.sock", "/b.sock")), doc(plugin) + "\n\t ",
+		withPending(pending), withPending(pending, pendingWith("a.example.com", "b.example.com")), withPending(pending, pendingWith("CSIPlugin", "DRAPlugin"))} {
 		path := filepath.Join(tempDir(t), "state.json")
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
@@ -396,6 +511,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "plugins": [{"name": "\ud800", "socketPath": "/a"}]}`))
 	f.Add([]byte(`{"version": 1, "plugins": [{"name": "a", "socketPath": "/a"}, {"name": "b", "socketPath": "/a"}]}`))
 	f.Add([]byte(`{"VERSION": 1, "Plugins": [{"NAME": "a", "socketpath": "/a", "versions": []}]}`))
+	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "b", "socketPath": "/a", "reason": "rolled back"}]}`))
+	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "a", "socketPath": "/b", "reason": "removed"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := tempDir(t)
 		path := filepath.Join(dir, "state.json")
@@ -423,6 +540,7 @@ func FuzzLoad(f *testing.F) {
 		// And a Registry restored from it gives it back.
 		r := NewRegistryFrom(s)
 		slices.SortFunc(s.Plugins, comparePlugins)
+		slices.SortFunc(s.Pending, comparePending)
 		if diff := cmp.Diff(s, r.State()); diff != "" {
 			t.Fatalf("State of NewRegistryFrom (-want +got):\n%s", diff)
 		}

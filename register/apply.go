@@ -12,6 +12,10 @@ import (
 // apply records an outcome in the cache, the registry and the status, and
 // logs it.
 func (l *loop) apply(res *Result) {
+	if res.Retry != nil {
+		l.retried(res)
+		return
+	}
 	switch res.Op.Kind {
 	case statecache.Register:
 		if res.Err == nil {
@@ -98,7 +102,9 @@ func (l *loop) registerFailed(res *Result) {
 }
 
 // deregistered records a deregistration, which always succeeds: the
-// plugin is no longer registered, whatever its handler said.
+// plugin is no longer registered, whatever its handler said. A handler
+// error is logged here, once; the Registrar recorded the call as pending,
+// and the loop retries it (see retried).
 func (l *loop) deregistered(res *Result) {
 	op, p := res.Op, res.Plugin
 	l.cache.Done(op, plugins.Plugin{}, nil)

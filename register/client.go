@@ -51,6 +51,15 @@ type Client struct {
 	// credentials cannot be read is a transient failure. Nil: anyone.
 	AllowUIDs []uint32
 
+	// Pending, when not nil, records every handler DeRegister that fails
+	// (plugins.Registry.AddPending), for the Reconciler to deliver again
+	// with RetryDeregister; a successful Register or Deregister of a plugin
+	// drops the entry of its type and name. Nil: a failed DeRegister is
+	// only returned. The entry of a plugin changes only while its
+	// Handlers.Lock is held, so a registration of the same type and name
+	// and the delivery of the entry never cross.
+	Pending *plugins.Registry
+
 	Log *slog.Logger // nil: discard
 }
 
@@ -114,7 +123,7 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		if err = plugins.CheckAnnotations(ann); err != nil {
 			// The handler did register it: undo that.
 			if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-				c.log().Debug("roll back of bad annotations failed", "path", path, "err", derr)
+				c.log().Debug("roll back of bad annotations failed", "path", path, "err", c.addPending(p, plugins.ReasonRolledBack, derr))
 			}
 		}
 	}
@@ -131,9 +140,14 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 		// the kubelet does since v1.36. The notification's error is the
 		// one that counts; the rollback's is only joined to it.
 		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			err = errors.Join(err, fmt.Errorf("roll back: %w", derr))
+			err = errors.Join(err, fmt.Errorf("roll back: %w", c.addPending(p, plugins.ReasonRolledBack, derr)))
 		}
 		return p, &OpError{"notify", path, err}
+	}
+	// Registered again: a deregistration of the same type and name still
+	// pending would tell the handler it is gone.
+	if c.Pending != nil {
+		c.Pending.DropPending(p.Type, p.Name)
 	}
 	return p, nil
 }
@@ -291,6 +305,13 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 // Deregister calls the DeRegister of p's handler with reason (see
 // plugins.Handler), after any other call for the same plugin name has
 // finished, and returns its error. It never contacts the plugin.
+//
+// With Pending set, a DeRegister that fails, or that cannot wait its turn
+// (another call for the name outlasted HandlerTimeout, or ctx is done), is
+// recorded there to be delivered again, replacing any entry of the same
+// type and name; one that succeeds drops that entry. A DeRegister that
+// could not wait its turn is recorded without the lock, as if it had waited
+// for the call that holds it: that is an order the lock allows.
 func (c *Client) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -300,13 +321,67 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin, reason string
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
 	if err != nil {
-		return &OpError{"deregister", p.SocketPath, err}
+		return &OpError{"deregister", p.SocketPath, c.addPending(p, reason, err)}
 	}
 	defer unlock()
 	if err := h.DeRegister(ctx, p, reason); err != nil {
-		return &OpError{"deregister", p.SocketPath, err}
+		return &OpError{"deregister", p.SocketPath, c.addPending(p, reason, err)}
+	}
+	if c.Pending != nil {
+		c.Pending.DropPending(p.Type, p.Name)
 	}
 	return nil
+}
+
+// addPending records the failed DeRegister of p for reason in c.Pending,
+// if set, and returns err, the DeRegister's error, joined with the error of
+// recording it, if any.
+func (c *Client) addPending(p plugins.Plugin, reason string, err error) error {
+	if c.Pending == nil {
+		return err
+	}
+	if _, perr := c.Pending.AddPending(p, reason); perr != nil {
+		return errors.Join(err, fmt.Errorf("not retried: %w", perr))
+	}
+	return err
+}
+
+// RetryDeregister delivers a pending deregistration (see Pending) again.
+// After any other call for the same plugin name has finished, it checks
+// that pd is still the entry of its plugin: a registration of the same type
+// and name drops it, and a later failed deregistration replaces it. If so,
+// it calls the handler's DeRegister with pd's plugin and reason.
+//
+// delivered is true when DeRegister succeeded, and pd is dropped then. A
+// false delivered with a nil error means pd was no longer pending, and the
+// handler was not called. On any error pd stays pending, except when the
+// type has no handler any more: then pd is dropped, and the error wraps
+// ErrNoHandler.
+func (c *Client) RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (delivered bool, err error) {
+	p := pd.Plugin
+	if c.Pending == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
+	defer cancel()
+	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
+	if err != nil {
+		return false, &OpError{"deregister", p.SocketPath, err}
+	}
+	defer unlock()
+	if cur, ok := c.Pending.PendingOf(p.Type, p.Name); !ok || cur.Seq != pd.Seq {
+		return false, nil
+	}
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		c.Pending.DropPendingEntry(pd)
+		return false, &OpError{"deregister", p.SocketPath, fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
+	}
+	if err := h.DeRegister(ctx, p, pd.Reason); err != nil {
+		return false, &OpError{"deregister", p.SocketPath, err}
+	}
+	c.Pending.DropPendingEntry(pd)
+	return true, nil
 }
 
 // dialUnix connects to the socket at path. A socket file appears at bind,

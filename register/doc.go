@@ -64,8 +64,30 @@
 // plugins.Handlers.Lock). Deregistration never contacts the plugin: its
 // socket is usually gone. DeRegister is told why ("removed", "replaced",
 // "unhealthy", "rolled back"); the plugin leaves the Registry whatever it
-// returns, and its error is logged on the "plugin deregistered" line, not
-// retried.
+// returns, and its error is logged on the "plugin deregistered" line.
+//
+// # Pending deregistrations
+//
+// A DeRegister that fails (the handler is down, its program exits non-zero
+// or times out), a rollback's included, is not lost: Client records it in
+// the Registry's pending deregistrations (Client.Pending,
+// plugins.Registry.AddPending), which the state file keeps across
+// restarts. On each tick the Reconciler retries the entries that are due
+// (Client.RetryDeregister), within MaxInFlight: an entry it has not seen
+// (new, or restored from the state file) at once, then after 1, 2, 4, ...
+// intervals, capped at MaxBackoff, until the handler's DeRegister
+// succeeds. The entry goes when that happens, when a plugin of the same
+// type and name is registered, or deregistered successfully, and when its
+// type has no handler any more. Every change to the entry of a plugin is
+// made while Handlers.Lock is held for its type and name, and a retry
+// checks under that lock that its entry is still there, so a retry never
+// reaches the handler after a new registration of the name. A handler that
+// was down is never left believing that a plugin that is gone is still
+// there. A DeRegister that cannot wait its turn for the name (the call
+// holding it outlasted HandlerTimeout, or the agent stops) is recorded
+// without the lock, which amounts to the order in which it would have run
+// after that call. The pending entries are not events: consumers saw the
+// plugin leave at once. Status.PendingDeregistrations counts them.
 //
 // The reconciler also verifies plugins restored from the state file
 // (Client.Verify: GetInfo must answer as before) and probes registered
@@ -157,7 +179,12 @@
 // "plugin healthy again", "plugin restored"), with path, plugin, type,
 // endpoint and gen. A failed registration is one Warn, "registration
 // failed", with the retry delay, once per incarnation of the socket,
-// whatever the error; later failures, and a repeated rejection, are Debug. A scan that fails is
+// whatever the error; later failures, and a repeated rejection, are Debug.
+// A failed retry of a pending deregistration is one Warn, "deregistration
+// not delivered", with the retry delay, once per entry; later failures are
+// Debug, and its delivery is Info, "plugin deregistration delivered", with
+// path, plugin, type, endpoint, reason and attempt (the retries of the
+// entry by this run of the agent). A scan that fails is
 // one Warn, "scan incomplete", while the fault lasts, and "scan complete
 // again" ends it. Running out of file descriptors hits every socket at
 // once, so it is one Warn for the agent, "out of file descriptors:
@@ -171,7 +198,8 @@
 // refused connection fails at once, and the backoff is capped at
 // MaxBackoff (30 s by default) and starts again for a new socket. A hung
 // handler wedges its socket forever in the kubelet; here HandlerTimeout
-// bounds it, and stopping the agent cancels it. The kubelet documents that
+// bounds it, and stopping the agent cancels it. A failed DeRegister is only
+// logged by the kubelet; here it is pending until delivered. The kubelet documents that
 // calls for one plugin name do not overlap, and this package does it. The
 // timeouts are fields of Client, fixed in the kubelet.
 package register

@@ -2,6 +2,12 @@ package register
 
 import "errors"
 
+// ErrNoHandler is wrapped in the error of Client.RetryDeregister when the
+// plugin's type has no handler any more (the agent was started again with
+// other handlers): the pending deregistration is dropped, as nobody is
+// left to deliver it to.
+var ErrNoHandler = errors.New("register: no handler for the plugin type")
+
 // Errors of the checks that the socket connected to is the one scanned.
 var (
 	errNotSocket = errors.New("not a socket (a symlink is never followed)")

@@ -42,6 +42,12 @@ type recorder struct {
 	active  map[string]int
 	failReg error               // returned by Register
 	ann     plugins.Annotations // returned by Register
+	// regGate, when not nil, holds each Register after its event until
+	// it is closed.
+	regGate chan struct{}
+	// deregFails is how many DeRegister calls fail ("handler down") before
+	// they succeed again; guarded by mu.
+	deregFails int
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -68,12 +74,21 @@ func (r *recorder) Validate(ctx context.Context, p plugins.Plugin) error {
 func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (plugins.Annotations, error) {
 	defer r.enter(p.Name)()
 	r.events <- "register " + p.Name + " " + p.Endpoint
+	if r.regGate != nil {
+		<-r.regGate
+	}
 	return r.ann, r.failReg
 }
 
 func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
 	defer r.enter(p.Name)()
 	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deregFails > 0 {
+		r.deregFails--
+		return errors.New("handler down")
+	}
 	return nil
 }
 
@@ -136,7 +151,7 @@ func newRig(t *testing.T, configure ...func(*Client)) *rig {
 		ticks: make(chan time.Time), applied: make(chan Result, 100), done: make(chan error, 1)}
 	h := plugins.NewHandlers()
 	h.Add("CSIPlugin", r.handler)
-	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
+	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Pending: r.registry, Log: log}
 	for _, f := range configure {
 		f(r.client)
 	}
@@ -189,6 +204,23 @@ func (r *rig) registered(name string) { r.appliedOp(statecache.Register, name) }
 // deregistered waits until the reconciler has applied the deregistration
 // of a plugin called name.
 func (r *rig) deregistered(name string) { r.appliedOp(statecache.Deregister, name) }
+
+// retried waits until the reconciler has applied the outcome of a retried
+// deregistration, and returns it.
+func (r *rig) retried() Result {
+	r.t.Helper()
+	for {
+		select {
+		case res := <-r.applied:
+			if res.Retry != nil {
+				return res
+			}
+		case <-time.After(eventTimeout):
+			r.t.Fatal("no retried deregistration applied")
+			return Result{}
+		}
+	}
+}
 
 func (r *rig) appliedOp(kind statecache.Kind, name string) {
 	r.t.Helper()
@@ -560,5 +592,153 @@ func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
 	var tl *scan.PathTooLongError
 	if !errors.As(err, &tl) || tl.Limit != scan.MaxSocketPath {
 		t.Fatalf("Register(long path) = %v, want a PathTooLongError naming the limit", err)
+	}
+}
+
+// applied waits until the reconciler has applied an operation of kind on
+// a plugin called name, failed or not, and returns its outcome.
+func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
+	r.t.Helper()
+	for {
+		select {
+		case res := <-r.applied:
+			if res.Retry == nil && res.Op.Kind == kind && res.Plugin.Name == name {
+				return res
+			}
+		case <-time.After(eventTimeout):
+			r.t.Fatalf("%s of %s not applied", kind, name)
+			return Result{}
+		}
+	}
+}
+
+// TestIntegrationFailedDeregistrationIsDelivered: a handler whose DeRegister
+// fails three times gets it a fourth time, from the retries, with the
+// plugin as it was registered; the plugin left the registry at the first.
+func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"node": "n1"}
+	r.handler.deregFails = 3
+	_, status, stop := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e")
+	expectStatus(t, status, true, "")
+	r.registered("a")
+	registered, err := r.registry.Get("CSIPlugin", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stop()
+	r.tick()
+	r.handler.expect("deregister a /e removed")
+	if res := r.appliedAny(statecache.Deregister, "a"); res.Err == nil || !strings.Contains(res.Err.Error(), "handler down") {
+		t.Fatalf("deregistration = %v, want the handler's error", res.Err)
+	}
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins after a failed deregistration, want 0", n)
+	}
+	want := []plugins.PendingDeregistration{{Plugin: registered, Reason: plugins.ReasonRemoved, Seq: 1}}
+	if diff := cmp.Diff(want, r.registry.Pending()); diff != "" {
+		t.Fatalf("pending (-want +got):\n%s", diff)
+	}
+
+	for i := 1; ; i++ {
+		r.tick()
+		if i > 40 {
+			t.Fatal("not delivered after 40 ticks")
+		}
+		select {
+		case ev := <-r.handler.events:
+			if ev != "deregister a /e removed" {
+				t.Fatalf("handler event %q, want the deregistration of a", ev)
+			}
+		default:
+			continue // not due at this tick
+		}
+		res := r.retried()
+		if res.Delivered != (res.Err == nil) || res.Retry.Plugin.Name != "a" {
+			t.Fatalf("retry %d of a: delivered %t, err %v", i, res.Delivered, res.Err)
+		}
+		if res.Delivered {
+			break
+		}
+	}
+	r.stop()
+	r.handler.mu.Lock()
+	fails := r.handler.deregFails
+	r.handler.mu.Unlock()
+	if fails != 0 {
+		t.Errorf("delivered with %d failures to come", fails)
+	}
+	if got := r.registry.Pending(); got != nil {
+		t.Errorf("pending %+v after delivery, want none", got)
+	}
+}
+
+// TestIntegrationPendingDeregistrationSuperseded: a pending deregistration
+// whose retry waits for a registration of the same name is never delivered
+// after it: the registration drops it, under the same lock.
+func TestIntegrationPendingDeregistrationSuperseded(t *testing.T) {
+	r := newRig(t)
+	gate := make(chan struct{})
+	r.handler.regGate = gate
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e") // Register holds the lock for a now
+	old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/old", SocketPath: filepath.Join(r.dir, "old.sock"), Versions: []string{"1.0.0"}}
+	if _, err := r.registry.AddPending(old, plugins.ReasonRemoved); err != nil {
+		t.Fatal(err)
+	}
+	r.tick() // dispatches the retry of old, which waits for the lock
+	r.tick() // the loop is done with the tick before
+	close(gate)
+	expectStatus(t, status, true, "")
+	// Both outcomes, in either order.
+	var retried, registered bool
+	for !retried || !registered {
+		select {
+		case res := <-r.applied:
+			switch {
+			case res.Retry != nil:
+				retried = true
+				if res.Delivered || res.Err != nil {
+					t.Errorf("retry of the superseded deregistration: delivered %t, err %v; want neither", res.Delivered, res.Err)
+				}
+			case res.Op.Kind == statecache.Register && res.Err == nil:
+				registered = true
+			}
+		case <-time.After(eventTimeout):
+			t.Fatalf("outcomes: retry %t, registration %t; want both", retried, registered)
+		}
+	}
+	r.stop()
+	select {
+	case ev := <-r.handler.events:
+		t.Errorf("handler event %q after the registration, want none", ev)
+	default:
+	}
+	if got := r.registry.Pending(); got != nil {
+		t.Errorf("pending %+v after the registration, want none", got)
+	}
+	if ps := r.registry.List(""); len(ps) != 1 || ps[0].Endpoint != "/e" {
+		t.Errorf("registry %+v, want a at /e", ps)
+	}
+}
+
+// TestIntegrationFailedRollbackIsPending: a rollback whose DeRegister fails
+// is pending like any other deregistration.
+func TestIntegrationFailedRollbackIsPending(t *testing.T) {
+	r := newRig(t)
+	r.handler.ann = plugins.Annotations{"": "x"}
+	r.handler.deregFails = 1
+	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+	r.tick()
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
+	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
+	r.stop()
+	got := r.registry.Pending()
+	if len(got) != 1 || got[0].Plugin.Name != "a" || got[0].Plugin.Endpoint != "/e" || got[0].Reason != plugins.ReasonRolledBack {
+		t.Errorf("pending %+v, want a at /e, rolled back", got)
 	}
 }

@@ -21,9 +21,17 @@ type Registrar interface {
 	// while the socket exists.
 	Register(ctx context.Context, path string) (plugins.Plugin, error)
 	// Deregister deregisters a registered plugin; reason says why
-	// (statecache.Reason's text). The plugin is deregistered whatever it
-	// returns: an error is logged, not retried.
+	// (statecache.Reason's text). The plugin leaves the Registry whatever
+	// it returns, and an error is logged. A handler call that failed is
+	// for the Registrar to record in the Registry's pending
+	// deregistrations (plugins.Registry.AddPending): the Reconciler
+	// retries those with RetryDeregister.
 	Deregister(ctx context.Context, p plugins.Plugin, reason string) error
+	// RetryDeregister delivers a pending deregistration again. delivered
+	// is false with a nil error when pd was no longer pending. An error
+	// wrapping ErrNoHandler means pd was dropped; after any other error
+	// pd stays pending, and is retried with backoff.
+	RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (delivered bool, err error)
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now.
 	Verify(ctx context.Context, p plugins.Plugin) error
@@ -42,7 +50,7 @@ const (
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
-// scanner sees.
+// scanner sees, and delivers the pending deregistrations of its Registry.
 type Reconciler struct {
 	Scan func() (scan.Snapshot, error) // one scan of the plugin directories, such as scan.Scanner.Scan
 	// Registrar runs the registrations, deregistrations, verifications
@@ -50,11 +58,12 @@ type Reconciler struct {
 	Registrar Registrar
 	// Registry receives every change as an event. The plugins it holds when
 	// Run starts (restored from a state file) are verified, not registered
-	// again.
+	// again. Its pending deregistrations are retried from the first tick,
+	// with backoff, within MaxInFlight.
 	Registry *plugins.Registry
 
 	Interval    time.Duration // between scans; 0: DefaultInterval
-	MaxInFlight int           // operations at once; 0: DefaultMaxInFlight
+	MaxInFlight int           // operations at once, retried deregistrations included; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
 	// MaxPlugins bounds the sockets the agent handles (0:
 	// DefaultMaxPlugins). Sockets beyond it are refused: logged once,
@@ -95,9 +104,13 @@ type Reconciler struct {
 
 // Result is the outcome of one operation.
 type Result struct {
-	Op     statecache.Op[plugins.Plugin]
-	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
+	Op     statecache.Op[plugins.Plugin] // zero for a retried deregistration
+	Plugin plugins.Plugin                // Register: what the plugin reported; otherwise Op.Plugin, or Retry.Plugin
 	Err    error
+	// Retry is set for a retried deregistration (RetryDeregister): the
+	// pending entry retried. Delivered is its outcome.
+	Retry     *plugins.PendingDeregistration
+	Delivered bool
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
@@ -118,7 +131,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		ticks = ticker.C
 	}
 	dispatch := func() {
-		if free := l.maxInFlight - l.inFlight; free > 0 {
+		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
 			for _, op := range l.cache.Next(free) {
 				l.inFlight++
 				wg.Go(func() { l.results <- l.run(ctx, op) })
@@ -130,6 +143,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			l.log.Debug("first pass complete")
 		}
 	}
+	retry := func() {
+		for _, pd := range l.duePending(l.maxInFlight - l.inFlight - l.retrying) {
+			l.retrying++
+			wg.Go(func() { l.results <- l.retry(ctx, pd) })
+		}
+	}
 	l.scan()
 	dispatch()
 	for {
@@ -137,12 +156,18 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticks:
+			l.tick++
 			l.cache.Tick()
 			l.scan()
 			dispatch()
+			retry()
 			l.publish()
 		case res := <-l.results:
-			l.inFlight--
+			if res.Retry != nil {
+				l.retrying--
+			} else {
+				l.inFlight--
+			}
 			l.apply(&res)
 			if r.applied != nil {
 				r.applied(res)
@@ -170,6 +195,13 @@ type loop struct {
 	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
 	scanFailed  bool            // the last scan failed
 	ready       bool            // the first scan's operations have completed
+
+	// The pending deregistrations (see retry.go).
+	retrying   int                          // retries in flight, beside the inFlight operations of the cache
+	tick       uint64                       // ticks since Run started
+	maxBackoff uint64                       // in ticks
+	retries    map[pluginKey]*retrySchedule // the entries seen, by plugin type and name
+	pending    int                          // entries at the last tick
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
@@ -200,6 +232,9 @@ func (r *Reconciler) newLoop() *loop {
 		cache:       statecache.New[plugins.Plugin](cfg),
 		reported:    make(map[string]int),
 		refused:     make(map[string]bool),
+		maxBackoff:  max(cfg.MaxBackoff, 1),
+		retries:     make(map[pluginKey]*retrySchedule),
+		pending:     len(r.Registry.Pending()),
 	}
 	l.results = make(chan Result, l.maxInFlight)
 	for _, p := range r.Registry.List("") {
@@ -226,7 +261,8 @@ func (r *Reconciler) newLoop() *loop {
 func (l *loop) publish() {
 	st := l.cache.Stats()
 	l.r.update(func(s *Status) {
-		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight, l.prev.Entries, l.ready
+		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight+l.retrying, l.prev.Entries, l.ready
+		s.PendingDeregistrations = l.pending
 	})
 	if l.fdFault && !l.scanFailed && st.Backoff == 0 && st.Registered == st.Desired {
 		l.fdFault = false

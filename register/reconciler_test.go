@@ -19,16 +19,23 @@ import (
 
 // call is one Registrar call the fake hands to the test.
 type call struct {
-	kind   string // "register" or "deregister"
+	kind   string // "register", "deregister", "verify", "probe" or "retry"
 	path   string
-	plugin plugins.Plugin // deregister: what is deregistered
-	reason string         // deregister: why
+	plugin plugins.Plugin // deregister, retry: what is deregistered
+	reason string         // deregister, retry: why
+	seq    uint64         // retry: the pending entry's Seq
 	reply  chan error
 }
 
 // fakeRegistrar passes every call to the test on calls and returns what the
-// test answers, or the context's error.
-type fakeRegistrar struct{ calls chan call }
+// test answers, or the context's error. It keeps the pending
+// deregistrations of plugs as Client does: a failed Deregister is added, a
+// successful RetryDeregister drops its entry, and so does one that fails
+// with ErrNoHandler.
+type fakeRegistrar struct {
+	calls chan call
+	plugs *plugins.Registry
+}
 
 func (f *fakeRegistrar) do(ctx context.Context, c call) error {
 	c.reply = make(chan error, 1)
@@ -51,7 +58,25 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string) (plugins.Plug
 }
 
 func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
-	return f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
+	err := f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
+	if err != nil {
+		if _, perr := f.plugs.AddPending(p, reason); perr != nil {
+			panic(perr)
+		}
+	}
+	return err
+}
+
+func (f *fakeRegistrar) RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (bool, error) {
+	err := f.do(ctx, call{kind: "retry", path: pd.Plugin.SocketPath, plugin: pd.Plugin, reason: pd.Reason, seq: pd.Seq})
+	switch {
+	case errors.Is(err, ErrNoHandler):
+		f.plugs.DropPendingEntry(pd)
+		return false, err
+	case err != nil:
+		return false, err
+	}
+	return f.plugs.DropPendingEntry(pd), nil
 }
 
 func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
@@ -122,7 +147,7 @@ func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, c
 	e := &env{
 		t:     t,
 		dir:   &fakeDir{entries: initial},
-		reg:   &fakeRegistrar{calls: make(chan call)},
+		reg:   &fakeRegistrar{calls: make(chan call), plugs: reg},
 		plugs: reg,
 		done:  make(chan error, 1),
 	}

@@ -29,8 +29,11 @@ type TypeOutcome struct{ Type, Outcome string }
 // last tick, and counters since Run started.
 type Status struct {
 	statecache.Stats
-	InFlightOps int          // operations running now
-	Sockets     []scan.Entry // what the last scan saw, within MaxPlugins; do not modify
+	InFlightOps int // operations running now, retried deregistrations included
+	// PendingDeregistrations is the number of handler deregistrations
+	// waiting to be delivered again (plugins.Registry.Pending).
+	PendingDeregistrations int
+	Sockets                []scan.Entry // what the last scan saw, within MaxPlugins; do not modify
 
 	// Ready is set once the operations of the first scan have completed.
 	Ready bool

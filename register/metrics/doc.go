@@ -32,6 +32,8 @@
 //	plugreg_operations_in_flight                       gauge      registrations, deregistrations, verifications
 //	                                                              and probes running
 //	plugreg_sockets_in_backoff                         gauge      sockets waiting to retry a registration
+//	plugreg_pending_deregistrations                    gauge      handler deregistrations that failed and wait
+//	                                                              to be delivered again
 //	plugreg_state_writes_total                         counter    writes of the state file
 //	plugreg_state_write_errors_total                   counter    failed writes of the state file
 //	plugreg_watch_clients                              gauge      clients watching the registry

@@ -143,6 +143,7 @@ func expose(src Sources) []byte {
 		scalar("plugreg_scans_total", "Scans of the plugin directories.", "counter", strconv.FormatUint(st.Scans.Count, 10)),
 		scalar("plugreg_operations_in_flight", "Operations in progress: registrations, deregistrations, verifications and probes.", "gauge", strconv.Itoa(st.InFlightOps)),
 		scalar("plugreg_sockets_in_backoff", "Sockets waiting for a registration retry.", "gauge", strconv.Itoa(st.Backoff)),
+		scalar("plugreg_pending_deregistrations", "Handler deregistrations that failed and wait to be delivered again.", "gauge", strconv.Itoa(st.PendingDeregistrations)),
 		scalar("go_goroutines", "Number of goroutines that currently exist.", "gauge", strconv.Itoa(goroutines())),
 	}
 	if f := src.Registered; f != nil {

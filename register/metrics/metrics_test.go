@@ -423,7 +423,7 @@ func agentStatus(f func(*register.Status)) func() register.Status {
 func allSources() Sources {
 	return Sources{
 		Agent: agentStatus(func(st *register.Status) {
-			st.InFlightOps, st.Backoff = 3, 1
+			st.InFlightOps, st.Backoff, st.PendingDeregistrations = 3, 1, 2
 		}),
 		Registered:       func() map[string]int { return map[string]int{"DRAPlugin": 2, "CSIPlugin": 1, "DevicePlugin": 0} },
 		StateWrites:      func() uint64 { return 7 },
@@ -441,6 +441,7 @@ func TestMetricsExposition(t *testing.T) {
 	baseFamilies := []string{
 		"plugreg_deregistrations_total counter",
 		"plugreg_operations_in_flight gauge",
+		"plugreg_pending_deregistrations gauge",
 		"plugreg_registrations_total counter",
 		"plugreg_scan_duration_seconds histogram",
 		"plugreg_scan_entries gauge",
@@ -452,6 +453,7 @@ func TestMetricsExposition(t *testing.T) {
 		"plugin_manager_total_plugins gauge",
 		"plugreg_deregistrations_total counter",
 		"plugreg_operations_in_flight gauge",
+		"plugreg_pending_deregistrations gauge",
 		"plugreg_plugins_registered gauge",
 		"plugreg_registrations_total counter",
 		"plugreg_scan_duration_seconds histogram",
@@ -550,6 +552,7 @@ func TestMetricsExposition(t *testing.T) {
 			seriesKey("plugreg_plugins_registered", [2]string{"type", "DevicePlugin"}): 0,
 			"plugreg_operations_in_flight":                                             3,
 			"plugreg_sockets_in_backoff":                                               1,
+			"plugreg_pending_deregistrations":                                          2,
 			"plugreg_state_writes_total":                                               7,
 			"plugreg_state_write_errors_total":                                         1,
 			"plugreg_watch_clients":                                                    2,
