@@ -79,7 +79,12 @@ func (e *Exec) Register(ctx context.Context, p Plugin) (Annotations, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseAnnotations(out)
+	a, err := parseAnnotations(out)
+	if err != nil {
+		// The program did register the plugin: the caller undoes it.
+		return nil, badAnnotations{err}
+	}
+	return a, nil
 }
 
 // parseAnnotations reads the stdout of a register: nothing, or one JSON

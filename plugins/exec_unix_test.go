@@ -132,6 +132,8 @@ func TestExecAnnotations(t *testing.T) {
 				t.Fatalf("Register = %v, want nil", err)
 			case tc.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantErr)):
 				t.Fatalf("Register = %v, want %q", err, tc.wantErr)
+			case tc.wantErr != "" && !errors.Is(err, ErrBadAnnotations):
+				t.Errorf("Register = %v, which does not match ErrBadAnnotations: the caller would not roll back", err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("annotations (-want +got):\n%s", diff)

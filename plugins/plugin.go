@@ -46,8 +46,11 @@ type Handler interface {
 	// (an unsupported version, a bad name, ...).
 	Validate(ctx context.Context, p Plugin) error
 	// Register makes the plugin available to its consumers, and may return
-	// annotations for them (nil: none). An error rolls the registration
-	// back and is reported to the plugin.
+	// annotations for them (nil: none). An error fails the registration
+	// and is reported to the plugin; one that wraps ErrBadAnnotations, or
+	// annotations that break the limits of CheckAnnotations, mean the
+	// handler did register it, and the caller rolls that back with
+	// DeRegister (ReasonRolledBack).
 	Register(ctx context.Context, p Plugin) (Annotations, error)
 	// DeRegister is called once the plugin's socket is gone or replaced,
 	// the plugin is unhealthy, or a registration is rolled back; reason is

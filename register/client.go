@@ -120,11 +120,12 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 	}
 	ann, err := h.Register(hctx, p)
 	if err == nil {
-		if err = plugins.CheckAnnotations(ann); err != nil {
-			// The handler did register it: undo that.
-			if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-				c.log().Debug("roll back of bad annotations failed", "path", path, "err", c.addPending(p, plugins.ReasonRolledBack, derr))
-			}
+		err = plugins.CheckAnnotations(ann)
+	}
+	if errors.Is(err, plugins.ErrBadAnnotations) {
+		// The handler did register it: undo that.
+		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
+			c.log().Debug("roll back of bad annotations failed", "path", path, "err", c.addPending(p, plugins.ReasonRolledBack, derr))
 		}
 	}
 	if err != nil {

@@ -378,19 +378,45 @@ func TestIntegrationAnnotations(t *testing.T) {
 	}
 }
 
-// TestIntegrationBadAnnotations: annotations beyond the limits are a
-// failed registration, told to the plugin, and the handler's registration
-// is rolled back.
+// TestIntegrationBadAnnotations: annotations beyond the limits, or that a
+// handler could not give (an Exec's unreadable output), are a failed
+// registration, told to the plugin, and the handler's registration is
+// rolled back. Any other Register error is not: the handler did not
+// register the plugin.
 func TestIntegrationBadAnnotations(t *testing.T) {
-	r := newRig(t)
-	r.handler.ann = plugins.Annotations{"": "x"}
-	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
-	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
-	r.stop()
-	if n := r.registry.Len(); n != 0 {
-		t.Errorf("registry holds %d plugins, want 0", n)
+	tests := []struct {
+		name     string
+		ann      plugins.Annotations
+		err      error
+		rollback bool
+		msg      string
+	}{
+		{"beyond the limits", plugins.Annotations{"": "x"}, nil, true, "annotation with an empty key"},
+		{"unreadable", nil, fmt.Errorf("handler printed junk: %w", plugins.ErrBadAnnotations), true, "handler printed junk: plugins: bad annotations"},
+		{"register failed", nil, errors.New("no room"), false, "no room"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.handler.ann, r.handler.failReg = tc.ann, tc.err
+			_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
+			r.tick()
+			want := []string{"validate a", "register a /e"}
+			if tc.rollback {
+				want = append(want, "deregister a /e rolled back")
+			}
+			r.handler.expect(want...)
+			expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: "+tc.msg)
+			r.stop()
+			if n := r.registry.Len(); n != 0 {
+				t.Errorf("registry holds %d plugins, want 0", n)
+			}
+			select {
+			case ev := <-r.handler.events:
+				t.Errorf("handler call %q after the failed registration", ev)
+			default:
+			}
+		})
 	}
 }
 
