@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -192,6 +193,7 @@ func TestSaverPending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(saveGap) // the writes are paced
 		synctest.Wait()
 		if n := s.Writes(); n != 2 {
 			t.Errorf("Writes() = %d after AddPending, want 2", n)
@@ -202,6 +204,7 @@ func TestSaverPending(t *testing.T) {
 		}
 
 		r.DropPendingEntry(pd)
+		time.Sleep(saveGap)
 		synctest.Wait()
 		if n := s.Writes(); n != 3 {
 			t.Errorf("Writes() = %d after DropPendingEntry, want 3", n)
@@ -210,6 +213,7 @@ func TestSaverPending(t *testing.T) {
 
 		// Dropping what is not there changes nothing: no write.
 		r.DropPending(csiHostpath.Type, csiHostpath.Name)
+		time.Sleep(saveGap)
 		synctest.Wait()
 		if n := s.Writes(); n != 3 {
 			t.Errorf("Writes() = %d after a DropPending of nothing, want 3", n)

@@ -16,10 +16,21 @@ const (
 	saveRetryMax   = 30 * time.Second
 )
 
+// Pacing of a Saver's writes: after a write, the next one waits at least
+// saveGap, and saveGapFactor times as long as the write took, so that a
+// burst of changes is saved by a few writes, and writing a large registry
+// takes at most a fifth of the time.
+const (
+	saveGap       = 250 * time.Millisecond
+	saveGapFactor = 4
+)
+
 // Saver writes a Registry's State to a file with [Save] after each change
 // (an event, or a change of the pending deregistrations), coalescing
 // bursts: at most one write is in flight, and the changes that arrive
-// during a write are saved together by the next one. It reads the registry
+// during a write, or in the 250 ms after it (longer after a slow write),
+// are saved together by the next one. A change is on disk within about
+// 250 ms, and when Run returns. It reads the registry
 // with [Registry.State], so it never holds the registry's lock while
 // writing, and neither Apply nor AddPending and DropPending ever wait for
 // it.
@@ -61,8 +72,8 @@ func (s *Saver) Run(ctx context.Context) error {
 		dirty   = true
 		failing bool // the last write failed; logged once, until a write succeeds
 		delay   time.Duration
-		retry   *time.Timer
-		retryC  <-chan time.Time // not nil while a retry is pending
+		wait    *time.Timer
+		waitC   <-chan time.Time // not nil while the next write waits: the gap after a write, or a retry's delay
 	)
 	write := func() error {
 		st, changes := s.Registry.stateAndChanges()
@@ -75,12 +86,13 @@ func (s *Saver) Run(ctx context.Context) error {
 		return nil
 	}
 	defer func() {
-		if retry != nil {
-			retry.Stop()
+		if wait != nil {
+			wait.Stop()
 		}
 	}()
 	for {
-		if dirty && retryC == nil {
+		if dirty && waitC == nil {
+			t0 := time.Now()
 			if err := write(); err != nil {
 				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
 				// One fault, one Error: later failures of the same
@@ -91,12 +103,15 @@ func (s *Saver) Run(ctx context.Context) error {
 					log.Debug("state not saved", "path", s.Path, "err", err, "retry", delay)
 				}
 				failing = true
-				retry = time.NewTimer(delay)
-				retryC = retry.C
-			} else if failing {
-				log.Info("state saved again", "path", s.Path)
-				failing, delay = false, 0
+				wait = time.NewTimer(delay)
+			} else {
+				if failing {
+					log.Info("state saved again", "path", s.Path)
+					failing, delay = false, 0
+				}
+				wait = time.NewTimer(max(saveGap, saveGapFactor*time.Since(t0)))
 			}
+			waitC = wait.C
 		}
 		select {
 		case <-ctx.Done():
@@ -108,8 +123,8 @@ func (s *Saver) Run(ctx context.Context) error {
 			if s.Registry.changeCount() != saved {
 				dirty = true
 			}
-		case <-retryC:
-			retryC = nil
+		case <-waitC:
+			waitC = nil
 		}
 	}
 }

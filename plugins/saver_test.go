@@ -104,6 +104,35 @@ func TestSaverBurst(t *testing.T) {
 	})
 }
 
+// TestSaverPaces applies a change every 10 ms for a second: the writes
+// are paced, one per saveGap, and each change is on disk within saveGap
+// of the write before it.
+func TestSaverPaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := NewRegistry()
+		s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+		stop := startSaver(t, s)
+		synctest.Wait()
+		const step, steps = 10 * time.Millisecond, 100
+		for i := range steps {
+			applyScript(r, i, 1)
+			time.Sleep(step)
+		}
+		synctest.Wait()
+		// One write at the start, then one per saveGap while changes come.
+		want := uint64(1 + steps*step/saveGap)
+		if n := s.Writes(); n < want-1 || n > want+1 {
+			t.Errorf("Writes() = %d for %d changes over %v, want %d ± 1", n, steps, steps*step, want)
+		}
+		time.Sleep(saveGap) // the last change is saved within the gap
+		synctest.Wait()
+		wantSaved(t, s.Path, r)
+		if err := stop(); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	})
+}
+
 // TestSaverIdle checks that a Saver writes once at the start and not
 // again without changes, not even when it stops.
 func TestSaverIdle(t *testing.T) {
