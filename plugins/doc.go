@@ -94,7 +94,8 @@ fsync, rename, directory fsync.
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
 anything. [NewRegistryFrom] restores a Registry from a State, revision
 included, so watchers can resume across an agent restart. A [Saver] keeps
-the file up to date, coalescing bursts of changes into few writes. What
+the file up to date, coalescing bursts of changes into few writes, at
+least 250 ms apart: a change is on disk within about 250 ms. What
 the agent does with each restored plugin (verify it, or deregister it) is
 package register's.
 
@@ -117,8 +118,8 @@ It does not scan plugin directories (package scan does), dial registration
 sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
 reads no clock: callers pass the time of each change and set
-[Plugin.RegisteredAt]; only the Saver waits, between retries of a failed
-write, Exec, for its program, and GRPC, for its handler's reply. Only the
+[Plugin.RegisteredAt]; only the Saver waits, between two writes, Exec,
+for its program, and GRPC, for its handler's reply. Only the
 Saver logs.
 */
 package plugins
