@@ -28,7 +28,7 @@ const shutdownGrace = time.Second
 // Defaults of `run` that no package owns.
 const (
 	defaultProbeInterval = 30 * time.Second
-	healthStale          = 10 // intervals without a scan before /healthz fails, but at least healthStaleMin
+	healthStale          = 10 // intervals without a tick, or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin       = 10 * time.Second
 )
 
@@ -80,7 +80,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
 	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH` by running the program PATH for each validate, register and deregister (repeatable, once per type). The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment")
-	flags.Var(&c.interval, "interval", "time between two scans")
+	flags.Var(&c.interval, "interval", "time between two scans; after a scan that found changes, the next comes after an eighth of it (10ms at least)")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
 	flags.StringVar(&c.state, "state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")

@@ -48,7 +48,11 @@ file without registering them again.
 		directory that is a symlink is resolved once, at start; a directory
 		its group or others may write to is logged as a warning at start.
 	--interval D
-		Time between two scans; positive. Default 200ms.
+		Time between two scans; positive. Default 200ms. A scan that found
+		changes is followed by the next one after an eighth of D (10ms at
+		least), until a scan finds nothing new, so that a burst of plugins
+		is seen in a fraction of D. Backoff and probes are counted in
+		intervals.
 	--accept TYPE=PATTERNS
 		Accept plugins of TYPE whose supported versions match one of the
 		comma-separated path.Match patterns (1.*, *, v1beta1). Repeatable,
@@ -99,8 +103,9 @@ file without registering them again.
 		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
 		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
 		no host, such as :9402, means every interface and is refused as well).
-		/healthz fails when no scan started for 10 intervals or 10 s,
-		whichever is longer. See package register/metrics.
+		/healthz fails when the reconcile loop has not ticked, or a scan
+		has been running (a hung stat on a dead mount), for 10 intervals
+		or 10 s, whichever is longer. See package register/metrics.
 	--metrics-allow-remote
 		Allow a --metrics address that is not loopback. The endpoints have
 		no authentication. Default: off.

@@ -6,16 +6,33 @@
 // through) and register/metrics (the HTTP endpoints that read Status).
 //
 // Reconciler.Run is the only goroutine that touches the statecache.Cache.
-// On every tick it scans, feeds the changes to the cache, and starts the
-// operations the cache says are due, each in its own goroutine with its own
-// timeouts, at most MaxInFlight at once. Results come back on a channel and
-// are applied to the cache and to the plugins.Registry at once, so a
-// registration whose socket was replaced meanwhile is undone without
-// waiting for the next tick. After each result the loop starts whatever
-// has become due, so a socket found by a scan is registered right after
-// that scan, with no fixed reconcile period as in the kubelet's 1 s loop.
-// What the loop has done is counted in its Status, which readers copy when
-// they want it; the loop pushes nothing.
+// Every Interval it ticks: it advances the cache's logical time (backoff
+// and probes are counted in ticks) and triggers a scan. The scans run on a
+// goroutine of their own, which hands each snapshot to the loop, the newest
+// replacing one the loop has not taken yet; the loop feeds the changes to
+// the cache and starts the operations the cache says are due, each in its
+// own goroutine with its own timeouts, at most MaxInFlight at once. Results
+// come back on a channel and are applied to the cache and to the
+// plugins.Registry at once, so a registration whose socket was replaced
+// meanwhile is undone without waiting for the next tick. After each result
+// the loop starts whatever has become due, so a socket found by a scan is
+// registered right after that scan, with no fixed reconcile period as in
+// the kubelet's 1 s loop. What the loop has done is counted in its Status,
+// which readers copy when they want it; the loop pushes nothing.
+//
+// A scan that found changes is followed by the next one an eighth of
+// Interval later (10 ms at least), and so on until a scan finds nothing
+// new; then scans come with the ticks again. So the sockets of a burst,
+// created over a few hundred milliseconds, are seen in a fraction of the
+// interval, and an idle tick still costs one scan.
+//
+// The loop never waits on the file system. A scan that hangs (a stat on a
+// dead NFS or FUSE mount below a plugin dir) stops only the scans: results
+// are applied, the operations due (deregistrations of sockets already seen
+// gone, retries, probes) start at each tick, and the heartbeat in Status
+// goes on, while Status.ScanStarted shows since when the scan runs, for
+// register/metrics' /healthz. A tick that finds the scanner busy starts no
+// other scan. Run waits for the scan in progress before it returns.
 //
 // # Registration
 //

@@ -80,7 +80,7 @@ type Reconciler struct {
 	Log *slog.Logger // nil: discard
 
 	// ticks, when not nil, replaces the ticker of Interval in tests: each
-	// value received starts a scan.
+	// value received is a tick, which triggers a scan.
 	ticks <-chan time.Time
 	// applied, when not nil, is called in tests on Run's goroutine after
 	// the outcome of each operation was applied.
@@ -99,8 +99,13 @@ type Result struct {
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
-// in flight, waits for them and returns nil. Plugins stay registered when
-// Run returns: stopping the agent is not a reason to deregister them.
+// in flight, waits for them and for the scan in progress, and returns nil.
+// Plugins stay registered when Run returns: stopping the agent is not a
+// reason to deregister them.
+//
+// The scans run on a goroutine of their own (see scanLoop), so that a scan
+// that hangs (a stat on a dead network or FUSE mount) stops neither the
+// results, nor the operations already due, nor the heartbeat in Status.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -115,6 +120,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		defer ticker.Stop()
 		ticks = ticker.C
 	}
+	trigger := make(chan struct{}, 1)
+	scans := make(chan scanned, 1)
+	wg.Go(func() { r.scanLoop(ctx, trigger, scans, followUp(l.interval)) })
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight; free > 0 {
 			for _, op := range l.cache.Next(free) {
@@ -122,21 +130,32 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				wg.Go(func() { l.results <- l.run(ctx, op) })
 			}
 		}
-		if !l.ready && l.inFlight == 0 {
+		if !l.ready && l.observed && l.inFlight == 0 {
 			l.ready = true
 			l.publish()
 			l.log.Debug("first pass complete")
 		}
 	}
-	l.scan()
-	dispatch()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticks:
+		case now := <-ticks:
 			l.cache.Tick()
-			l.scan()
+			r.update(func(s *Status) { s.LastTick = now })
+			select {
+			case trigger <- struct{}{}:
+				// The scan's result dispatches what the tick made due,
+				// so that the changes it sees come first: a retry is not
+				// started for a socket the scan finds gone.
+			default:
+				// The scanner has not taken the last trigger: a scan is
+				// slow. Go on without it.
+				dispatch()
+				l.publish()
+			}
+		case s := <-scans:
+			l.observe(s)
 			dispatch()
 			l.publish()
 		case res := <-l.results:
@@ -146,6 +165,63 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.applied(res)
 			}
 			dispatch()
+		}
+	}
+}
+
+// scanned is the outcome of one scan.
+type scanned struct {
+	snap scan.Snapshot
+	err  error
+}
+
+// minFollowUp is the shortest time between a scan that found changes and
+// the next one.
+const minFollowUp = 10 * time.Millisecond
+
+// followUp returns the time from a scan that found changes to the next
+// one: an eighth of the interval, at least minFollowUp.
+func followUp(interval time.Duration) time.Duration {
+	return max(interval/8, minFollowUp)
+}
+
+// scanLoop runs the scans, on its own goroutine, until ctx is done: one at
+// once, then one per trigger, and one after each scan that found changes,
+// once the delay after has passed, so that the rest of a burst of changes
+// is seen in a fraction of the interval. It hands each result to the loop
+// on out, replacing the one the loop has not taken yet: a slow loop never
+// queues snapshots, and a slow scan never blocks the loop. The status
+// shows the scan in progress, for /healthz.
+func (r *Reconciler) scanLoop(ctx context.Context, trigger <-chan struct{}, out chan scanned, after time.Duration) {
+	timer := time.NewTimer(after)
+	timer.Stop()
+	defer timer.Stop()
+	var prev scan.Snapshot
+	for {
+		t0 := time.Now()
+		r.update(func(s *Status) { s.ScanStarted = t0 })
+		snap, err := r.Scan()
+		d := time.Since(t0)
+		r.update(func(s *Status) {
+			s.Scans.observe(d)
+			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
+		})
+		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
+		prev = snap
+		select {
+		case <-out: // replaced by the newer result
+		default:
+		}
+		out <- scanned{snap, err} // only this goroutine sends, and out has room now
+		if changed {
+			timer.Reset(after)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+			timer.Stop()
+		case <-timer.C:
 		}
 	}
 }
@@ -167,6 +243,7 @@ type loop struct {
 	reported    map[string]int  // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
 	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
 	scanFailed  bool            // the last scan failed
+	observed    bool            // a scan was observed
 	ready       bool            // the first scan's operations have completed
 }
 
@@ -203,8 +280,10 @@ func (r *Reconciler) newLoop() *loop {
 	for _, p := range r.Registry.List("") {
 		l.cache.Restore(p.SocketPath, p.SocketID, p)
 	}
+	now := time.Now()
 	r.update(func(s *Status) {
 		*s = Status{
+			LastTick:        now,
 			Scans:           newScanTimes(),
 			Registrations:   make(map[TypeOutcome]uint64),
 			Deregistrations: make(map[TypeOutcome]uint64),
@@ -218,8 +297,8 @@ func (r *Reconciler) newLoop() *loop {
 	return l
 }
 
-// publish refreshes the state part of the reconciler's Status, once per
-// tick, and logs the end of a file-descriptor fault: every socket
+// publish refreshes the state part of the reconciler's Status after a tick
+// or a scan, and logs the end of a file-descriptor fault: every socket
 // registered, none waiting for a retry.
 func (l *loop) publish() {
 	st := l.cache.Stats()
@@ -232,15 +311,11 @@ func (l *loop) publish() {
 	}
 }
 
-// scan scans the plugin directories and feeds the changes to the cache.
-func (l *loop) scan() {
-	t0 := time.Now()
-	snap, err := l.r.Scan()
-	d := time.Since(t0)
-	l.r.update(func(s *Status) {
-		s.Scans.observe(d)
-		s.LastScan, s.ScanEntries = t0, len(snap.Entries)
-	})
+// observe feeds the changes a scan saw to the cache, and logs a fault of
+// the scan.
+func (l *loop) observe(s scanned) {
+	snap, err := s.snap, s.err
+	l.observed = true
 	// One fault, one Warn: the error's text may change while the fault
 	// lasts, so later failures are Debug, whatever they say, until a scan
 	// succeeds. Running out of file descriptors is one fault of the agent's,
