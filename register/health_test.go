@@ -28,6 +28,7 @@ func (f chanRegistrar) Register(ctx context.Context, path string) (plugins.Plugi
 func (chanRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }
 func (chanRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
 func (chanRegistrar) Probe(context.Context, plugins.Plugin) error              { return nil }
+func (chanRegistrar) Ping(context.Context, plugins.Plugin) error               { return nil }
 
 // TestHungScan: a scan that does not return (a stat on a dead network
 // mount) stops neither the results nor the loop's heartbeat, and /healthz

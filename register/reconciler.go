@@ -27,8 +27,12 @@ type Registrar interface {
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now.
 	Verify(ctx context.Context, p plugins.Plugin) error
-	// Probe checks that a registered plugin still answers.
+	// Probe checks that a registered plugin still answers GetInfo; an
+	// error wrapping statecache.ErrChanged means it answers differently.
 	Probe(ctx context.Context, p plugins.Plugin) error
+	// Ping checks that someone still serves a registered plugin's socket,
+	// at the cost of a connect.
+	Ping(ctx context.Context, p plugins.Plugin) error
 }
 
 // Defaults of a Reconciler.
@@ -38,7 +42,7 @@ const (
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
 	DefaultMaxPlugins    = 10000
-	DefaultProbeRate     = 40 // probes per second, at most
+	DefaultProbeRate     = 40 // liveness checks per second, at most
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -59,17 +63,21 @@ type Reconciler struct {
 	// counted, never dialled; the ones handled already keep their place.
 	MaxPlugins int
 
-	// ProbeInterval is the time between two liveness probes (GetInfo) of a
-	// registered plugin; 0 disables probing. After ProbeFailures (0:
-	// DefaultProbeFailures) failures in a row, while its socket is still
-	// there, a plugin is unhealthy: deregistered, and registered again once
-	// it answers.
-	ProbeInterval time.Duration
-	ProbeFailures int
-	// ProbeRate bounds the probes per second across all plugins (0: no
-	// bound), so that probing stays a small, fixed cost however many
-	// plugins there are: with more than ProbeRate × ProbeInterval of them,
-	// each is probed less often than every ProbeInterval.
+	// ProbeInterval is the time between two connect checks (Ping) of a
+	// registered plugin, and InfoProbeInterval between two GetInfo checks
+	// (Probe), which also catch a plugin that accepts connections and
+	// never answers; 0 turns either off. After ProbeFailures (0:
+	// DefaultProbeFailures) failed checks in a row, of either kind, while
+	// its socket is still there, a plugin is unhealthy: deregistered, and
+	// registered again once it answers. See package statecache for how the
+	// two kinds interleave.
+	ProbeInterval     time.Duration
+	InfoProbeInterval time.Duration
+	ProbeFailures     int
+	// ProbeRate bounds the checks of both kinds per second across all
+	// plugins (0: no bound), so that checking stays a small, fixed cost
+	// however many plugins there are: with more than ProbeRate ×
+	// ProbeInterval of them, each is checked less often than configured.
 	ProbeRate float64
 
 	// Types are the plugin types that have a handler. They are counted
@@ -263,6 +271,9 @@ func (r *Reconciler) newLoop() *loop {
 	if r.ProbeInterval > 0 {
 		cfg.ProbeEvery = ticksOf(r.ProbeInterval)
 	}
+	if r.InfoProbeInterval > 0 {
+		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
+	}
 	if r.ProbeRate > 0 {
 		cfg.MaxProbesPerTick = uint64(math.Ceil(r.ProbeRate * interval.Seconds()))
 	}
@@ -421,6 +432,8 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
 	case statecache.Probe:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Probe(ctx, op.Plugin)}
+	case statecache.Ping:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Ping(ctx, op.Plugin)}
 	}
 	p, err := reg.Register(ctx, op.Path)
 	return Result{Op: op, Plugin: p, Err: err}

@@ -19,7 +19,7 @@ import (
 
 // call is one Registrar call the fake hands to the test.
 type call struct {
-	kind   string // "register" or "deregister"
+	kind   string // "register", "deregister", "verify", "probe" or "ping"
 	path   string
 	plugin plugins.Plugin // deregister: what is deregistered
 	reason string         // deregister: why
@@ -60,6 +60,10 @@ func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
 
 func (f *fakeRegistrar) Probe(ctx context.Context, p plugins.Plugin) error {
 	return f.do(ctx, call{kind: "probe", path: p.SocketPath, plugin: p})
+}
+
+func (f *fakeRegistrar) Ping(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "ping", path: p.SocketPath, plugin: p})
 }
 
 func nameOf(path string) string { return path[len("/p/"):] }
@@ -502,6 +506,7 @@ func (okRegistrar) Register(_ context.Context, path string) (plugins.Plugin, err
 func (okRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }
 func (okRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
 func (okRegistrar) Probe(context.Context, plugins.Plugin) error              { return nil }
+func (okRegistrar) Ping(context.Context, plugins.Plugin) error               { return nil }
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, until one finds nothing new;
