@@ -43,7 +43,7 @@ var (
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
 //     (for the first 100 plugins, removed at once);
 //   - idle-cpu-s: the agent's CPU seconds (user+system) per 10 s, with all N registered, measured over
-//     --idle (30 s: one round of the default 30 s connect checks and a tenth of the 5 min GetInfo checks,
+//     --idle (30 s: each plugin's default 30 s connect check once, and a tenth of the 5 min GetInfo checks,
 //     which are spread evenly, and three times the 10 ms resolution of /proc's CPU times that a 10 s
 //     window would have);
 //   - peak-rss-MB: the agent's peak resident set (VmHWM);

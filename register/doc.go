@@ -7,7 +7,7 @@
 //
 // Reconciler.Run is the only goroutine that touches the statecache.Cache.
 // Every Interval it ticks: it advances the cache's logical time (backoff
-// and probes are counted in ticks) and triggers a scan. The scans run on a
+// and liveness checks are counted in ticks) and triggers a scan. The scans run on a
 // goroutine of their own, which hands each snapshot to the loop, the newest
 // replacing one the loop has not taken yet; the loop feeds the changes to
 // the cache and starts the operations the cache says are due, each in its
@@ -31,8 +31,9 @@
 // are applied, the operations due (deregistrations of sockets already seen
 // gone, retries, probes) start at each tick, and the heartbeat in Status
 // goes on, while Status.ScanStarted shows since when the scan runs, for
-// register/metrics' /healthz. A tick that finds the scanner busy starts no
-// other scan. Run waits for the scan in progress before it returns.
+// register/metrics' /healthz. The ticks that come while a scan runs start
+// one scan once it returns, not one each. Run waits for the scan in
+// progress before it returns.
 //
 // # Registration
 //

@@ -56,7 +56,9 @@
 // it: FAT's 2 s granularity, plus the lag of the kernel's coarse clock behind
 // the wall clock (a tick, at most 16 ms), with a margin. This costs up to 15
 // extra reads of a directory after each change to it at the agent's default
-// 200 ms interval. Clock trouble weakens the rule, and then only
+// 200 ms interval, plus one per scan that the agent runs sooner while a
+// burst of changes goes on (see package register). Clock trouble weakens
+// the rule, and then only
 // the full scans catch up: a wall clock that jumps forward, or a file server
 // whose clock lags this host's by more than the margin. A clock that jumps
 // back, or a server clock ahead of ours, only makes directories racy for
