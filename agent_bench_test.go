@@ -44,8 +44,9 @@ var (
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
 //     (for the first 100 plugins, removed at once);
 //   - idle-cpu-s: the agent's CPU seconds (user+system) per 10 s, with all N registered, measured over
-//     --idle (30 s: one round of the default 30 s probes, and three times the 10 ms resolution of /proc's
-//     CPU times that a 10 s window would have);
+//     --idle (30 s: each plugin's default 30 s connect check once, and a tenth of the 5 min GetInfo checks,
+//     which are spread evenly, and three times the 10 ms resolution of /proc's CPU times that a 10 s
+//     window would have);
 //   - cpu-us/reg: the agent's CPU time from the burst start until every plugin is registered and none
 //     waits for a retry, per plugin;
 //   - peak-rss-MB: the agent's peak resident set (VmHWM);

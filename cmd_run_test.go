@@ -61,6 +61,7 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"run", "--interval", "0s"}, `invalid value "0s" for flag -interval: must be positive`},
 		{[]string{"run", "--dial-timeout=-1s"}, `invalid value "-1s" for flag -dial-timeout: must be positive`},
 		{[]string{"run", "--probe-interval=-1s"}, `invalid value "-1s" for flag -probe-interval: must be 0 (off) or positive`},
+		{[]string{"run", "--info-probe-interval=-1s"}, `invalid value "-1s" for flag -info-probe-interval: must be 0 (off) or positive`},
 		{[]string{"run", "--probe-failures", "0"}, `invalid value "0" for flag -probe-failures: must be positive`},
 		{[]string{"run", "--probe-rate", "NaN"}, `invalid value "NaN" for flag -probe-rate: must be 0 (no bound) or positive`},
 		{[]string{"run", "--max-in-flight", "x"}, `invalid value "x" for flag -max-in-flight: parse error`},
@@ -108,6 +109,11 @@ func TestParseRunDefaults(t *testing.T) {
 	}
 	if c.allowUIDs != nil {
 		t.Errorf("allowUIDs = %v, want nil: anyone may register", c.allowUIDs)
+	}
+	rec := c.reconciler(nil, nil, h, nil)
+	if rec.ProbeInterval != 30*time.Second || rec.InfoProbeInterval != 5*time.Minute || rec.ProbeFailures != 3 || rec.ProbeRate != 40 {
+		t.Errorf("liveness: connect checks every %v, GetInfo checks every %v, %d failures, %g a second; want 30s, 5m0s, 3, 40",
+			rec.ProbeInterval, rec.InfoProbeInterval, rec.ProbeFailures, rec.ProbeRate)
 	}
 	c, err = parseRun([]string{"--interval", "1s"}, io.Discard)
 	if err != nil {

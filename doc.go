@@ -48,7 +48,11 @@ file without registering them again.
 		directory that is a symlink is resolved once, at start; a directory
 		its group or others may write to is logged as a warning at start.
 	--interval D
-		Time between two scans; positive. Default 200ms.
+		Time between two scans; positive. Default 200ms. A scan that found
+		changes is followed by the next one after an eighth of D (10ms at
+		least), until a scan finds nothing new, so that a burst of plugins
+		is seen in a fraction of D. Backoff and probes are counted in
+		intervals.
 	--accept TYPE=PATTERNS
 		Accept plugins of TYPE whose supported versions match one of the
 		comma-separated path.Match patterns (1.*, *, v1beta1). Repeatable,
@@ -88,23 +92,35 @@ file without registering them again.
 		read (permission, I/O error) is left as it is and run exits with
 		status 1.
 	--probe-interval D
-		Time between two liveness probes (GetInfo) of a registered plugin;
-		0 turns probing off. Default 30s.
+		Time between two connect checks of a registered plugin: a connect
+		to its socket, closed at once, which fails when nobody serves it
+		(the plugin died and left its socket file). 0 turns them off.
+		Default 30s. A connect check sends nothing: grpc-go and gRPC's C
+		core (Python grpcio) log nothing of it at their default levels.
+	--info-probe-interval D
+		Time between two GetInfo checks of a registered plugin, which also
+		fail a plugin that accepts connections and never answers, and
+		replace at once the registration of one that answers differently.
+		0 turns them off. Default 5m. When both checks are due, the GetInfo
+		check runs instead of the connect check; after a failed one, the
+		next GetInfo check comes after the shorter of the two intervals.
 	--probe-failures N
-		Failed probes in a row, while the socket is still there, that make a
-		plugin unhealthy: it is deregistered, and registered again once it
-		answers. Default 3.
+		Failed liveness checks in a row, of either kind, while the socket is
+		still there, that make a plugin unhealthy: it is deregistered, and
+		registered again once it answers. Default 3.
 	--probe-rate R
-		Liveness probes per second at most, across all plugins; 0: no bound.
-		Default 40. Up to rate × interval plugins (1,200 at the defaults)
-		each is probed every --probe-interval; with more, each is probed
-		less often, so probing costs the same at 10,000 plugins as at 1,200.
+		Liveness checks per second at most, both kinds, across all plugins;
+		0: no bound. Default 40. Up to rate × interval plugins (1,200 at the
+		defaults) each is checked as often as the two intervals say; with
+		more, each is checked less often, so checking costs the same at
+		10,000 plugins as at 1,200.
 	--metrics ADDR
 		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
 		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
 		no host, such as :9402, means every interface and is refused as well).
-		/healthz fails when no scan started for 10 intervals or 10 s,
-		whichever is longer. See package register/metrics.
+		/healthz fails when the reconcile loop has not ticked, or a scan
+		has been running (a hung stat on a dead mount), for 10 intervals
+		or 10 s, whichever is longer. See package register/metrics.
 	--metrics-allow-remote
 		Allow a --metrics address that is not loopback. The endpoints have
 		no authentication. Default: off.

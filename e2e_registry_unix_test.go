@@ -13,12 +13,14 @@ import (
 )
 
 // TestEndToEndLiveness stops a registered plugin's process (SIGSTOP): its
-// socket stays and accepts connections, but nothing answers. The agent
-// marks it unhealthy and deregisters it, and registers it again once it
-// answers (SIGCONT).
+// socket stays and accepts connections, but nothing answers. Its connect
+// checks pass; its GetInfo checks fail, and are repeated at the connect
+// checks' pace. The agent marks it unhealthy and deregisters it, and
+// registers it again once it answers (SIGCONT).
 func TestEndToEndLiveness(t *testing.T) {
 	e := newAgentEnv(t)
-	agent := e.run(t, "--probe-interval", "200ms", "--probe-failures", "2", "--getinfo-timeout", "200ms", "--max-backoff", "1s")
+	agent := e.run(t, "--probe-interval", "100ms", "--info-probe-interval", "300ms", "--probe-failures", "2",
+		"--getinfo-timeout", "200ms", "--max-backoff", "1s")
 	w := start(t, "watch", "--api", e.api, "-o", "json")
 	waitWatchEvents(t, w, 1)
 	const name = "live.example.com"
@@ -60,7 +62,7 @@ func TestEndToEndLiveness(t *testing.T) {
 		t.Errorf("unhealthy event %s, want the plugin as registered by %s", ev, evs[registered])
 	}
 	logs := agent.out.String()
-	for _, want := range []string{`"msg":"probe failed"`, `"msg":"plugin unhealthy"`, `"msg":"plugin healthy again"`} {
+	for _, want := range []string{`"msg":"probe failed"`, `"op":"probe"`, `"msg":"plugin unhealthy"`, `"msg":"plugin healthy again"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("agent log lacks %s", want)
 		}
@@ -68,6 +70,41 @@ func TestEndToEndLiveness(t *testing.T) {
 	// Registered again: the plugin was told once more.
 	if n := len(logLines(p, `"registered":true`)); n < 2 {
 		t.Errorf("plugin told %d times it is registered, want at least 2", n)
+	}
+}
+
+// TestEndToEndLivenessDeadPlugin kills a registered plugin's process
+// (SIGKILL): its socket file stays, and refuses connections. Connect checks
+// alone (no GetInfo checks) find it unhealthy and deregister it.
+func TestEndToEndLivenessDeadPlugin(t *testing.T) {
+	e := newAgentEnv(t)
+	agent := e.run(t, "--probe-interval", "100ms", "--info-probe-interval", "0", "--probe-failures", "2")
+	w := start(t, "watch", "--api", e.api, "-o", "json")
+	waitWatchEvents(t, w, 1)
+	const name = "dead.example.com"
+	p := examplePlugin(t, e.dir, name)
+	registered := waitWatchEvent(t, w, 0, "registered", name)
+
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	eventually(t, waitTimeout, "the dead plugin no longer listed", func() bool { return !slices.Contains(names(list(t, e.api)), name) })
+	if _, err := os.Lstat(filepath.Join(e.dir, name+".sock")); err != nil {
+		t.Errorf("the dead plugin's socket: %v; want it still there", err)
+	}
+	dead := waitWatchEvent(t, w, registered+1, "unhealthy", name)
+	if evs := watchEvents(t, w); dead != registered+1 {
+		t.Errorf("events %s, want registered then unhealthy", evs[registered:dead+1])
+	}
+	logs := agent.out.String()
+	for _, want := range []string{`"msg":"probe failed"`, `"op":"ping"`, `"msg":"plugin unhealthy"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("agent log lacks %s", want)
+		}
+	}
+	if strings.Contains(logs, `"op":"probe"`) {
+		t.Errorf("agent log has a GetInfo check, with --info-probe-interval 0")
 	}
 }
 

@@ -27,7 +27,7 @@ func (l *loop) apply(res *Result) {
 		l.deregistered(res)
 	case statecache.Verify:
 		l.verified(res)
-	case statecache.Probe:
+	case statecache.Probe, statecache.Ping:
 		l.probed(res)
 	}
 }
@@ -134,20 +134,25 @@ func (l *loop) verified(res *Result) {
 	l.log.Info("plugin restored", attrs(res)...)
 }
 
-// probed records a liveness probe.
+// probed records a liveness check: a Probe (GetInfo) or a Ping (connect),
+// named by the "op" attribute of its log lines.
 func (l *loop) probed(res *Result) {
 	err := res.Err
 	if errors.Is(err, fs.ErrPermission) {
 		// The agent may not reach the socket (a directory on its path
 		// lost its search permission): that says nothing of the plugin,
-		// so it does not count as a failed probe.
-		l.log.Debug("probe not possible", append(attrs(res), "err", errText(err))...)
+		// so it does not count as a failed check.
+		l.log.Debug("probe not possible", append(attrs(res), "op", res.Op.Kind.String(), "err", errText(err))...)
 		err = nil
 	}
 	l.cache.Done(res.Op, plugins.Plugin{}, err)
-	if err != nil {
-		l.log.Warn("probe failed", append(attrs(res), "attempt", res.Op.Attempt, "err", errText(err))...)
-	} else if res.Op.Attempt > 1 {
-		l.log.Info("probe succeeded again", attrs(res)...)
+	switch {
+	case errors.Is(err, statecache.ErrChanged):
+		// Its deregistration, as replaced, and a new registration follow.
+		l.log.Info("plugin changed", append(attrs(res), "op", res.Op.Kind.String(), "err", errText(err))...)
+	case err != nil:
+		l.log.Warn("probe failed", append(attrs(res), "op", res.Op.Kind.String(), "attempt", res.Op.Attempt, "err", errText(err))...)
+	case res.Op.Attempt > 1:
+		l.log.Info("probe succeeded again", append(attrs(res), "op", res.Op.Kind.String())...)
 	}
 }

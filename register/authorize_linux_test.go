@@ -99,6 +99,9 @@ func TestAllowUIDs(t *testing.T) {
 					t.Fatalf("Register = %+v, %v; plugin told (%t, %q) after %d GetInfo calls; want registered after 1",
 						p, err, st.GetPluginRegistered(), st.GetError(), plugin.getInfos.Load())
 				}
+				if err := c.Ping(t.Context(), p); err != nil {
+					t.Errorf("Ping = %v, want nil", err)
+				}
 				return
 			}
 			if st.GetPluginRegistered() || st.GetError() != tc.want {
@@ -122,13 +125,24 @@ func TestAllowUIDs(t *testing.T) {
 			}
 
 			// A plugin restored from the state file is no longer accepted
-			// either, and its liveness probe does not reach it.
+			// either, and its liveness checks do not reach it.
 			old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
 			if err := c.Verify(t.Context(), old); !errors.Is(err, statecache.ErrChanged) {
 				t.Errorf("Verify = %v, want an error wrapping statecache.ErrChanged", err)
 			}
 			if err := c.Probe(t.Context(), old); !isRejection(err) {
 				t.Errorf("Probe = %v, want a rejection", err)
+			}
+			for len(plugin.status) > 0 {
+				<-plugin.status // the rejections of Verify and Probe
+			}
+			// A connect check fails as "changed" too, and tells the plugin
+			// nothing: its registration, which follows, does.
+			if err := c.Ping(t.Context(), old); !errors.Is(err, statecache.ErrChanged) || isRejection(err) {
+				t.Errorf("Ping = %v, want an error wrapping statecache.ErrChanged, not a rejection", err)
+			}
+			if n := len(plugin.status); n != 0 {
+				t.Errorf("Ping told the plugin %d times, want never", n)
 			}
 			if n := plugin.getInfos.Load(); n != 0 {
 				t.Errorf("GetInfo called %d times on a refused plugin, want 0", n)

@@ -159,22 +159,9 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 // allowed is rejected here, before any call but the rejection itself:
 // GetInfo is never sent to an untrusted process.
 func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregistration.RegistrationClient, error) {
-	if n := len(path); n > scan.MaxSocketPath {
-		return nil, nil, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
-	}
-	file, err := socketFile(path)
+	conn, file, err := c.dial(ctx, path)
 	if err != nil {
-		return nil, nil, &OpError{"dial", path, err}
-	}
-	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
-	if err != nil {
-		return nil, nil, &OpError{"dial", path, err}
-	}
-	// The connect went by path: make sure it reached the socket checked
-	// above, not one swapped in meanwhile (a symlink, or another socket).
-	if again, err := socketFile(path); err != nil || again != file {
-		conn.Close()
-		return nil, nil, &OpError{"dial", path, errors.Join(errSwapped, err)}
+		return nil, nil, err
 	}
 	var refused *notAllowedError
 	if c.AllowUIDs != nil {
@@ -192,6 +179,29 @@ func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregi
 		return nil, nil, c.reject(ctx, rc, path, "authorize", msg, refused)
 	}
 	return conn, rc, nil
+}
+
+// dial connects to the socket at path and returns the connection, for the
+// caller to close, and what the socket file was before the connect.
+func (c *Client) dial(ctx context.Context, path string) (net.Conn, socketStat, error) {
+	if n := len(path); n > scan.MaxSocketPath {
+		return nil, socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+	}
+	file, err := socketFile(path)
+	if err != nil {
+		return nil, socketStat{}, &OpError{"dial", path, err}
+	}
+	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+	if err != nil {
+		return nil, socketStat{}, &OpError{"dial", path, err}
+	}
+	// The connect went by path: make sure it reached the socket checked
+	// above, not one swapped in meanwhile (a symlink, or another socket).
+	if again, err := socketFile(path); err != nil || again != file {
+		conn.Close()
+		return nil, socketStat{}, &OpError{"dial", path, errors.Join(errSwapped, err)}
+	}
+	return conn, file, nil
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the
@@ -234,8 +244,8 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	if err != nil {
 		return err
 	}
-	if p.Name != old.Name || p.Type != old.Type || p.Endpoint != old.Endpoint || !slices.Equal(p.Versions, old.Versions) {
-		return &OpError{"verify", path, fmt.Errorf("%w: now %s %q at %s, versions %q", statecache.ErrChanged, p.Type, p.Name, p.Endpoint, p.Versions)}
+	if err := sameInfo(old, p); err != nil {
+		return &OpError{"verify", path, err}
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -257,15 +267,57 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	return nil
 }
 
-// Probe checks that a registered plugin still answers GetInfo.
-func (c *Client) Probe(ctx context.Context, p plugins.Plugin) error {
-	conn, rc, err := c.connect(ctx, p.SocketPath)
+// Probe checks that a registered plugin still answers GetInfo, and
+// answers as it did: an error wrapping statecache.ErrChanged means it
+// answered differently. The handler is not asked again.
+func (c *Client) Probe(ctx context.Context, old plugins.Plugin) error {
+	conn, rc, err := c.connect(ctx, old.SocketPath)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	_, err = c.getInfo(ctx, rc, p.SocketPath)
-	return err
+	p, err := c.getInfo(ctx, rc, old.SocketPath)
+	if err != nil {
+		return err
+	}
+	if err := sameInfo(old, p); err != nil {
+		return &OpError{"probe", old.SocketPath, err}
+	}
+	return nil
+}
+
+// sameInfo returns an error wrapping statecache.ErrChanged, which says
+// what p holds, cut, when p, a plugin's answer to GetInfo, differs from
+// old, what it answered at its registration.
+func sameInfo(old, p plugins.Plugin) error {
+	if p.Name == old.Name && p.Type == old.Type && p.Endpoint == old.Endpoint && slices.Equal(p.Versions, old.Versions) {
+		return nil
+	}
+	p = bounded(p)
+	return fmt.Errorf("%w: now %s %q at %s, versions %q", statecache.ErrChanged, p.Type, p.Name, p.Endpoint, p.Versions)
+}
+
+// Ping checks that someone still serves a registered plugin's socket: a
+// connect, closed at once, without a byte sent. It fails when the socket
+// is gone, when nobody listens on it (refused, after the retries of
+// dialUnix) and when it is not the socket file connected to; with
+// AllowUIDs, also when the socket's owner or serving process is not
+// allowed, which the plugin is not told: the registration that follows
+// its deregistration tells it. A plugin that accepts and never answers
+// passes: Probe is the check for that.
+func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
+	path := p.SocketPath
+	conn, file, err := c.dial(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if c.AllowUIDs != nil {
+		if err := c.authorize(path, file, conn); err != nil {
+			return &OpError{"authorize", path, err}
+		}
+	}
+	return nil
 }
 
 // transient reports whether err, from a handler call made with hctx, a

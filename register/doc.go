@@ -6,16 +6,34 @@
 // through) and register/metrics (the HTTP endpoints that read Status).
 //
 // Reconciler.Run is the only goroutine that touches the statecache.Cache.
-// On every tick it scans, feeds the changes to the cache, and starts the
-// operations the cache says are due, each in its own goroutine with its own
-// timeouts, at most MaxInFlight at once. Results come back on a channel and
-// are applied to the cache and to the plugins.Registry at once, so a
-// registration whose socket was replaced meanwhile is undone without
-// waiting for the next tick. After each result the loop starts whatever
-// has become due, so a socket found by a scan is registered right after
-// that scan, with no fixed reconcile period as in the kubelet's 1 s loop.
-// What the loop has done is counted in its Status, which readers copy when
-// they want it; the loop pushes nothing.
+// Every Interval it ticks: it advances the cache's logical time (backoff
+// and liveness checks are counted in ticks) and triggers a scan. The scans run on a
+// goroutine of their own, which hands each snapshot to the loop, the newest
+// replacing one the loop has not taken yet; the loop feeds the changes to
+// the cache and starts the operations the cache says are due, each in its
+// own goroutine with its own timeouts, at most MaxInFlight at once. Results
+// come back on a channel and are applied to the cache and to the
+// plugins.Registry at once, so a registration whose socket was replaced
+// meanwhile is undone without waiting for the next tick. After each result
+// the loop starts whatever has become due, so a socket found by a scan is
+// registered right after that scan, with no fixed reconcile period as in
+// the kubelet's 1 s loop. What the loop has done is counted in its Status,
+// which readers copy when they want it; the loop pushes nothing.
+//
+// A scan that found changes is followed by the next one an eighth of
+// Interval later (10 ms at least), and so on until a scan finds nothing
+// new; then scans come with the ticks again. So the sockets of a burst,
+// created over a few hundred milliseconds, are seen in a fraction of the
+// interval, and an idle tick still costs one scan.
+//
+// The loop never waits on the file system. A scan that hangs (a stat on a
+// dead NFS or FUSE mount below a plugin dir) stops only the scans: results
+// are applied, the operations due (deregistrations of sockets already seen
+// gone, retries, probes) start at each tick, and the heartbeat in Status
+// goes on, while Status.ScanStarted shows since when the scan runs, for
+// register/metrics' /healthz. The ticks that come while a scan runs start
+// one scan once it returns, not one each. Run waits for the scan in
+// progress before it returns.
 //
 // # Embedding
 //
@@ -90,9 +108,9 @@
 // plugin leave at once. Status.PendingDeregistrations counts them.
 //
 // The reconciler also verifies plugins restored from the state file
-// (Client.Verify: GetInfo must answer as before) and probes registered
-// plugins for liveness (Client.Probe), and it records every change as an
-// event in the plugins.Registry.
+// (Client.Verify: GetInfo must answer as before) and checks that
+// registered plugins are alive (Client.Ping and Client.Probe), and it
+// records every change as an event in the plugins.Registry.
 //
 // # Rejections, failures and retries
 //
@@ -115,16 +133,30 @@
 // # Liveness
 //
 // The kubelet keeps a plugin registered as long as its socket file exists,
-// even after its process died. The reconciler probes each registered plugin
-// every ProbeInterval with one short GetInfo (Client.Probe), which plugins
-// need not do anything for; ProbeRate becomes a bound on the probes per
-// tick (see package statecache for the order and the spread). After
-// ProbeFailures failures in a row while the socket stays, the plugin is
-// "unhealthy": its handler's DeRegister runs, and the registration is
-// retried with backoff; when it succeeds, the event is "healthy". A probe
-// the agent cannot make for lack of permission (a directory on the
-// socket's path lost its search permission) says nothing of the plugin and
-// does not count.
+// even after its process died. The reconciler checks each registered
+// plugin in two ways, which plugins need not do anything for:
+//   - a connect check every ProbeInterval (Client.Ping): a connect to the
+//     socket, closed at once, without a byte sent. It fails when nobody
+//     serves the socket (refused), the socket is gone, or it is not the
+//     socket file connected to. It costs a fraction of a GetInfo check, on
+//     both sides, and leaves no log line in grpc-go or gRPC's C core
+//     (Python grpcio) at their default log levels: register's interop
+//     tests check both;
+//   - a GetInfo check every InfoProbeInterval (Client.Probe), which also
+//     fails a plugin that accepts connections and never answers. A plugin
+//     that answers differently from its registration is "replaced" at
+//     once: its handler's DeRegister runs, and it is registered again with
+//     its new answer.
+//
+// ProbeRate bounds the checks of both kinds per tick (see package
+// statecache for the order, the spread and how the two kinds interleave).
+// After ProbeFailures failures in a row, of either kind, while the socket
+// stays, the plugin is "unhealthy": its handler's DeRegister runs, and the
+// registration is retried with backoff; when it succeeds, the event is
+// "healthy". A check the agent cannot make for lack of permission (a
+// directory on the socket's path lost its search permission) says nothing
+// of the plugin and does not count. The log lines of checks name their
+// kind: op="ping" or op="probe".
 //
 // # Restored plugins
 //
@@ -158,8 +190,10 @@
 // uid 1000 is not allowed" (or "serving process uid 1000 (pid 123) is not
 // allowed", with the pid where the OS tells it: Linux, NetBSD and OpenBSD),
 // and no GetInfo call. The check runs before every operation that talks to
-// a plugin, probes included. Other systems have no peer credentials to
-// read, and ParseUIDs refuses any list there.
+// a plugin, liveness checks included; a connect check that finds a uid no
+// longer allowed tells the plugin nothing, and its registration, which
+// follows, is refused. Other systems have no peer credentials to read, and
+// ParseUIDs refuses any list there.
 //
 // # Symlinks
 //
@@ -189,7 +223,11 @@
 // again" ends it. Running out of file descriptors hits every socket at
 // once, so it is one Warn for the agent, "out of file descriptors:
 // registrations are retried", until a scan succeeds and every socket is
-// registered again. Nothing is logged at Info per tick.
+// registered again. A failed liveness check is a Warn, "probe failed",
+// with op ("ping" or "probe") and attempt; "probe succeeded again" ends a
+// run of failures; a check that finds the plugin answering differently is
+// "plugin changed", followed by "plugin replaced". Nothing is logged at
+// Info per tick.
 //
 // # Compared with the kubelet
 //

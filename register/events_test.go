@@ -138,53 +138,125 @@ func TestReconcilerRestore(t *testing.T) {
 }
 
 func TestReconcilerLiveness(t *testing.T) {
+	for _, kind := range []string{"ping", "probe"} {
+		t.Run(kind, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
+					if kind == "ping" {
+						r.ProbeInterval = 3 * time.Second
+					} else {
+						r.InfoProbeInterval = 3 * time.Second
+					}
+					r.ProbeFailures = 2
+				})
+				events := watch(t, e.plugs, 0)
+				e.next("register", "/p/a").reply <- nil
+				t0 := time.Now()
+				e.await(kind, "/p/a").reply <- nil
+				if d := time.Since(t0); d != 3*time.Second {
+					t.Errorf("first check after %v, want 3s", d)
+				}
+				e.await(kind, "/p/a").reply <- context.DeadlineExceeded
+				e.await(kind, "/p/a").reply <- context.DeadlineExceeded
+				e.next("deregister", "/p/a").reply <- nil
+				if got := e.registered(); len(got) != 0 {
+					t.Errorf("registered %v while unhealthy, want none", got)
+				}
+				e.await("register", "/p/a").reply <- context.DeadlineExceeded
+				e.await("register", "/p/a").reply <- nil
+				got := events()
+				want := []string{"snapshot 0", "registered a", "unhealthy a", "healthy a"}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				// Checking goes on once it is healthy again.
+				e.await(kind, "/p/a").reply <- nil
+			})
+		})
+	}
+}
+
+// TestReconcilerLivenessKinds: connect checks every second, GetInfo checks
+// every 3 s, which win when both are due. A plugin that accepts and never
+// answers passes its connect checks and fails its GetInfo checks, which
+// come every second then, until it is unhealthy; one that answers
+// differently is replaced at once.
+func TestReconcilerLivenessKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
-			r.ProbeInterval = 3 * time.Second
-			r.ProbeFailures = 2
+			r.ProbeInterval, r.InfoProbeInterval, r.ProbeFailures = time.Second, 3*time.Second, 3
 		})
 		events := watch(t, e.plugs, 0)
 		e.next("register", "/p/a").reply <- nil
 		t0 := time.Now()
-		e.await("probe", "/p/a").reply <- nil
-		if d := time.Since(t0); d != 3*time.Second {
-			t.Errorf("first probe after %v, want 3s", d)
+		var got []string
+		check := func(err error) {
+			t.Helper()
+			synctest.Wait()
+			time.Sleep(time.Second)
+			synctest.Wait()
+			select {
+			case c := <-e.reg.calls:
+				got = append(got, fmt.Sprintf("%s %s at %v", c.kind, c.path, time.Since(t0)))
+				c.reply <- err
+			default:
+				t.Fatalf("no check at %v", time.Since(t0))
+			}
 		}
-		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
-		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
+		hung := context.DeadlineExceeded
+		for _, err := range []error{nil, nil, nil, nil, nil, hung, hung, hung} {
+			check(err)
+		}
 		e.next("deregister", "/p/a").reply <- nil
-		if got := e.registered(); len(got) != 0 {
-			t.Errorf("registered %v while unhealthy, want none", got)
-		}
-		e.await("register", "/p/a").reply <- context.DeadlineExceeded
 		e.await("register", "/p/a").reply <- nil
-		got := events()
-		want := []string{"snapshot 0", "registered a", "unhealthy a", "healthy a"}
+		t0 = time.Now()
+		got = append(got, "registered again")
+		for _, err := range []error{nil, nil, fmt.Errorf("now b: %w", statecache.ErrChanged)} {
+			check(err)
+		}
+		e.next("deregister", "/p/a").reply <- nil
+		e.next("register", "/p/a").reply <- nil
+		want := []string{
+			"ping /p/a at 1s", "ping /p/a at 2s", "probe /p/a at 3s", "ping /p/a at 4s", "ping /p/a at 5s",
+			"probe /p/a at 6s", "probe /p/a at 7s", "probe /p/a at 8s",
+			"registered again",
+			"ping /p/a at 1s", "ping /p/a at 2s", "probe /p/a at 3s",
+		}
 		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("checks (-want +got):\n%s", diff)
+		}
+		wantEvents := []string{"snapshot 0", "registered a", "unhealthy a", "healthy a", "replaced a", "registered a"}
+		if diff := cmp.Diff(wantEvents, events()); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
 		}
-		// Probing goes on once it is healthy again.
-		e.await("probe", "/p/a").reply <- nil
 	})
 }
 
-// A probe the agent may not make (a directory on the socket's path lost its
+// A check the agent may not make (a directory on the socket's path lost its
 // search permission) says nothing of the plugin: it stays registered.
 func TestReconcilerProbeWithoutPermission(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
-			r.ProbeInterval = time.Second
-			r.ProbeFailures = 2
+	for _, kind := range []string{"ping", "probe"} {
+		t.Run(kind, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
+					if kind == "ping" {
+						r.ProbeInterval = time.Second
+					} else {
+						r.InfoProbeInterval = time.Second
+					}
+					r.ProbeFailures = 2
+				})
+				e.next("register", "/p/a").reply <- nil
+				denied := &OpError{"dial", "/p/a", &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}}
+				for range 5 {
+					e.await(kind, "/p/a").reply <- denied
+				}
+				e.await(kind, "/p/a").reply <- context.DeadlineExceeded
+				e.await(kind, "/p/a").reply <- context.DeadlineExceeded
+				e.next("deregister", "/p/a").reply <- nil // two real failures in a row
+			})
 		})
-		e.next("register", "/p/a").reply <- nil
-		denied := &OpError{"dial", "/p/a", &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}}
-		for range 5 {
-			e.await("probe", "/p/a").reply <- denied
-		}
-		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
-		e.await("probe", "/p/a").reply <- context.DeadlineExceeded
-		e.next("deregister", "/p/a").reply <- nil // two real failures in a row
-	})
+	}
 }
 
 func TestReconcilerMaxPlugins(t *testing.T) {

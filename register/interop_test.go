@@ -2,13 +2,20 @@ package register
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
 // The registration client is hand-written (register/unary), so it is
@@ -56,14 +65,19 @@ type pyEvent struct {
 type pyPlugin struct {
 	path   string
 	events chan pyEvent
+	// stop stops the plugin, waits for it and returns what it wrote to
+	// stderr; the test's clean-up calls it too.
+	stop func() (stderr string)
 }
 
-// startPyPlugin starts the Python plugin in mode on a socket in dir and
+// startPyPlugin starts the Python plugin in mode on a socket in dir, with
+// gRPC's logging at its defaults (no GRPC_VERBOSITY or GRPC_TRACE), and
 // waits until it serves.
 func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
 	t.Helper()
 	p := &pyPlugin{path: filepath.Join(dir, mode+".sock"), events: make(chan pyEvent, 16)}
 	cmd := exec.Command(py, filepath.Join("testdata", "interop", "plugin.py"), p.path, mode)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") })
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -72,17 +86,19 @@ func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	p.stop = sync.OnceValue(func() string {
 		stdin.Close() // the plugin stops at the end of its stdin
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("python plugin %s: %v\n%s", mode, err, stderr.String())
 		}
+		return stderr.String()
 	})
+	t.Cleanup(func() { p.stop() })
 	go func() {
 		defer close(p.events)
 		sc := bufio.NewScanner(stdout)
@@ -150,6 +166,29 @@ func TestInteropPythonGRPC(t *testing.T) {
 		}
 	})
 
+	// A connect check leaves no trace in the plugin at gRPC's default log
+	// level: no call, and nothing on stderr.
+	t.Run("connect checks", func(t *testing.T) {
+		p := startPyPlugin(t, py, dir, "quiet")
+		reg := plugins.Plugin{Name: "py.example.com", Type: "CSIPlugin", Endpoint: p.path, SocketPath: p.path, Versions: []string{"1.0.0"}}
+		for range 20 {
+			if err := c.Ping(t.Context(), reg); err != nil {
+				t.Fatalf("Ping: %v", err)
+			}
+		}
+		// The plugin serves the connections in order: a GetInfo after the
+		// connect checks is its next event if they made none.
+		if err := c.Probe(t.Context(), reg); err != nil {
+			t.Errorf("Probe: %v", err)
+		}
+		if ev := p.next(t); ev.Event != "getinfo" {
+			t.Errorf("event %+v, want getinfo", ev)
+		}
+		if stderr := p.stop(); stderr != "" {
+			t.Errorf("20 connect checks made the plugin log:\n%s", stderr)
+		}
+	})
+
 	t.Run("error status", func(t *testing.T) {
 		p := startPyPlugin(t, py, dir, "error")
 		_, err := c.Register(t.Context(), p.path)
@@ -180,5 +219,111 @@ func TestInteropPythonGRPC(t *testing.T) {
 				t.Errorf("event %+v, want notify not registered with %q", ev, tc.msg)
 			}
 		})
+	}
+}
+
+// goPluginEnv, in the environment of a child process of TestInteropGoGRPC,
+// names the socket it serves the example plugin on.
+const goPluginEnv = "PLUGREG_TEST_GO_PLUGIN"
+
+// TestInteropGoGRPC: connect checks leave no trace in a grpc-go plugin at
+// gRPC's default log level. The plugin is plugins/example, which logs as
+// `plugreg example-plugin` does, served by a child process (this test
+// binary, with no GRPC_GO_* variables), so that grpc-go's logger is the
+// default one and what the plugin writes to stderr can be read.
+func TestInteropGoGRPC(t *testing.T) {
+	if path := os.Getenv(goPluginEnv); path != "" {
+		serveGoPlugin(t, path)
+		return
+	}
+	dir := unixDir(t)
+	path := filepath.Join(dir, "go.sock")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInteropGoGRPC$", "-test.count=1")
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") }), goPluginEnv+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("the plugin process exited:\n%s", stderr.String())
+		}
+	case <-time.After(eventTimeout):
+		t.Fatalf("the plugin process does not serve:\n%s", stderr.String())
+	}
+
+	c := &Client{}
+	reg := plugins.Plugin{Name: "go.example.com", Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"}}
+	for range 20 {
+		if err := c.Ping(t.Context(), reg); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	}
+	if err := c.Probe(t.Context(), reg); err != nil {
+		t.Errorf("Probe: %v", err)
+	}
+	stdin.Close() // the plugin stops at the end of its stdin
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("plugin process: %v\n%s", err, stderr.String())
+	}
+	// The plugin's own lines, and nothing of gRPC's: one "get info", for
+	// the Probe, and none for the 20 connect checks.
+	var got []string
+	for line := range strings.Lines(stderr.String()) {
+		if m := slogMsg.FindStringSubmatch(line); m != nil {
+			got = append(got, strings.Trim(m[1], `"`))
+		} else {
+			got = append(got, "not the plugin's: "+strings.TrimSpace(line))
+		}
+	}
+	if want := []string{"serving", "get info", "stopped"}; !slices.Equal(got, want) {
+		t.Errorf("the plugin logged %q, want %q", got, want)
+	}
+}
+
+// slogMsg matches a line of slog's text handler and captures its message.
+var slogMsg = regexp.MustCompile(`^time=\S+ level=\S+ msg=("[^"]*"|\S+)`)
+
+// serveGoPlugin is the child process of TestInteropGoGRPC: it serves the
+// example plugin on path, logging to stderr at Info as `plugreg
+// example-plugin` does, prints "ready" and stops at the end of its stdin.
+func serveGoPlugin(t *testing.T, path string) {
+	p := &example.Plugin{
+		Info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "go.example.com", SupportedVersions: []string{"1.0.0"}},
+		Log:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}
+	l, err := example.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	fmt.Println("ready")
+	if err := p.ServeListener(ctx, l); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,8 +35,12 @@ type Registrar interface {
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now.
 	Verify(ctx context.Context, p plugins.Plugin) error
-	// Probe checks that a registered plugin still answers.
+	// Probe checks that a registered plugin still answers GetInfo; an
+	// error wrapping statecache.ErrChanged means it answers differently.
 	Probe(ctx context.Context, p plugins.Plugin) error
+	// Ping checks that someone still serves a registered plugin's socket,
+	// at the cost of a connect.
+	Ping(ctx context.Context, p plugins.Plugin) error
 }
 
 // Defaults of a Reconciler.
@@ -46,7 +50,7 @@ const (
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
 	DefaultMaxPlugins    = 10000
-	DefaultProbeRate     = 40 // probes per second, at most
+	DefaultProbeRate     = 40 // liveness checks per second, at most
 )
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -70,17 +74,21 @@ type Reconciler struct {
 	// counted, never dialled; the ones handled already keep their place.
 	MaxPlugins int
 
-	// ProbeInterval is the time between two liveness probes (GetInfo) of a
-	// registered plugin; 0 disables probing. After ProbeFailures (0:
-	// DefaultProbeFailures) failures in a row, while its socket is still
-	// there, a plugin is unhealthy: deregistered, and registered again once
-	// it answers.
-	ProbeInterval time.Duration
-	ProbeFailures int
-	// ProbeRate bounds the probes per second across all plugins (0: no
-	// bound), so that probing stays a small, fixed cost however many
-	// plugins there are: with more than ProbeRate × ProbeInterval of them,
-	// each is probed less often than every ProbeInterval.
+	// ProbeInterval is the time between two connect checks (Ping) of a
+	// registered plugin, and InfoProbeInterval between two GetInfo checks
+	// (Probe), which also catch a plugin that accepts connections and
+	// never answers; 0 turns either off. After ProbeFailures (0:
+	// DefaultProbeFailures) failed checks in a row, of either kind, while
+	// its socket is still there, a plugin is unhealthy: deregistered, and
+	// registered again once it answers. See package statecache for how the
+	// two kinds interleave.
+	ProbeInterval     time.Duration
+	InfoProbeInterval time.Duration
+	ProbeFailures     int
+	// ProbeRate bounds the checks of both kinds per second across all
+	// plugins (0: no bound), so that checking stays a small, fixed cost
+	// however many plugins there are: with more than ProbeRate ×
+	// ProbeInterval of them, each is checked less often than configured.
 	ProbeRate float64
 
 	// Types are the plugin types that have a handler. They are counted
@@ -91,7 +99,7 @@ type Reconciler struct {
 	Log *slog.Logger // nil: discard
 
 	// ticks, when not nil, replaces the ticker of Interval in tests: each
-	// value received starts a scan.
+	// value received is a tick, which triggers a scan.
 	ticks <-chan time.Time
 	// applied, when not nil, is called in tests on Run's goroutine after
 	// the outcome of each operation was applied.
@@ -114,8 +122,13 @@ type Result struct {
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
-// in flight, waits for them and returns nil. Plugins stay registered when
-// Run returns: stopping the agent is not a reason to deregister them.
+// in flight, waits for them and for the scan in progress, and returns nil.
+// Plugins stay registered when Run returns: stopping the agent is not a
+// reason to deregister them.
+//
+// The scans run on a goroutine of their own (see scanLoop), so that a scan
+// that hangs (a stat on a dead network or FUSE mount) stops neither the
+// results, nor the operations already due, nor the heartbeat in Status.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -130,6 +143,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		defer ticker.Stop()
 		ticks = ticker.C
 	}
+	trigger := make(chan struct{}, 1)
+	scans := make(chan scanned, 1)
+	wg.Go(func() { r.scanLoop(ctx, trigger, scans, followUp(l.interval)) })
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
 			for _, op := range l.cache.Next(free) {
@@ -137,7 +153,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				wg.Go(func() { l.results <- l.run(ctx, op) })
 			}
 		}
-		if !l.ready && l.inFlight == 0 {
+		if !l.ready && l.observed && l.inFlight == 0 {
 			l.ready = true
 			l.publish()
 			l.log.Debug("first pass complete")
@@ -149,18 +165,29 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			wg.Go(func() { l.results <- l.retry(ctx, pd) })
 		}
 	}
-	l.scan()
-	dispatch()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticks:
+		case now := <-ticks:
 			l.tick++
 			l.cache.Tick()
-			l.scan()
+			r.update(func(s *Status) { s.LastTick = now })
+			select {
+			case trigger <- struct{}{}:
+				// The scan's result dispatches what the tick made due,
+				// so that the changes it sees come first: a retry is not
+				// started for a socket the scan finds gone.
+			default:
+				// The scanner has not taken the last trigger: a scan is
+				// slow. Go on without it.
+				dispatch()
+				l.publish()
+			}
+			retry() // the pending deregistrations wait for no scan
+		case s := <-scans:
+			l.observe(s)
 			dispatch()
-			retry()
 			l.publish()
 		case res := <-l.results:
 			if res.Retry != nil {
@@ -173,6 +200,63 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.applied(res)
 			}
 			dispatch()
+		}
+	}
+}
+
+// scanned is the outcome of one scan.
+type scanned struct {
+	snap scan.Snapshot
+	err  error
+}
+
+// minFollowUp is the shortest time between a scan that found changes and
+// the next one.
+const minFollowUp = 10 * time.Millisecond
+
+// followUp returns the time from a scan that found changes to the next
+// one: an eighth of the interval, at least minFollowUp.
+func followUp(interval time.Duration) time.Duration {
+	return max(interval/8, minFollowUp)
+}
+
+// scanLoop runs the scans, on its own goroutine, until ctx is done: one at
+// once, then one per trigger, and one after each scan that found changes,
+// once the delay after has passed, so that the rest of a burst of changes
+// is seen in a fraction of the interval. It hands each result to the loop
+// on out, replacing the one the loop has not taken yet: a slow loop never
+// queues snapshots, and a slow scan never blocks the loop. The status
+// shows the scan in progress, for /healthz.
+func (r *Reconciler) scanLoop(ctx context.Context, trigger <-chan struct{}, out chan scanned, after time.Duration) {
+	timer := time.NewTimer(after)
+	timer.Stop()
+	defer timer.Stop()
+	var prev scan.Snapshot
+	for {
+		t0 := time.Now()
+		r.update(func(s *Status) { s.ScanStarted = t0 })
+		snap, err := r.Scan()
+		d := time.Since(t0)
+		r.update(func(s *Status) {
+			s.Scans.observe(d)
+			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
+		})
+		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
+		prev = snap
+		select {
+		case <-out: // replaced by the newer result
+		default:
+		}
+		out <- scanned{snap, err} // only this goroutine sends, and out has room now
+		if changed {
+			timer.Reset(after)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+			timer.Stop()
+		case <-timer.C:
 		}
 	}
 }
@@ -194,6 +278,7 @@ type loop struct {
 	reported    map[string]int  // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
 	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
 	scanFailed  bool            // the last scan failed
+	observed    bool            // a scan was observed
 	ready       bool            // the first scan's operations have completed
 
 	// The pending deregistrations (see retry.go).
@@ -220,6 +305,9 @@ func (r *Reconciler) newLoop() *loop {
 	if r.ProbeInterval > 0 {
 		cfg.ProbeEvery = ticksOf(r.ProbeInterval)
 	}
+	if r.InfoProbeInterval > 0 {
+		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
+	}
 	if r.ProbeRate > 0 {
 		cfg.MaxProbesPerTick = uint64(math.Ceil(r.ProbeRate * interval.Seconds()))
 	}
@@ -240,8 +328,10 @@ func (r *Reconciler) newLoop() *loop {
 	for _, p := range r.Registry.List("") {
 		l.cache.Restore(p.SocketPath, p.SocketID, p)
 	}
+	now := time.Now()
 	r.update(func(s *Status) {
 		*s = Status{
+			LastTick:        now,
 			Scans:           newScanTimes(),
 			Registrations:   make(map[TypeOutcome]uint64),
 			Deregistrations: make(map[TypeOutcome]uint64),
@@ -255,8 +345,8 @@ func (r *Reconciler) newLoop() *loop {
 	return l
 }
 
-// publish refreshes the state part of the reconciler's Status, once per
-// tick, and logs the end of a file-descriptor fault: every socket
+// publish refreshes the state part of the reconciler's Status after a tick
+// or a scan, and logs the end of a file-descriptor fault: every socket
 // registered, none waiting for a retry.
 func (l *loop) publish() {
 	st := l.cache.Stats()
@@ -270,15 +360,11 @@ func (l *loop) publish() {
 	}
 }
 
-// scan scans the plugin directories and feeds the changes to the cache.
-func (l *loop) scan() {
-	t0 := time.Now()
-	snap, err := l.r.Scan()
-	d := time.Since(t0)
-	l.r.update(func(s *Status) {
-		s.Scans.observe(d)
-		s.LastScan, s.ScanEntries = t0, len(snap.Entries)
-	})
+// observe feeds the changes a scan saw to the cache, and logs a fault of
+// the scan.
+func (l *loop) observe(s scanned) {
+	snap, err := s.snap, s.err
+	l.observed = true
 	// One fault, one Warn: the error's text may change while the fault
 	// lasts, so later failures are Debug, whatever they say, until a scan
 	// succeeds. Running out of file descriptors is one fault of the agent's,
@@ -384,6 +470,8 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
 	case statecache.Probe:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Probe(ctx, op.Plugin)}
+	case statecache.Ping:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Ping(ctx, op.Plugin)}
 	}
 	p, err := reg.Register(ctx, op.Path)
 	return Result{Op: op, Plugin: p, Err: err}

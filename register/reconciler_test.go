@@ -19,7 +19,7 @@ import (
 
 // call is one Registrar call the fake hands to the test.
 type call struct {
-	kind   string // "register", "deregister", "verify", "probe" or "retry"
+	kind   string // "register", "deregister", "verify", "probe", "ping" or "retry"
 	path   string
 	plugin plugins.Plugin // deregister, retry: what is deregistered
 	reason string         // deregister, retry: why
@@ -85,6 +85,10 @@ func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
 
 func (f *fakeRegistrar) Probe(ctx context.Context, p plugins.Plugin) error {
 	return f.do(ctx, call{kind: "probe", path: p.SocketPath, plugin: p})
+}
+
+func (f *fakeRegistrar) Ping(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "ping", path: p.SocketPath, plugin: p})
 }
 
 func nameOf(path string) string { return path[len("/p/"):] }
@@ -462,7 +466,7 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 					},
 				})
 				ticks := make(chan time.Time)
-				scans := 0 // Scan runs on Run's goroutine only
+				scans := 0 // Scan runs on the scanner's goroutine only; synctest.Wait orders it before the reads here
 				startWith(t, nil, plugins.NewRegistry(), func(r *Reconciler) {
 					r.ticks = ticks
 					r.Log = slog.New(h)
@@ -479,7 +483,11 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 						return scan.Snapshot{}, errors.New(msg)
 					}
 				})
-				for range len(tc.scans) - 1 { // Run scans once before the first tick
+				// Run scans once before the first tick. Each tick waits for
+				// the scan before: a tick that finds the scanner busy starts
+				// no scan, and the loop sees only the latest result.
+				for range len(tc.scans) - 1 {
+					synctest.Wait()
 					ticks <- time.Time{}
 				}
 				synctest.Wait()
@@ -498,4 +506,95 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestFollowUp(t *testing.T) {
+	for _, tc := range []struct{ interval, want time.Duration }{
+		{time.Second, 125 * time.Millisecond},
+		{DefaultInterval, 25 * time.Millisecond},
+		{80 * time.Millisecond, 10 * time.Millisecond},
+		{40 * time.Millisecond, 10 * time.Millisecond},
+		{time.Millisecond, 10 * time.Millisecond},
+	} {
+		if got := followUp(tc.interval); got != tc.want {
+			t.Errorf("followUp(%v) = %v, want %v", tc.interval, got, tc.want)
+		}
+	}
+}
+
+// okRegistrar succeeds at everything at once.
+type okRegistrar struct{}
+
+func (okRegistrar) Register(_ context.Context, path string) (plugins.Plugin, error) {
+	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
+}
+func (okRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }
+func (okRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
+func (okRegistrar) Probe(context.Context, plugins.Plugin) error              { return nil }
+func (okRegistrar) Ping(context.Context, plugins.Plugin) error               { return nil }
+func (okRegistrar) RetryDeregister(context.Context, plugins.PendingDeregistration) (bool, error) {
+	return true, nil
+}
+
+// TestReconcilerScansABurstSooner: a scan that found changes is followed by
+// another an eighth of the interval later, until one finds nothing new;
+// scans that find nothing come once per tick.
+func TestReconcilerScansABurstSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 800 * time.Millisecond // a follow-up after 100 ms
+		dir := &fakeDir{entries: map[string]uint64{}}
+		t0 := time.Now()
+		var at []time.Duration // written by the scanner's goroutine, read once Run has returned
+		rec := &Reconciler{
+			Scan: func() (scan.Snapshot, error) {
+				at = append(at, time.Since(t0))
+				return dir.Scan()
+			},
+			Registrar: okRegistrar{},
+			Registry:  plugins.NewRegistry(),
+			Interval:  interval,
+			Log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+
+		time.Sleep(700 * time.Millisecond)
+		dir.set("/p/a", 1) // seen by the scan of the tick at 800 ms
+		time.Sleep(150 * time.Millisecond)
+		dir.set("/p/b", 2) // at 850 ms: seen by the follow-up at 900 ms
+		time.Sleep(1650 * time.Millisecond)
+		dir.set("/p/a", 0) // at 2.5 s: seen by the scan of the tick at 3.2 s
+		time.Sleep(time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+
+		ms := func(d ...int) []time.Duration {
+			out := make([]time.Duration, len(d))
+			for i := range d {
+				out[i] = time.Duration(d[i]) * time.Millisecond
+			}
+			return out
+		}
+		// At 0 nothing; ticks at 800, 1600, 2400, 3200 ms; follow-ups
+		// 100 ms after each scan that found something.
+		want := ms(0, 800, 900, 1000, 1600, 2400, 3200, 3300)
+		if diff := cmp.Diff(want, at); diff != "" {
+			t.Errorf("scan times (-want +got):\n%s", diff)
+		}
+		if got := pluginNames(rec.Registry); !cmp.Equal(got, []string{"b"}) {
+			t.Errorf("registered %v, want [b]", got)
+		}
+	})
+}
+
+// pluginNames returns the names of the plugins reg holds, in its order.
+func pluginNames(reg *plugins.Registry) []string {
+	var names []string
+	for _, p := range reg.List("") {
+		names = append(names, p.Name)
+	}
+	return names
 }

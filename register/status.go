@@ -26,7 +26,7 @@ const maxTypes = 64
 type TypeOutcome struct{ Type, Outcome string }
 
 // Status is what the reconciler reports about itself: its state as of the
-// last tick, and counters since Run started.
+// last tick or scan, and counters since Run started.
 type Status struct {
 	statecache.Stats
 	InFlightOps int // operations running now, retried deregistrations included
@@ -37,10 +37,17 @@ type Status struct {
 
 	// Ready is set once the operations of the first scan have completed.
 	Ready bool
-	// LastScan is when the last scan started: the loop's heartbeat. Zero
-	// before the first scan.
+	// LastTick is the time of the loop's last tick, or when Run started:
+	// the loop's heartbeat. It goes on while a scan hangs.
+	LastTick time.Time
+	// ScanStarted is when the scan in progress started; zero between
+	// scans. Scans run on a goroutine of their own, so one that hangs (a
+	// stat on a dead network mount) shows here, not in LastTick.
+	ScanStarted time.Time
+	// LastScan is when the last completed scan started. Zero before the
+	// first scan completes.
 	LastScan    time.Time
-	ScanEntries int       // sockets the last scan saw, refused ones included
+	ScanEntries int       // sockets the last completed scan saw, refused ones included
 	Scans       ScanTimes // how long the scans took
 
 	Registrations   map[TypeOutcome]uint64 // registration attempts

@@ -57,9 +57,10 @@
 // the wall clock (a tick, at most 16 ms), with a margin. A directory whose
 // mtime has a sub-second part is on a file system with finer timestamps
 // (a tick at most), and for it the window is 50 ms: after a change it is
-// read once more at most, at the agent's default 200 ms interval, where a
-// directory with whole-second times is read up to 15 more times. Clock
-// trouble weakens the rule, and then only
+// read once or twice more, where a directory with whole-second times is
+// read again by every scan for 3 s (15 scans at the agent's default 200 ms
+// interval, more while the agent scans sooner during a burst of changes;
+// see package register). Clock trouble weakens the rule, and then only
 // the full scans catch up: a wall clock that jumps forward, or a file server
 // whose clock lags this host's by more than the margin. A clock that jumps
 // back, or a server clock ahead of ours, only makes directories racy for

@@ -16,7 +16,8 @@ const (
 	Register   Kind = iota + 1 // register the socket's current incarnation
 	Deregister                 // deregister what is registered at the socket
 	Verify                     // check that a restored registration still answers the same
-	Probe                      // check that a registered plugin still answers
+	Probe                      // check that a registered plugin still answers (GetInfo)
+	Ping                       // check that someone still serves a registered plugin's socket (a connect)
 )
 
 func (k Kind) String() string {
@@ -29,6 +30,8 @@ func (k Kind) String() string {
 		return "verify"
 	case Probe:
 		return "probe"
+	case Ping:
+		return "ping"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -61,12 +64,19 @@ var ErrChanged = errors.New("statecache: plugin changed")
 
 // Config tunes a Cache. Durations are in ticks.
 type Config struct {
-	MaxBackoff    uint64 // cap of the retry delay (at least 1)
-	ProbeEvery    uint64 // ticks between two liveness probes of a plugin; 0 disables probing
-	ProbeFailures int    // consecutive failed probes that make a plugin unhealthy (at least 1)
-	// MaxProbesPerTick bounds the probes Next hands out in one tick; 0: no
-	// bound. Probes beyond it wait for the next tick, so with many plugins
-	// each is probed less often than every ProbeEvery ticks.
+	MaxBackoff uint64 // cap of the retry delay (at least 1)
+	// ProbeEvery is the number of ticks between two connect checks (Ping)
+	// of a registered plugin; 0: none.
+	ProbeEvery uint64
+	// InfoProbeEvery is the number of ticks between two GetInfo checks
+	// (Probe) of a registered plugin; 0: none.
+	InfoProbeEvery uint64
+	// ProbeFailures is the number of failed checks in a row, of either
+	// kind, that make a plugin unhealthy (at least 1).
+	ProbeFailures int
+	// MaxProbesPerTick bounds the checks of both kinds that Next hands out
+	// in one tick; 0: no bound. Checks beyond it wait for the next tick, so
+	// with many plugins each is checked less often than configured.
 	MaxProbesPerTick uint64
 }
 
@@ -79,10 +89,11 @@ type Op[P any] struct {
 	ID   scan.ID // Register: the incarnation to register; Deregister: the registered one
 	Gen  uint64  // generation of that incarnation: 1 for the first one the cache saw, and so on
 	// Attempt counts the registrations of this incarnation, 1 for the
-	// first; always 1 for Deregister.
+	// first, or for Probe and Ping the checks that failed in a row, plus
+	// one; always 1 for Deregister and Verify.
 	Attempt int
 	// Plugin is what is registered at Path, as Restore or Done was given
-	// it; set for Deregister, Verify and Probe.
+	// it; set for Deregister, Verify, Probe and Ping.
 	Plugin P
 	// Reason is why a Deregister is due.
 	Reason Reason
@@ -109,13 +120,15 @@ type entry[P any] struct {
 
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
-	// verifyFailed: the restored plugin did not answer (reason Unhealthy)
-	// or answered differently (reason Replaced); deregister it.
-	verifyFailed Reason
+	// checkFailed: the restored plugin did not answer its Verify (reason
+	// Unhealthy), or a Verify, Probe or Ping found it changed (reason
+	// Replaced); deregister it.
+	checkFailed Reason
 
-	probeFails int    // consecutive failed probes
-	probeAt    uint64 // tick of the next probe
-	unhealthy  bool   // probes failed: deregister, then register again
+	probeFails int    // consecutive failed checks (Ping or Probe)
+	pingAt     uint64 // tick of the next Ping; 0: none
+	probeAt    uint64 // tick of the next Probe; 0: none
+	unhealthy  bool   // checks failed: deregister, then register again
 	recovering bool   // the last registration ended unhealthy
 
 	inFlight bool
@@ -132,8 +145,8 @@ func (e *entry[P]) deregisterReason() Reason {
 		return Removed
 	case e.have != e.want:
 		return Replaced
-	case e.verifyFailed != 0:
-		return e.verifyFailed
+	case e.checkFailed != 0:
+		return e.checkFailed
 	case e.unhealthy:
 		return Unhealthy
 	}
@@ -146,13 +159,13 @@ func (e *entry[P]) deregisterReason() Reason {
 type Cache[P any] struct {
 	cfg  Config
 	tick uint64
-	// firstProbes counts the first probes scheduled in this tick, to
-	// spread them (see scheduleProbe).
+	// firstProbes counts the plugins whose first checks were scheduled in
+	// this tick, to spread them (see scheduleChecks).
 	firstProbes uint64
-	probes      uint64 // probes handed out in this tick, for MaxProbesPerTick
+	probes      uint64 // checks handed out in this tick, for MaxProbesPerTick
 	gen         uint64
 	entries     map[string]*entry[P]
-	// timers holds, per tick, the paths whose probe or retry falls due then.
+	// timers holds, per tick, the paths whose check or retry falls due then.
 	timers map[uint64][]string
 	// ready holds the paths with an op due now, ordered as Next hands them
 	// out; queued says which class each is queued under (class+1). Stale
@@ -256,27 +269,66 @@ func (c *Cache[P]) Tick() {
 	delete(c.timers, c.tick)
 }
 
-// scheduleProbe files the entry's next probe ProbeEvery ticks from now. The
-// first probe after a registration or verification comes sooner for all
-// but the first plugin that became registered in this tick: the i-th comes
-// i ticks sooner (modulo ProbeEvery), so that the probes of a burst are
-// spread over the interval rather than all due in one tick.
-func (c *Cache[P]) scheduleProbe(path string, en *entry[P], first bool) {
-	if c.cfg.ProbeEvery == 0 {
-		return
-	}
-	delay := c.cfg.ProbeEvery
+// scheduleChecks files the entry's next liveness checks after a check of
+// kind (Register and Verify count as GetInfo checks) whose outcome was ok:
+// a Ping ProbeEvery ticks from now, and after a GetInfo check, a Probe
+// InfoProbeEvery ticks from now.
+//
+// The first checks after a registration or verification come sooner for
+// all but the first plugin that became registered in this tick: the i-th
+// comes i ticks sooner (modulo the interval), so that the checks of a
+// burst are spread over the interval rather than all due in one tick.
+func (c *Cache[P]) scheduleChecks(path string, en *entry[P], kind Kind) {
+	first := kind == Register || kind == Verify
+	var i uint64
 	if first {
-		delay -= c.firstProbes % c.cfg.ProbeEvery
+		i = c.firstProbes
 		c.firstProbes++
 	}
-	en.probeAt = c.tick + delay
-	c.timers[en.probeAt] = append(c.timers[en.probeAt], path)
+	if every := c.cfg.ProbeEvery; every > 0 {
+		c.schedule(path, &en.pingAt, every-i%every)
+	}
+	if every := c.cfg.InfoProbeEvery; every > 0 && kind != Ping {
+		c.schedule(path, &en.probeAt, every-i%every)
+	}
+}
+
+// scheduleRetry files the check that follows a failed one of kind. A
+// failed Ping is followed by the next Ping as usual. A failed Probe is
+// repeated after the shorter of the two intervals, and no Ping comes
+// before it: a plugin that accepts connections and never answers fails
+// its checks in a row, where a Ping would succeed.
+func (c *Cache[P]) scheduleRetry(path string, en *entry[P], kind Kind) {
+	ping, info := c.cfg.ProbeEvery, c.cfg.InfoProbeEvery
+	if ping > 0 {
+		c.schedule(path, &en.pingAt, ping)
+	}
+	if kind == Probe {
+		if ping > 0 && ping < info {
+			info = ping
+		}
+		c.schedule(path, &en.probeAt, info)
+	}
+}
+
+// schedule sets *at to delay ticks from now and files the path's timer.
+func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
+	*at = c.tick + delay
+	c.timers[*at] = append(c.timers[*at], path)
+}
+
+// checkAt returns the tick of the entry's next liveness check, or 0.
+func checkAt[P any](en *entry[P]) uint64 {
+	if en.pingAt == 0 || en.probeAt != 0 && en.probeAt < en.pingAt {
+		return en.probeAt
+	}
+	return en.pingAt
 }
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations and verifications, then probes, each group sorted by path,
+// registrations and verifications, then liveness checks (Probe when a
+// GetInfo check is due, else Ping), each group sorted by path,
 // except that registrations that failed before come after first attempts
 // (fewest failures first).
 // Every returned op must be reported back with Done.
@@ -308,7 +360,10 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 			op.Kind, op.ID, op.Gen, op.Plugin = Deregister, en.have, en.haveGen, en.plugin
 			op.Reason, op.Restored = en.deregisterReason(), en.unverified
 		case cd.class == classProbe:
-			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Probe, en.have, en.haveGen, en.plugin, en.probeFails+1
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Ping, en.have, en.haveGen, en.plugin, en.probeFails+1
+			if en.probeAt != 0 && c.tick >= en.probeAt {
+				op.Kind = Probe // both due: the GetInfo check, which does what a Ping does
+			}
 			c.probes++
 		case en.registered: // a restored registration to verify
 			op.Kind, op.ID, op.Gen, op.Plugin = Verify, en.have, en.haveGen, en.plugin
@@ -324,14 +379,14 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 // cand is a path with an op due, in the ready heap.
 type cand struct {
 	class int
-	order uint64 // registrations: failures so far, so first attempts go before retries; probes: the tick due
+	order uint64 // registrations: failures so far, so first attempts go before retries; checks: the tick due
 	path  string
 }
 
 // readyHeap orders cands by class, then order, then path: a socket that
 // just appeared is tried before sockets that keep failing, so that a crowd
 // of hung or stale plugins cannot hold back a healthy newcomer, and the
-// probe due longest goes first.
+// check due longest goes first.
 type readyHeap []cand
 
 func (h readyHeap) Len() int { return len(h) }
@@ -358,7 +413,7 @@ func (h *readyHeap) Pop() any {
 const (
 	classDeregister = iota
 	classRegister   // Register and Verify
-	classProbe
+	classProbe      // Probe and Ping
 )
 
 // due returns the class of the op due for the entry now, or -1.
@@ -374,7 +429,7 @@ func (c *Cache[P]) due(en *entry[P]) int {
 		return classRegister
 	case !en.registered && c.tick >= en.retryAt:
 		return classRegister
-	case en.registered && c.cfg.ProbeEvery > 0 && en.probeAt != 0 && c.tick >= en.probeAt:
+	case en.registered && checkAt(en) != 0 && c.tick >= checkAt(en):
 		return classProbe
 	}
 	return -1
@@ -387,9 +442,12 @@ func (c *Cache[P]) due(en *entry[P]) int {
 // or 0 when no retry is scheduled because the incarnation is gone. A
 // Deregister always succeeds: the plugin is no longer registered, whatever
 // its handler said. A failed Verify deregisters the restored plugin, as
-// replaced if err wraps ErrChanged, else as unhealthy. A failed Probe counts
-// towards ProbeFailures; reaching it makes the plugin unhealthy: it is
-// deregistered, then registered again with backoff once it answers.
+// replaced if err wraps ErrChanged, else as unhealthy. A Probe or Ping
+// whose error wraps ErrChanged deregisters the plugin as replaced, to be
+// registered again at once; any other failure counts towards
+// ProbeFailures, and reaching it makes the plugin unhealthy: it is
+// deregistered, then registered again with backoff once it answers. A
+// successful check ends the count.
 func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 	en, ok := c.entries[op.Path]
 	if !ok || !en.inFlight {
@@ -413,7 +471,7 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 		}
 		if err == nil {
 			en.recovering, en.probeFails = false, 0
-			c.scheduleProbe(op.Path, en, true)
+			c.scheduleChecks(op.Path, en, Register)
 		}
 	case Deregister:
 		if en.registered {
@@ -421,7 +479,7 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 		}
 		var zero P
 		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, zero
-		en.unverified, en.verifyFailed = false, 0
+		en.unverified, en.checkFailed = false, 0
 		if op.Reason == Unhealthy {
 			en.unhealthy, en.recovering = false, true
 			if en.desired {
@@ -432,23 +490,28 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 		en.unverified = false
 		switch {
 		case err == nil:
-			c.scheduleProbe(op.Path, en, true)
+			c.scheduleChecks(op.Path, en, Verify)
 		case errors.Is(err, ErrChanged):
-			en.verifyFailed = Replaced
+			en.checkFailed = Replaced
 		default:
-			en.verifyFailed = Unhealthy
+			en.checkFailed = Unhealthy
 		}
-	case Probe:
+	case Probe, Ping:
 		switch {
 		case err == nil:
 			en.probeFails = 0
-			c.scheduleProbe(op.Path, en, false)
-		case en.registered && en.have == op.ID:
+			c.scheduleChecks(op.Path, en, op.Kind)
+		case !en.registered || en.have != op.ID:
+			// The socket went or changed meanwhile: its deregistration
+			// is due anyway.
+		case errors.Is(err, ErrChanged):
+			en.checkFailed, en.probeFails = Replaced, 0
+		default:
 			en.probeFails++
 			if en.probeFails >= c.cfg.ProbeFailures {
 				en.unhealthy, en.probeFails = true, 0
 			} else {
-				c.scheduleProbe(op.Path, en, false)
+				c.scheduleRetry(op.Path, en, op.Kind)
 			}
 		}
 	}
@@ -474,7 +537,7 @@ func (c *Cache[P]) update(path string, en *entry[P]) {
 		c.queued[path] = class + 1
 		order := uint64(en.fails)
 		if class == classProbe {
-			order = en.probeAt // the longest due first, so a bound on probes starves none
+			order = checkAt(en) // the longest due first, so a bound on checks starves none
 		}
 		heap.Push(&c.ready, cand{class: class, order: order, path: path})
 	}
@@ -494,7 +557,7 @@ type Stats struct {
 }
 
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
-// O(sockets): it runs at every tick, also while thousands of probes wait
+// O(sockets): it runs at every tick, also while thousands of checks wait
 // for their turn under MaxProbesPerTick.
 func (c *Cache[P]) Stats() Stats {
 	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight}

@@ -15,7 +15,7 @@
 //     at a known path is a replacement: the old incarnation is deregistered
 //     before the new one is registered;
 //   - Next returns deregistrations, then registrations and verifications of
-//     restored plugins, then liveness probes; registrations with fewer
+//     restored plugins, then liveness checks; registrations with fewer
 //     failures first, so new sockets are not held back by failing ones;
 //     ties by path, so the output is a pure function of the inputs;
 //   - at most one operation is in flight per path;
@@ -28,16 +28,29 @@
 //
 // # Liveness
 //
-// A registered plugin is probed every Config.ProbeEvery ticks. The first
-// probes of plugins registered in the same tick are spread over that
-// interval (the i-th comes i ticks sooner), so that a burst of
-// registrations does not become a burst of probes every interval.
-// Config.MaxProbesPerTick bounds the probes handed out per tick, the probe
-// due longest first, so that none starves. A probe that fails while the
-// socket is still the one registered counts; Config.ProbeFailures of them
-// in a row make the plugin unhealthy: it is deregistered (reason
-// Unhealthy), then registered again with backoff, and that registration
-// carries Op.Recovering.
+// A registered plugin gets two kinds of check: a Ping (is anyone serving
+// the socket: a connect) every Config.ProbeEvery ticks, and a Probe (does
+// the plugin answer, and answer the same: GetInfo) every
+// Config.InfoProbeEvery ticks; either may be off. When both are due, the
+// Probe runs and the Ping is skipped: it does what a Ping does, and the
+// next Ping comes ProbeEvery ticks after it. The first checks of plugins
+// registered in the same tick are spread over each interval (the i-th
+// comes i ticks sooner), so that a burst of registrations does not become
+// a burst of checks every interval. Config.MaxProbesPerTick bounds the
+// checks of both kinds handed out per tick, the check due longest first,
+// so that none starves.
+//
+// A check that fails while the socket is still the one registered counts,
+// whatever its kind, and one that succeeds ends the count; a failed Probe
+// is repeated after the shorter of the two intervals, with no Ping before
+// it, so that a plugin that accepts connections and never answers fails in
+// a row.
+// Config.ProbeFailures failures in a row make the plugin unhealthy: it is
+// deregistered (reason Unhealthy), then registered again with backoff, and
+// that registration carries Op.Recovering. A check whose error wraps
+// ErrChanged (the plugin answers GetInfo differently, or is no longer
+// accepted) deregisters it at once, as Replaced, and it is registered
+// again, with what it answers now, right after.
 //
 // # Restored registrations
 //

@@ -10,13 +10,16 @@ import (
 
 // FuzzCache drives the cache with random inputs and checks its promises:
 // at most one op per path in flight, deregistrations before registrations,
-// never a registration over a registered incarnation, and convergence once
-// the inputs stop and every op succeeds.
+// never a registration over a registered incarnation, liveness checks only
+// of the registered incarnation, a Probe rather than a Ping when both are
+// due, at most MaxProbesPerTick checks a tick, and convergence once the
+// inputs stop and every op succeeds.
 func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, ProbeFailures: 2, MaxProbesPerTick: 2})
+		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, InfoProbeEvery: 3, ProbeFailures: 2, MaxProbesPerTick: 2})
+		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
 		paths := []string{"/p/a", "/p/b", "/p/c"}
@@ -47,10 +50,22 @@ func FuzzCache(f *testing.F) {
 					if _, ok := registered[op.Path]; ok {
 						t.Fatalf("register %s while registered", op.Path)
 					}
-				case Verify, Probe:
+				case Verify, Probe, Ping:
 					seenRegister = true
 					if id, ok := registered[op.Path]; !ok || id != op.ID {
 						t.Fatalf("%s %s ID %v, registered %v (%t)", op.Kind, op.Path, op.ID, id, ok)
+					}
+					if op.Kind == Verify {
+						break
+					}
+					if en := c.entries[op.Path]; op.Kind == Ping && en.probeAt != 0 && en.probeAt <= c.tick {
+						t.Fatalf("ping %s at tick %d while its probe is due since tick %d", op.Path, c.tick, en.probeAt)
+					}
+					if checkTick != c.tick {
+						checks, checkTick = 0, c.tick
+					}
+					if checks++; checks > 2 {
+						t.Fatalf("%d checks in tick %d, want at most 2", checks, c.tick)
 					}
 				case Deregister:
 					if seenRegister {
@@ -72,7 +87,7 @@ func FuzzCache(f *testing.F) {
 			var err error
 			if fail && op.Kind != Deregister {
 				err = errors.New("fail")
-				if op.Kind == Verify && op.ID.Ino%2 == 0 {
+				if (op.Kind == Verify || op.Kind == Probe) && op.ID.Ino%2 == 0 {
 					err = fmt.Errorf("other: %w", ErrChanged)
 				}
 			}

@@ -17,8 +17,9 @@ import (
 // commands, one per line; the lines after a command that start with "> "
 // are what the command must print, in order. Commands:
 //
-//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES [MAXPROBESPERTICK]]
-//	                         start a fresh cache (the default: MaxBackoff 8, no probes)
+//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES [MAXPROBESPERTICK [INFOPROBEEVERY]]]
+//	                         start a fresh cache (the default: MaxBackoff 8, no checks);
+//	                         PROBEEVERY paces the Pings, INFOPROBEEVERY the Probes
 //	restore PATH INO NAME    a registration restored from an earlier run
 //	add PATH INO             the scanner saw a new socket with identity INO
 //	replace PATH INO         the socket at PATH got identity INO
@@ -26,7 +27,7 @@ import (
 //	tick [N]                 advance logical time by N ticks (default 1)
 //	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A [recovering]",
 //	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N",
-//	                         "probe PATH ino=I name=N attempt=A"
+//	                         "probe PATH ino=I name=N attempt=A", "ping PATH ino=I name=N attempt=A"
 //	done PATH [ok NAME|fail|changed]
 //	                         report the op in flight for PATH; prints "retry in N" when a retry is scheduled
 //	stats                    print "desired=D registered=R inflight=F backoff=B idle=true|false"
@@ -115,10 +116,11 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		every, err2 := num(2, 0)
 		fails, err3 := num(3, 1)
 		perTick, err4 := num(4, 0)
-		if err := errors.Join(err1, err2, err3, err4); err != nil {
+		infoEvery, err5 := num(5, 0)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 			return nil, err
 		}
-		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, ProbeFailures: int(fails), MaxProbesPerTick: perTick})
+		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, InfoProbeEvery: infoEvery, ProbeFailures: int(fails), MaxProbesPerTick: perTick})
 	case "restore":
 		ino, err := num(2, 0)
 		if err != nil || arg(3) == "" {
@@ -201,8 +203,8 @@ func formatOp(op Op[string]) string {
 		return s
 	case Verify:
 		return fmt.Sprintf("verify %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin)
-	case Probe:
-		return fmt.Sprintf("probe %s ino=%d name=%s attempt=%d", op.Path, op.ID.Ino, op.Plugin, op.Attempt)
+	case Probe, Ping:
+		return fmt.Sprintf("%s %s ino=%d name=%s attempt=%d", op.Kind, op.Path, op.ID.Ino, op.Plugin, op.Attempt)
 	}
 	s := fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
 	if op.Recovering {
@@ -213,7 +215,7 @@ func formatOp(op Op[string]) string {
 
 // idle reports whether no operation is in flight or due, now or later:
 // every desired socket is registered and verified, nothing else is, and no
-// probe is due.
+// check is due.
 func idle[P any](c *Cache[P]) bool {
 	for _, en := range c.entries {
 		if en.inFlight || en.desired != en.registered || en.deregisterReason() != 0 ||

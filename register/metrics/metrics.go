@@ -27,8 +27,8 @@ const contentType = "text/plain; version=0.0.4; charset=utf-8"
 type Sources struct {
 	// Agent is the reconciler's status (register.Reconciler.Status): the
 	// operation and scan counters, the gauges of operations and backoff,
-	// the heartbeat of /healthz and the readiness of /readyz. Nil: a zero
-	// Status, so the loop has not started.
+	// the heartbeat and the running scan of /healthz and the readiness of
+	// /readyz. Nil: a zero Status, so the loop has not started.
 	Agent func() register.Status
 	// Goroutines is go_goroutines; nil: runtime.NumGoroutine.
 	Goroutines func() int
@@ -51,9 +51,10 @@ func (s Sources) agent() register.Status {
 // Handler serves:
 //
 //   - /metrics: every metric in the Prometheus text format 0.0.4;
-//   - /healthz: 200 "ok" while the last scan started at most stale ago,
-//     else 503 and the reason; a non-positive stale accepts any scan,
-//     however old;
+//   - /healthz: 200 "ok" while the reconcile loop ticked at most stale
+//     ago and no scan has been running for more than stale, else 503 and
+//     the reason ("scan running for 12s (bound 10s)"); a non-positive
+//     stale accepts any age;
 //   - /readyz: 503 "not ready: first scan pending" until the operations of
 //     the first scan have completed, then 200 "ok", or 503 while /healthz
 //     would fail.
@@ -93,13 +94,21 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 	return mux
 }
 
-// unhealthy returns why the loop is not alive at now, or "".
+// unhealthy returns why the agent is not alive at now, or "": the loop
+// has not started or stopped ticking, or a scan has run for more than
+// stale.
 func unhealthy(st register.Status, stale time.Duration, now time.Time) string {
-	if st.LastScan.IsZero() {
+	if st.LastTick.IsZero() {
 		return "reconcile loop has not started"
 	}
-	if age := now.Sub(st.LastScan); stale > 0 && age > stale {
+	if stale <= 0 {
+		return ""
+	}
+	if age := now.Sub(st.LastTick); age > stale {
 		return fmt.Sprintf("reconcile loop last ran %s ago, more than %s", age.Round(time.Millisecond), stale)
+	}
+	if age := now.Sub(st.ScanStarted); !st.ScanStarted.IsZero() && age > stale {
+		return fmt.Sprintf("scan running for %s (bound %s)", age.Round(time.Millisecond), stale)
 	}
 	return ""
 }

@@ -631,6 +631,7 @@ func TestHealth(t *testing.T) {
 		path     string
 		stale    time.Duration // 0: the const stale
 		beatAgo  time.Duration // -1: never
+		scanAgo  time.Duration // when the scan in progress started; 0: none runs
 		ready    bool
 		wantCode int
 		wantBody string // prefix
@@ -641,6 +642,15 @@ func TestHealth(t *testing.T) {
 		{name: "healthz past stale", path: "/healthz", beatAgo: stale + time.Millisecond, wantCode: 503,
 			wantBody: "unhealthy: reconcile loop last ran 10.001s ago, more than 10s"},
 		{name: "healthz no staleness", path: "/healthz", stale: -1, beatAgo: time.Hour, wantCode: 200, wantBody: "ok"},
+		{name: "healthz scan running", path: "/healthz", scanAgo: time.Second, wantCode: 200, wantBody: "ok"},
+		{name: "healthz scan at its bound", path: "/healthz", scanAgo: stale, wantCode: 200, wantBody: "ok"},
+		{name: "healthz scan past its bound", path: "/healthz", scanAgo: stale + 2*time.Second, wantCode: 503,
+			wantBody: "unhealthy: scan running for 12s (bound 10s)"},
+		{name: "healthz stale loop and scan", path: "/healthz", beatAgo: time.Minute, scanAgo: time.Hour, wantCode: 503,
+			wantBody: "unhealthy: reconcile loop last ran 1m0s ago"},
+		{name: "healthz scan with no staleness", path: "/healthz", stale: -1, scanAgo: time.Hour, wantCode: 200, wantBody: "ok"},
+		{name: "readyz scan past its bound", path: "/readyz", ready: true, scanAgo: time.Minute, wantCode: 503,
+			wantBody: "not ready: scan running for 1m0s (bound 10s)"},
 		{name: "healthz HEAD", method: "HEAD", path: "/healthz", wantCode: 200},
 		{name: "readyz before SetReady", path: "/readyz", wantCode: 503, wantBody: "not ready: first scan pending"},
 		{name: "readyz before SetReady or beat", path: "/readyz", beatAgo: -1, wantCode: 503, wantBody: "not ready: first scan pending"},
@@ -656,7 +666,10 @@ func TestHealth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var st register.Status
 			if tc.beatAgo >= 0 {
-				st.LastScan = t0.Add(-tc.beatAgo)
+				st.LastTick = t0.Add(-tc.beatAgo)
+			}
+			if tc.scanAgo > 0 {
+				st.ScanStarted = t0.Add(-tc.scanAgo)
 			}
 			st.Ready = tc.ready
 			stale, method := tc.stale, tc.method
@@ -679,8 +692,8 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-// TestHealthSequence follows one agent through start-up, readiness and a
-// stuck loop.
+// TestHealthSequence follows one agent through start-up, readiness, a
+// stuck loop and a hung scan.
 func TestHealthSequence(t *testing.T) {
 	const stale = 3 * time.Second
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -697,14 +710,20 @@ func TestHealthSequence(t *testing.T) {
 		healthz, readyz string
 	}{
 		{"start", func() {}, "503 unhealthy: reconcile loop has not started", "503 not ready: first scan pending"},
-		{"first scan", func() { st.LastScan = now }, "200 ok", "503 not ready: first scan pending"},
+		{"loop started", func() { st.LastTick = now; st.ScanStarted = now }, "200 ok", "503 not ready: first scan pending"},
+		{"first scan", func() { st.ScanStarted = time.Time{} }, "200 ok", "503 not ready: first scan pending"},
 		{"ready", func() { st.Ready = true }, "200 ok", "200 ok"},
-		{"tick", func() { now = now.Add(time.Second); st.LastScan = now }, "200 ok", "200 ok"},
+		{"tick", func() { now = now.Add(time.Second); st.LastTick = now }, "200 ok", "200 ok"},
 		{"at stale", func() { now = now.Add(stale) }, "200 ok", "200 ok"},
 		{"stuck", func() { now = now.Add(time.Nanosecond) },
 			"503 unhealthy: reconcile loop last ran 3s ago, more than 3s",
 			"503 not ready: reconcile loop last ran 3s ago, more than 3s"},
-		{"scans again", func() { st.LastScan = now }, "200 ok", "200 ok"},
+		{"ticks again", func() { st.LastTick = now }, "200 ok", "200 ok"},
+		{"scan hangs", func() { st.ScanStarted = now; now = now.Add(stale); st.LastTick = now }, "200 ok", "200 ok"},
+		{"scan past its bound", func() { now = now.Add(time.Second); st.LastTick = now },
+			"503 unhealthy: scan running for 4s (bound 3s)",
+			"503 not ready: scan running for 4s (bound 3s)"},
+		{"scan returns", func() { st.ScanStarted = time.Time{} }, "200 ok", "200 ok"},
 	}
 	for _, s := range steps {
 		s.do()

@@ -6,6 +6,7 @@ usage: plugin.py SOCKET MODE
 
 MODE is what GetInfo does:
   ok     answer as a CSI plugin "py.example.com" with version 1.0.0
+  quiet  the same (for a separate socket)
   error  fail with PERMISSION_DENIED "no info for you"
   huge   answer with a reply of about 70,000 bytes (over the agent's 64 KiB)
   split  answer with a reply of about 40,000 bytes, which HTTP/2 carries in

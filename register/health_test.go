@@ -1,0 +1,134 @@
+package register_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/register"
+	"github.com/plugreg/plugreg/register/metrics"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// chanRegistrar hands each registration to the test on calls and returns
+// what the test sends on the call's channel; the other operations succeed.
+type chanRegistrar struct{ calls chan chan error }
+
+func (f chanRegistrar) Register(ctx context.Context, path string) (plugins.Plugin, error) {
+	reply := make(chan error)
+	f.calls <- reply
+	return plugins.Plugin{Name: "a", Type: "T", Endpoint: path, SocketPath: path}, <-reply
+}
+func (chanRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }
+func (chanRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
+func (chanRegistrar) Probe(context.Context, plugins.Plugin) error              { return nil }
+func (chanRegistrar) Ping(context.Context, plugins.Plugin) error               { return nil }
+func (chanRegistrar) RetryDeregister(context.Context, plugins.PendingDeregistration) (bool, error) {
+	return true, nil
+}
+
+// TestHungScan: a scan that does not return (a stat on a dead network
+// mount) stops neither the results nor the loop's heartbeat, and /healthz
+// names it once it runs longer than its bound; when it returns, /healthz is
+// fine again. Run waits for the scan in progress before it returns.
+func TestHungScan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stale = 10 * time.Second
+		// The second and the fourth scan hang until their channel is closed.
+		hang := map[int32]chan struct{}{2: make(chan struct{}), 4: make(chan struct{})}
+		var scans atomic.Int32
+		reg := chanRegistrar{calls: make(chan chan error)}
+		rec := &register.Reconciler{
+			Scan: func() (scan.Snapshot, error) {
+				if ch := hang[scans.Add(1)]; ch != nil {
+					<-ch
+				}
+				return scan.Snapshot{Entries: []scan.Entry{{Path: "/p/a", ID: scan.ID{Ino: 1}}}}, nil
+			},
+			Registrar: reg,
+			Registry:  plugins.NewRegistry(),
+			Interval:  time.Second,
+		}
+		ticks, applied := make(chan time.Time), make(chan register.Result, 1)
+		register.SetTicks(rec, ticks)
+		register.SetApplied(rec, func(r register.Result) { applied <- r })
+		t0 := time.Now() // the bubble's clock stands still: the ticks and the health checks take their time from the test
+		now := t0
+		health := metrics.Handler(metrics.Sources{Agent: rec.Status}, stale, func() time.Time { return now })
+		get := func(path string) string {
+			w := httptest.NewRecorder()
+			health.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+			return strconv.Itoa(w.Code) + " " + w.Body.String()
+		}
+		tick := func(at time.Duration) {
+			ticks <- t0.Add(at)
+			now = t0.Add(at)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+
+		reply := <-reg.calls // the first scan's registration, held
+		tick(time.Second)    // the second scan starts, and hangs
+		synctest.Wait()
+		reply <- nil
+		if res := <-applied; res.Err != nil || res.Op.Path != "/p/a" {
+			t.Fatalf("applied %s %s: %v, want the registration of /p/a", res.Op.Kind, res.Op.Path, res.Err)
+		}
+		if n := rec.Registry.Len(); n != 1 {
+			t.Errorf("registry holds %d plugins while the scan hangs, want 1", n)
+		}
+		if st := rec.Status(); !st.Ready || !st.ScanStarted.Equal(t0) {
+			t.Errorf("Status: Ready %t, ScanStarted %v; want ready, a scan running since %v", st.Ready, st.ScanStarted, t0)
+		}
+
+		// The loop ticks on; at its bound, the scan is still fine.
+		for i := 2; i <= 10; i++ {
+			tick(time.Duration(i) * time.Second)
+		}
+		synctest.Wait()
+		if got := get("/healthz"); got != "200 ok" {
+			t.Errorf("/healthz after 10 s = %q, want 200 ok", got)
+		}
+		tick(12 * time.Second)
+		synctest.Wait()
+		if got, want := get("/healthz"), "503 unhealthy: scan running for 12s (bound 10s)"; got != want {
+			t.Errorf("/healthz = %q, want %q", got, want)
+		}
+		if got, want := get("/readyz"), "503 not ready: scan running for 12s (bound 10s)"; got != want {
+			t.Errorf("/readyz = %q, want %q", got, want)
+		}
+		if n := scans.Load(); n != 2 {
+			t.Errorf("%d scans, want 2: no tick starts a scan while one runs", n)
+		}
+
+		close(hang[2]) // the scan returns; the tick that came meanwhile starts one more
+		synctest.Wait()
+		if got := get("/healthz"); got != "200 ok" {
+			t.Errorf("/healthz once the scan returned = %q, want 200 ok", got)
+		}
+		if n := scans.Load(); n != 3 {
+			t.Errorf("%d scans, want 3", n)
+		}
+
+		tick(13 * time.Second) // the fourth scan hangs
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v while its scan runs", err)
+		default:
+		}
+		close(hang[4])
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package register
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// infoPlugin answers GetInfo with info and counts the calls.
+type infoPlugin struct {
+	pluginregistration.UnimplementedRegistrationServer
+	info  *pluginregistration.PluginInfo
+	calls atomic.Int32
+}
+
+func (p *infoPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	p.calls.Add(1)
+	return p.info, nil
+}
+
+// TestClientLivenessChecks runs both liveness checks against real sockets:
+// Ping only connects, so it passes whoever accepts, and sends nothing;
+// Probe calls GetInfo, so it also fails a plugin that never answers or
+// answers differently.
+func TestClientLivenessChecks(t *testing.T) {
+	dir := unixDir(t)
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
+	other := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0", "1.1.0"}}
+	for _, tc := range []struct {
+		name string
+		// serve sets up the socket at path; it returns, where it knows
+		// them, the GetInfo calls the plugin got, and the bytes it read of
+		// each connection, once that is closed.
+		serve       func(t *testing.T, path string) (calls func() int32, read <-chan int64)
+		ping, probe string // "ok", "changed" or "fail"
+	}{
+		{
+			name: "answers as registered",
+			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
+				p := &infoPlugin{info: info}
+				grpcPlugin(t, path, p)
+				return p.calls.Load, nil
+			},
+			ping: "ok", probe: "ok",
+		},
+		{
+			name: "answers differently",
+			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
+				p := &infoPlugin{info: other}
+				grpcPlugin(t, path, p)
+				return p.calls.Load, nil
+			},
+			ping: "ok", probe: "changed",
+		},
+		{
+			name: "accepts and never answers",
+			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
+				read := make(chan int64, 10)
+				rawListener(t, path, func(c net.Conn) {
+					n, _ := io.Copy(io.Discard, c)
+					read <- n
+				})
+				return nil, read
+			},
+			ping: "ok", probe: "fail",
+		},
+		{
+			name:  "stale socket",
+			serve: func(t *testing.T, path string) (func() int32, <-chan int64) { staleSocket(t, path); return nil, nil },
+			ping:  "fail", probe: "fail",
+		},
+		{
+			name:  "no socket",
+			serve: func(*testing.T, string) (func() int32, <-chan int64) { return nil, nil },
+			ping:  "fail", probe: "fail",
+		},
+		{
+			name: "not a socket",
+			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
+				if err := os.WriteFile(path, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return nil, nil
+			},
+			ping: "fail", probe: "fail",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name[:4]+".sock")
+			calls, read := tc.serve(t, path)
+			c := &Client{GetInfoTimeout: 200 * time.Millisecond}
+			p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
+
+			outcome := func(err error) string {
+				switch {
+				case err == nil:
+					return "ok"
+				case errors.Is(err, statecache.ErrChanged):
+					return "changed"
+				}
+				return "fail"
+			}
+			for range 3 {
+				if err := c.Ping(t.Context(), p); outcome(err) != tc.ping {
+					t.Fatalf("Ping = %v, want %s", err, tc.ping)
+				}
+			}
+			if calls != nil && calls() != 0 {
+				t.Errorf("%d GetInfo calls after 3 Pings, want 0", calls())
+			}
+			for i := 0; read != nil && i < 3; i++ {
+				select {
+				case n := <-read:
+					if n != 0 {
+						t.Errorf("Ping %d sent %d bytes, want none", i+1, n)
+					}
+				case <-time.After(eventTimeout):
+					t.Fatalf("connection of Ping %d not closed", i+1)
+				}
+			}
+			err := c.Probe(t.Context(), p)
+			if outcome(err) != tc.probe {
+				t.Errorf("Probe = %v, want %s", err, tc.probe)
+			}
+			if calls != nil && tc.probe != "fail" && calls() != 1 {
+				t.Errorf("%d GetInfo calls after a Probe, want 1", calls())
+			}
+			if oe, ok := errors.AsType[*OpError](err); err != nil && (!ok || oe.Path != path) {
+				t.Errorf("Probe error %#v, want an *OpError naming %s", err, path)
+			}
+			if read != nil {
+				select {
+				case n := <-read:
+					if n == 0 {
+						t.Errorf("the Probe sent nothing")
+					}
+				case <-time.After(eventTimeout):
+					t.Fatal("connection of the Probe not closed")
+				}
+			}
+		})
+	}
+}
