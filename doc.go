@@ -40,7 +40,9 @@ the service manager). On either signal it cancels the operations in flight,
 saves the state file a last time, removes its API socket and exits with
 status 0 within 2 s. Plugins stay registered: stopping the agent is no
 reason to deregister them, and the next run takes them over from the state
-file without registering them again.
+file without registering them again. The agent runs Go code on one thread
+at a time (GOMAXPROCS=1), which keeps its idle cost low; set GOMAXPROCS in
+its environment to choose another number.
 
 	--dir DIR
 		Plugin directory to scan, recursively. Repeatable. Default: see

@@ -299,23 +299,41 @@ func sameInfo(old, p plugins.Plugin) error {
 
 // Ping checks that someone still serves a registered plugin's socket: a
 // connect, closed at once, without a byte sent. It fails when the socket
-// is gone, when nobody listens on it (refused, after the retries of
-// dialUnix) and when it is not the socket file connected to; with
-// AllowUIDs, also when the socket's owner or serving process is not
-// allowed, which the plugin is not told: the registration that follows
-// its deregistration tells it. A plugin that accepts and never answers
-// passes: Probe is the check for that.
+// is gone, when nobody listens on it (refused, tried once: the plugin was
+// listening when it registered), when its listen backlog is full, and
+// when it is not the socket file connected to; with AllowUIDs, also when
+// the socket's owner or serving process is not allowed, which the plugin
+// is not told: the registration that follows its deregistration tells it.
+// A plugin that accepts and never answers passes: Probe is the check for
+// that.
+//
+// It costs a few system calls and no goroutine: without AllowUIDs, the
+// connect does not go through Go's network poller (connectOnce).
 func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
+	if c.AllowUIDs == nil {
+		if n := len(path); n > scan.MaxSocketPath {
+			return &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+		}
+		file, err := socketFile(path)
+		if err != nil {
+			return &OpError{"dial", path, err}
+		}
+		if err := connectOnce(path); err != nil {
+			return &OpError{"dial", path, err}
+		}
+		if again, err := socketFile(path); err != nil || again != file {
+			return &OpError{"dial", path, errors.Join(errSwapped, err)}
+		}
+		return nil
+	}
 	conn, file, err := c.dial(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if c.AllowUIDs != nil {
-		if err := c.authorize(path, file, conn); err != nil {
-			return &OpError{"authorize", path, err}
-		}
+	if err := c.authorize(path, file, conn); err != nil {
+		return &OpError{"authorize", path, err}
 	}
 	return nil
 }
