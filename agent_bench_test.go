@@ -35,6 +35,7 @@ var (
 	benchIdle    = flag.Duration("idle", 60*time.Second, "BenchmarkAgent: idle window for the CPU figure, reported per 10 s")
 	benchArgs    = flag.String("agent-args", "", "BenchmarkAgent: extra flags for plugreg run, space-separated")
 	benchDirs    = flag.Int("dirs", 0, "BenchmarkAgent: subdirectories the plugins are spread over; 0: all in the plugin dir, as in the kubelet's plugins_registry")
+	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof)")
 )
 
@@ -64,8 +65,12 @@ func BenchmarkAgent(b *testing.B) {
 		}
 		b.Setenv("PLUGREG_CPUPROFILE", profile)
 	}
-	agent := start(b, append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-format", "json", "--metrics", "127.0.0.1:0"},
+	cmd := exec.Command(plugregBin(b), append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-format", "json", "--metrics", "127.0.0.1:0"},
 		strings.Fields(*benchArgs)...)...)
+	if *benchProcs > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*benchProcs))
+	}
+	agent := startCmd(b, cmd)
 	b.Cleanup(func() {
 		if b.Failed() {
 			b.Logf("agent log:\n%s", agent.out.String())

@@ -32,8 +32,9 @@
 // gone, retries, probes) start at each tick, and the heartbeat in Status
 // goes on, while Status.ScanStarted shows since when the scan runs, for
 // register/metrics' /healthz. The ticks that come while a scan runs start
-// one scan once it returns, not one each. Run waits for the scan in
-// progress before it returns.
+// one scan once it returns, not one each. Nor does a hung scan hold the
+// agent's shutdown: Run returns without waiting for it, and the scanning
+// goroutine ends when the scan returns.
 //
 // # Embedding
 //

@@ -122,19 +122,29 @@ type Result struct {
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
-// in flight, waits for them and for the scan in progress, and returns nil.
-// Plugins stay registered when Run returns: stopping the agent is not a
-// reason to deregister them.
+// in flight, waits for them, and returns nil. Plugins stay registered when
+// Run returns: stopping the agent is not a reason to deregister them.
 //
 // The scans run on a goroutine of their own (see scanLoop), so that a scan
 // that hangs (a stat on a dead network or FUSE mount) stops neither the
 // results, nor the operations already due, nor the heartbeat in Status.
+// Nor does it stop Run from returning: a scan still running then is not
+// waited for, and its goroutine ends when the scan returns, starting no
+// other. Otherwise the scanning goroutine has ended when Run returns.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	scanDone := make(chan struct{})
 	defer func() {
 		cancel()
 		wg.Wait()
+		// scanLoop starts no scan once ctx is done, which it checks under
+		// the lock of Status, where it marks a scan as started.
+		var scanning bool
+		r.update(func(s *Status) { scanning = !s.ScanStarted.IsZero() })
+		if !scanning {
+			<-scanDone
+		}
 	}()
 	l := r.newLoop()
 	ticks := r.ticks
@@ -145,7 +155,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	trigger := make(chan struct{}, 1)
 	scans := make(chan scanned, 1)
-	wg.Go(func() { r.scanLoop(ctx, trigger, scans, followUp(l.interval)) })
+	go func() {
+		defer close(scanDone)
+		r.scanLoop(ctx, trigger, scans, followUp(l.interval))
+	}()
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
 			for _, op := range l.cache.Next(free) {
@@ -234,7 +247,15 @@ func (r *Reconciler) scanLoop(ctx context.Context, trigger <-chan struct{}, out 
 	var prev scan.Snapshot
 	for {
 		t0 := time.Now()
-		r.update(func(s *Status) { s.ScanStarted = t0 })
+		stopped := false
+		r.update(func(s *Status) {
+			if stopped = ctx.Err() != nil; !stopped {
+				s.ScanStarted = t0
+			}
+		})
+		if stopped {
+			return
+		}
 		snap, err := r.Scan()
 		d := time.Since(t0)
 		r.update(func(s *Status) {
