@@ -44,8 +44,10 @@
 // plugins.Registry, a Client over the Handlers, and a Reconciler over the
 // scanner, the Client and the Registry. Run it until the context is done
 // and read the Registry (List, Get, Watch). Zero fields take the Default
-// values, except ProbeInterval and ProbeRate, which zero turns off
-// (`plugreg run` probes every 30 s, at most DefaultProbeRate a second).
+// values, except ProbeInterval, InfoProbeInterval and ProbeRate, which
+// zero turns off (`plugreg run` checks each plugin with a connect every
+// 30 s and with GetInfo every 5 minutes, at most DefaultProbeRate checks a
+// second).
 // `plugreg run` is this wiring plus what its flags add: the API socket
 // (plugins.APIServer), the state file (plugins.Load and plugins.Saver)
 // and the metrics (register/metrics).
