@@ -110,7 +110,8 @@ once it succeeds or the same type and name is registered again. The
 pending set is not an event: consumers saw the plugin leave. It is part of
 the State, so the Saver writes it, and NewRegistryFrom restores it: a
 handler that was down when a plugin went learns of it, even across an
-agent restart.
+agent restart. The set holds at most [MaxPending] entries, so that a
+handler whose DeRegister always fails cannot make it grow without end.
 
 # What this package does not do
 

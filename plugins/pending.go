@@ -2,10 +2,18 @@ package plugins
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 )
+
+// MaxPending bounds the pending deregistrations of a Registry. A handler
+// whose DeRegister keeps failing while plugins come and go under new names
+// would otherwise make the set, and the state file, grow without end:
+// beyond the bound, AddPending refuses a new entry (its plugin's
+// deregistration is then not retried, and the caller logs that).
+const MaxPending = 4096
 
 // PendingDeregistration is a handler DeRegister that failed and is to be
 // delivered again: the plugin as it was registered, annotations included,
@@ -52,10 +60,15 @@ func (r *Registry) AddPending(p Plugin, reason string) (PendingDeregistration, e
 	if err := checkPending(pd); err != nil {
 		return PendingDeregistration{}, err
 	}
+	k := pluginKey{p.Type, p.Name}
 	r.mu.Lock()
+	if _, ok := r.pending[k]; !ok && len(r.pending) >= MaxPending {
+		r.mu.Unlock()
+		return PendingDeregistration{}, fmt.Errorf("%d deregistrations pending already, at most %d", MaxPending, MaxPending)
+	}
 	r.pendingSeq++
 	pd.Seq = r.pendingSeq
-	r.pending[pluginKey{p.Type, p.Name}] = pd
+	r.pending[k] = pd
 	r.changes++
 	r.mu.Unlock()
 	r.signal()

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,6 +103,31 @@ func TestRegistryPendingRefused(t *testing.T) {
 				t.Errorf("Pending after a refused AddPending = %v, want nil", got)
 			}
 		})
+	}
+}
+
+// TestRegistryPendingBound: beyond MaxPending entries a new plugin's
+// entry is refused, while an entry of a plugin already pending still
+// replaces its own.
+func TestRegistryPendingBound(t *testing.T) {
+	r := NewRegistry()
+	p := csiHostpath
+	for i := range MaxPending {
+		p.Name = fmt.Sprintf("p%d.example.com", i)
+		if _, err := r.AddPending(p, ReasonRemoved); err != nil {
+			t.Fatalf("AddPending #%d = %v", i+1, err)
+		}
+	}
+	p.Name = "one.too.many"
+	if _, err := r.AddPending(p, ReasonRemoved); err == nil || !strings.Contains(err.Error(), "at most 4096") {
+		t.Errorf("AddPending beyond MaxPending = %v, want an error naming the bound", err)
+	}
+	p.Name = "p0.example.com"
+	if _, err := r.AddPending(p, ReasonUnhealthy); err != nil {
+		t.Errorf("AddPending replacing an entry at the bound = %v, want nil", err)
+	}
+	if n := len(r.Pending()); n != MaxPending {
+		t.Errorf("%d pending, want %d", n, MaxPending)
 	}
 }
 
