@@ -46,10 +46,10 @@ func TestRunUsage(t *testing.T) {
 		notDecimal = func(v, _ string) string { return uidErr(v, err.Error()) }
 		secondBad = notDecimal("0", "0")
 	}
-	missing := filepath.Join(t.TempDir(), "nope") // the error text is the OS's own
+	missing := filepath.Join(os.TempDir(), "plugreg-no-such-dir", "nope") // the error text is the OS's own
 	_, missingErr := os.Stat(missing)
 	missingErr = errors.Unwrap(missingErr)
-	abs := filepath.Join(t.TempDir(), "h.sock") // absolute on every OS
+	abs := filepath.Join(os.TempDir(), "h.sock") // absolute on every OS; never created
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -129,7 +129,7 @@ func TestParseRunDefaults(t *testing.T) {
 // its default one, or none, then its exec or gRPC handler.
 func TestRunHandlers(t *testing.T) {
 	prog := os.Args[0]                           // any executable file will do: it is not run
-	sock := filepath.Join(t.TempDir(), "h.sock") // nobody listens: nothing connects
+	sock := filepath.Join(os.TempDir(), "h.sock") // never created: nothing connects
 	type want struct {
 		handler  string   // the kind of the --handler: "exec", "grpc"; "": none (an Accept)
 		patterns []string // of the version check; nil: none

@@ -284,6 +284,7 @@ type agentEnv struct {
 
 func newAgentEnv(tb testing.TB) agentEnv {
 	tb.Helper()
+	needUnixSockets(tb) // the agent, its plugins and its handlers serve on unix sockets
 	tmp := shortTempDir(tb)
 	return agentEnv{
 		tmp:   tmp,
