@@ -28,8 +28,9 @@ import (
 )
 
 // `make bench-agent` runs BenchmarkAgent: the built binary as the agent, at
-// its default settings, and N plugins (real gRPC servers on real unix
-// sockets, in this process) created at once.
+// its default settings (a state file included), and N plugins (real gRPC
+// servers on real unix sockets, in a plugin host process of their own)
+// created at once.
 var (
 	benchPlugins = flag.Int("plugins", 1000, "BenchmarkAgent: plugins created at once")
 	benchIdle    = flag.Duration("idle", 60*time.Second, "BenchmarkAgent: idle window for the CPU figure, reported per 10 s")
@@ -65,7 +66,8 @@ func BenchmarkAgent(b *testing.B) {
 		}
 		b.Setenv("PLUGREG_CPUPROFILE", profile)
 	}
-	cmd := exec.Command(plugregBin(b), append([]string{"run", "--dir", dir, "--api", api, "--state", "", "--log-format", "json", "--metrics", "127.0.0.1:0"},
+	state := filepath.Join(tmp, "state.json") // the agent saves its state, as it does by default
+	cmd := exec.Command(plugregBin(b), append([]string{"run", "--dir", dir, "--api", api, "--state", state, "--log-format", "json", "--metrics", "127.0.0.1:0"},
 		strings.Fields(*benchArgs)...)...)
 	if *benchProcs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*benchProcs))
