@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,8 @@ var (
 )
 
 // BenchmarkAgent reports, for one burst of N plugins:
-//   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true);
+//   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true),
+//     for a burst started at a random moment of the agent's tick;
 //   - all-registered-ms: the burst start → the last plugin registered;
 //   - after-last-ms: the last socket created → the last plugin registered;
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
@@ -91,6 +93,11 @@ func BenchmarkAgent(b *testing.B) {
 
 	for b.Loop() { // one burst; use -benchtime=1x
 		host := startPluginHost(b, dir, n)
+		// A burst comes at any moment of the agent's 200 ms tick. Started
+		// right away it would come just after the agent's first scans, at
+		// the same moment of the tick in every run, and wait most of an
+		// interval for the next scan each time.
+		time.Sleep(time.Second + rand.N(200*time.Millisecond))
 		cpuBurst := cpuSeconds(b, agent.cmd.Process.Pid)
 		start := time.Now()
 		host.send("create")
@@ -341,7 +348,11 @@ func watchDeregistrations(ctx context.Context, b *testing.B, c plugregv1.Registr
 			if err != nil {
 				return
 			}
-			if ev.GetKind() == string(plugins.Deregistered) {
+			// A scan that stats a socket while it is being unlinked can see
+			// its ctime change first, and so a new incarnation: the plugin
+			// then leaves as "replaced", the next scan finding the new one
+			// gone. Either way it has left the registry.
+			if k := ev.GetKind(); k == string(plugins.Deregistered) || k == string(plugins.Replaced) {
 				out <- deregistration{ev.GetPlugin().GetSocketPath(), time.Now()}
 			}
 		}
