@@ -128,7 +128,7 @@ func TestParseRunDefaults(t *testing.T) {
 // --handler: a --handler type gets the version check of its --accept, or
 // its default one, or none, then its exec or gRPC handler.
 func TestRunHandlers(t *testing.T) {
-	prog := os.Args[0]                           // any executable file will do: it is not run
+	prog := os.Args[0]                            // any executable file will do: it is not run
 	sock := filepath.Join(os.TempDir(), "h.sock") // never created: nothing connects
 	type want struct {
 		handler  string   // the kind of the --handler: "exec", "grpc"; "": none (an Accept)
