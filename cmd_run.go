@@ -178,8 +178,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if os.Getenv("GOMAXPROCS") == "" {
 		// The agent's work is a few system calls per plugin, handed from
 		// goroutine to goroutine: with one P, a hand-off never wakes a
-		// second thread, which halves the idle cost (see the README's
-		// performance table). GOMAXPROCS in the environment overrides it.
+		// second thread, which cuts the idle cost by about a third (see
+		// the README's performance table). GOMAXPROCS in the environment
+		// overrides it.
 		runtime.GOMAXPROCS(1)
 	}
 	return c.start(ctx, newLogger(stderr, c.logFormat, c.logLevel))

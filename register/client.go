@@ -184,24 +184,40 @@ func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregi
 // dial connects to the socket at path and returns the connection, for the
 // caller to close, and what the socket file was before the connect.
 func (c *Client) dial(ctx context.Context, path string) (net.Conn, socketStat, error) {
+	var conn net.Conn
+	file, err := connectChecked(path, func() (err error) {
+		conn, err = dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+		return err
+	})
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, socketStat{}, err
+	}
+	return conn, file, nil
+}
+
+// connectChecked runs connect, a connect by path to the socket at path,
+// between two looks at the socket file, and returns what the file was.
+// The connect went by path, so it must have reached the socket checked
+// before it, not one swapped in meanwhile (a symlink, or another socket).
+// Errors are *OpErrors.
+func connectChecked(path string, connect func() error) (socketStat, error) {
 	if n := len(path); n > scan.MaxSocketPath {
-		return nil, socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+		return socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
 	file, err := socketFile(path)
 	if err != nil {
-		return nil, socketStat{}, &OpError{"dial", path, err}
+		return socketStat{}, &OpError{"dial", path, err}
 	}
-	conn, err := dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
-	if err != nil {
-		return nil, socketStat{}, &OpError{"dial", path, err}
+	if err := connect(); err != nil {
+		return socketStat{}, &OpError{"dial", path, err}
 	}
-	// The connect went by path: make sure it reached the socket checked
-	// above, not one swapped in meanwhile (a symlink, or another socket).
 	if again, err := socketFile(path); err != nil || again != file {
-		conn.Close()
-		return nil, socketStat{}, &OpError{"dial", path, errors.Join(errSwapped, err)}
+		return socketStat{}, &OpError{"dial", path, errors.Join(errSwapped, err)}
 	}
-	return conn, file, nil
+	return file, nil
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the
@@ -312,20 +328,8 @@ func sameInfo(old, p plugins.Plugin) error {
 func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		if n := len(path); n > scan.MaxSocketPath {
-			return &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
-		}
-		file, err := socketFile(path)
-		if err != nil {
-			return &OpError{"dial", path, err}
-		}
-		if err := connectOnce(path); err != nil {
-			return &OpError{"dial", path, err}
-		}
-		if again, err := socketFile(path); err != nil || again != file {
-			return &OpError{"dial", path, errors.Join(errSwapped, err)}
-		}
-		return nil
+		_, err := connectChecked(path, func() error { return connectOnce(path) })
+		return err
 	}
 	conn, file, err := c.dial(ctx, path)
 	if err != nil {
