@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -93,11 +94,17 @@ func BenchmarkAgent(b *testing.B) {
 
 	for b.Loop() { // one burst; use -benchtime=1x
 		host := startPluginHost(b, dir, n)
-		// A burst comes at any moment of the agent's 200 ms tick. Started
-		// right away it would come just after the agent's first scans, at
-		// the same moment of the tick in every run, and wait most of an
-		// interval for the next scan each time.
-		time.Sleep(time.Second + rand.N(200*time.Millisecond))
+		// A burst comes at any moment of the agent's tick. Started right
+		// away it would come just after the agent's first scans, at the
+		// same moment of the tick in every run, and wait most of an
+		// interval for the next scan each time: start it at a random
+		// moment of an interval after the agent's second scan.
+		eventually(b, waitTimeout, "the agent's second scan", func() bool {
+			samples, ok := scrape(b, addr)
+			scans, _ := sampleValue(samples, "plugreg_scans_total", nil)
+			return ok && scans >= 2
+		})
+		time.Sleep(rand.N(agentInterval(b, agent)))
 		cpuBurst := cpuSeconds(b, agent.cmd.Process.Pid)
 		start := time.Now()
 		host.send("create")
@@ -168,6 +175,21 @@ func BenchmarkAgent(b *testing.B) {
 		agent.stop(b) // the profile is written at exit
 		b.Logf("agent CPU profile: %s", *benchProfile)
 	}
+}
+
+// agentInterval returns the --interval of the running agent, from its
+// "agent started" log line.
+func agentInterval(b *testing.B, agent *proc) time.Duration {
+	for _, line := range logLines(agent, `"msg":"agent started"`) {
+		var rec struct {
+			Interval time.Duration `json:"interval"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Interval > 0 {
+			return rec.Interval
+		}
+	}
+	b.Fatal("no interval in the agent's log")
+	return 0
 }
 
 // The plugins of BenchmarkAgent live in a process of their own, as real

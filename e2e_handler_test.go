@@ -96,13 +96,7 @@ func TestEndToEndGRPCHandler(t *testing.T) {
 		t.Errorf("list = %v with the handler down, want nothing registered", names(ps))
 	}
 	unavailable := func(plugin string) []string {
-		var l []string
-		for _, line := range logLines(agent, "handler for T unavailable") {
-			if strings.Contains(line, `"plugin":"`+plugin+`"`) {
-				l = append(l, line)
-			}
-		}
-		return l
+		return logLines(agent, "handler for T unavailable", `"plugin":"`+plugin+`"`)
 	}
 	for _, p := range []string{"good", "bad"} {
 		if l := unavailable(p); len(l) != 1 || !strings.Contains(l[0], `"msg":"registration failed"`) {

@@ -163,7 +163,6 @@ fi
 		"loud": full[:512] + "… (" + strconv.Itoa(len(full)) + " bytes)",
 		"junk": "RegisterPlugin error -- plugin registration failed with err: handler printed more than 65536 bytes of annotations",
 	}
-	const maxMsg = 512 + len("… (1234 bytes)")
 	for name, p := range refused {
 		var got string
 		eventually(t, waitTimeout, name+" told it is refused", func() bool {
@@ -180,9 +179,6 @@ fi
 		})
 		if got != want[name] {
 			t.Errorf("%s was told %q, want %q", name, got, want[name])
-		}
-		if len(got) > maxMsg {
-			t.Errorf("%s was told %d bytes, want at most %d", name, len(got), maxMsg)
 		}
 	}
 	evs := waitWatchEvents(t, w, 4) // snapshot, two rejections, dev registered
@@ -276,12 +272,7 @@ fi
 			t.Fatalf("plugin %s: exit %d after SIGTERM", name, code)
 		}
 		eventually(t, waitTimeout, name+" deregistered with the handler's error", func() bool {
-			for _, l := range logLines(agent, `"msg":"plugin deregistered"`) {
-				if strings.Contains(l, `"plugin":"`+name+`"`) && strings.Contains(l, "handler down") {
-					return true
-				}
-			}
-			return false
+			return len(logLines(agent, `"msg":"plugin deregistered"`, `"plugin":"`+name+`"`, "handler down")) > 0
 		})
 		if ps := list(t, e.api); len(ps) != 0 {
 			t.Errorf("list = %+v after %s was removed, want none: the plugin is gone whatever the handler said", ps, name)
@@ -293,12 +284,7 @@ fi
 	deliveredBy := func(agent *proc, name string) {
 		t.Helper()
 		eventually(t, waitTimeout, name+" delivered", func() bool {
-			for _, l := range logLines(agent, `"msg":"plugin deregistration delivered"`) {
-				if strings.Contains(l, `"plugin":"`+name+`"`) {
-					return true
-				}
-			}
-			return false
+			return len(logLines(agent, `"msg":"plugin deregistration delivered"`, `"plugin":"`+name+`"`)) > 0
 		})
 		eventually(t, waitTimeout, "no deregistration pending in the state file", func() bool { return len(pending()) == 0 })
 	}

@@ -217,11 +217,12 @@ func alive(tb testing.TB, p *proc) {
 	}
 }
 
-// logLines returns the lines of p's output that contain s.
-func logLines(p *proc, s string) []string {
+// logLines returns the lines of p's output that contain s, and each of
+// also.
+func logLines(p *proc, s string, also ...string) []string {
 	var ls []string
 	for line := range strings.Lines(p.out.String()) {
-		if strings.Contains(line, s) {
+		if strings.Contains(line, s) && !slices.ContainsFunc(also, func(a string) bool { return !strings.Contains(line, a) }) {
 			ls = append(ls, strings.TrimSuffix(line, "\n"))
 		}
 	}

@@ -2,7 +2,6 @@ package plugins
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -99,19 +98,19 @@ func TestSaveLoad(t *testing.T) {
 }
 
 // TestSaveFormat pins the document; changing it needs a new StateVersion.
+// A pending deregistration is the plugin's record and the reason.
 func TestSaveFormat(t *testing.T) {
-	path := filepath.Join(tempDir(t), "state.json")
-	p := csiHostpath
-	p.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045987654321, Birth: 1767323045000000001}
-	p.RegisteredAt = time.Date(2026, 1, 2, 4, 4, 5, 500000000, time.FixedZone("CET", 3600))
-	if err := Save(path, State{Revision: 7, Plugins: []Plugin{p}}); err != nil {
-		t.Fatalf("Save = %v", err)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{
+	registered := csiHostpath
+	registered.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045987654321, Birth: 1767323045000000001}
+	registered.RegisteredAt = time.Date(2026, 1, 2, 4, 4, 5, 500000000, time.FixedZone("CET", 3600))
+	gone := csiHostpath
+	gone.Annotations = map[string]string{"node": "n1"}
+	tests := []struct {
+		name  string
+		state State
+		want  string
+	}{
+		{"a plugin", State{Revision: 7, Plugins: []Plugin{registered}}, `{
   "version": 1,
   "revision": 7,
   "plugins": [
@@ -134,26 +133,8 @@ func TestSaveFormat(t *testing.T) {
     }
   ]
 }
-`
-	if diff := cmp.Diff(want, string(got)); diff != "" {
-		t.Errorf("state file (-want +got):\n%s", diff)
-	}
-}
-
-// TestSaveFormatPending pins the form of a pending deregistration: the
-// plugin's record and the reason.
-func TestSaveFormatPending(t *testing.T) {
-	path := filepath.Join(tempDir(t), "state.json")
-	p := csiHostpath
-	p.Annotations = map[string]string{"node": "n1"}
-	if err := Save(path, State{Revision: 7, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonUnhealthy, Seq: 9}}}); err != nil {
-		t.Fatalf("Save = %v", err)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{
+`},
+		{"a pending deregistration", State{Revision: 7, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy, Seq: 9}}}, `{
   "version": 1,
   "revision": 7,
   "plugins": [],
@@ -181,70 +162,62 @@ func TestSaveFormatPending(t *testing.T) {
     }
   ]
 }
-`
-	if diff := cmp.Diff(want, string(got)); diff != "" {
-		t.Errorf("state file (-want +got):\n%s", diff)
-	}
-}
-
-// TestLoadPending loads documents of version 1 with and without pending
-// deregistrations: files written before they existed load as they are.
-func TestLoadPending(t *testing.T) {
-	const doc = `{"version": 1, "revision": 3, "plugins": []%s}`
-	const record = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
-	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z", "reason": "removed"}`
-	a := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: "/s", SocketID: scan.ID{Dev: 1, Ino: 2, Mtime: 3, Ctime: 4, Birth: 5},
-		Versions: []string{"1.0.0"}, RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	tests := []struct {
-		name, extra string
-		want        []PendingDeregistration
-	}{
-		{"absent", "", nil},
-		{"empty", `, "pendingDeregistrations": []`, nil},
-		{"null", `, "pendingDeregistrations": null`, nil},
-		{"one", `, "pendingDeregistrations": [` + record + `]`, []PendingDeregistration{{Plugin: a, Reason: ReasonRemoved}}},
+`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(tempDir(t), "state.json")
-			if err := os.WriteFile(path, fmt.Appendf(nil, doc, tc.extra), 0o600); err != nil {
+			if err := Save(path, tc.state); err != nil {
+				t.Fatalf("Save = %v", err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := Load(path)
-			if err != nil {
-				t.Fatalf("Load = %v", err)
-			}
-			if diff := cmp.Diff(tc.want, s.Pending); diff != "" {
-				t.Errorf("pending (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("state file (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestLoadAnnotations loads documents of version 1 with and without
-// annotations: files written before annotations existed load as they are.
-func TestLoadAnnotations(t *testing.T) {
-	const doc = `{"version": 1, "revision": 3, "plugins": [{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
-	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"%s}]}`
+// TestLoadOptionalFields loads documents of version 1 with and without the
+// optional "annotations" and "pendingDeregistrations": files written
+// before they existed load as they are.
+func TestLoadOptionalFields(t *testing.T) {
+	const record = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
+	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"`
+	a := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: "/s", SocketID: scan.ID{Dev: 1, Ino: 2, Mtime: 3, Ctime: 4, Birth: 5},
+		Versions: []string{"1.0.0"}, RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	annotated := a
+	annotated.Annotations = map[string]string{"node": "n1"}
+	state := func(ps []Plugin, pending []PendingDeregistration) State {
+		return State{Version: 1, Revision: 3, Plugins: ps, Pending: pending}
+	}
 	tests := []struct {
-		name, extra string
-		want        map[string]string
+		name, doc string
+		want      State
 	}{
-		{"none", "", nil},
-		{"some", `, "annotations": {"node": "n1"}`, map[string]string{"node": "n1"}},
+		{"plugin without annotations", `{"version": 1, "revision": 3, "plugins": [` + record + `}]}`, state([]Plugin{a}, nil)},
+		{"plugin with annotations", `{"version": 1, "revision": 3, "plugins": [` + record + `, "annotations": {"node": "n1"}}]}`, state([]Plugin{annotated}, nil)},
+		{"pending absent", `{"version": 1, "revision": 3, "plugins": []}`, state([]Plugin{}, nil)},
+		{"pending empty", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": []}`, state([]Plugin{}, nil)},
+		{"pending null", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": null}`, state([]Plugin{}, nil)},
+		{"pending one", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": [` + record + `, "reason": "removed"}]}`,
+			state([]Plugin{}, []PendingDeregistration{{Plugin: a, Reason: ReasonRemoved}})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(tempDir(t), "state.json")
-			if err := os.WriteFile(path, fmt.Appendf(nil, doc, tc.extra), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			s, err := Load(path)
 			if err != nil {
 				t.Fatalf("Load = %v", err)
 			}
-			if diff := cmp.Diff(tc.want, s.Plugins[0].Annotations); diff != "" {
-				t.Errorf("annotations (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, s); diff != "" {
+				t.Errorf("Load (-want +got):\n%s", diff)
 			}
 		})
 	}

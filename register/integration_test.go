@@ -209,29 +209,39 @@ func (r *rig) deregistered(name string) { r.appliedOp(statecache.Deregister, nam
 // deregistration, and returns it.
 func (r *rig) retried() Result {
 	r.t.Helper()
-	for {
-		select {
-		case res := <-r.applied:
-			if res.Retry != nil {
-				return res
-			}
-		case <-time.After(eventTimeout):
-			r.t.Fatal("no retried deregistration applied")
-			return Result{}
-		}
-	}
+	return r.awaitApplied("a retried deregistration", func(res Result) bool { return res.Retry != nil })
 }
 
 func (r *rig) appliedOp(kind statecache.Kind, name string) {
 	r.t.Helper()
+	r.awaitApplied(kind.String()+" of "+name, func(res Result) bool {
+		return res.Retry == nil && res.Op.Kind == kind && res.Err == nil && res.Plugin.Name == name
+	})
+}
+
+// appliedAny waits until the reconciler has applied an operation of kind
+// on a plugin called name, failed or not, and returns its outcome.
+func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
+	r.t.Helper()
+	return r.awaitApplied(kind.String()+" of "+name, func(res Result) bool {
+		return res.Retry == nil && res.Op.Kind == kind && res.Plugin.Name == name
+	})
+}
+
+// awaitApplied waits until the reconciler has applied an outcome that
+// match accepts, skipping the others, and returns it; what names it in the
+// failure.
+func (r *rig) awaitApplied(what string, match func(Result) bool) Result {
+	r.t.Helper()
 	for {
 		select {
 		case res := <-r.applied:
-			if res.Op.Kind == kind && res.Err == nil && res.Plugin.Name == name {
-				return
+			if match(res) {
+				return res
 			}
 		case <-time.After(eventTimeout):
-			r.t.Fatalf("%s of %s not applied", kind, name)
+			r.t.Fatalf("%s not applied", what)
+			return Result{}
 		}
 	}
 }
@@ -621,23 +631,6 @@ func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
 	}
 }
 
-// applied waits until the reconciler has applied an operation of kind on
-// a plugin called name, failed or not, and returns its outcome.
-func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
-	r.t.Helper()
-	for {
-		select {
-		case res := <-r.applied:
-			if res.Retry == nil && res.Op.Kind == kind && res.Plugin.Name == name {
-				return res
-			}
-		case <-time.After(eventTimeout):
-			r.t.Fatalf("%s of %s not applied", kind, name)
-			return Result{}
-		}
-	}
-}
-
 // TestIntegrationFailedDeregistrationIsDelivered: a handler whose DeRegister
 // fails three times gets it a fourth time, from the retries, with the
 // plugin as it was registered; the plugin left the registry at the first.
@@ -669,27 +662,22 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 		t.Fatalf("pending (-want +got):\n%s", diff)
 	}
 
+	// The retries come with backoff (their ticks are checked in
+	// retry_test.go): tick until the two retries that still fail have
+	// failed and the third is delivered, the fourth DeRegister in all,
+	// each one of the plugin as registered.
+	stopTicking := r.keepTicking(10 * time.Millisecond)
 	for i := 1; ; i++ {
-		r.tick()
-		if i > 40 {
-			t.Fatal("not delivered after 40 ticks")
-		}
-		select {
-		case ev := <-r.handler.events:
-			if ev != "deregister a /e removed" {
-				t.Fatalf("handler event %q, want the deregistration of a", ev)
-			}
-		default:
-			continue // not due at this tick
-		}
+		r.handler.expect("deregister a /e removed")
 		res := r.retried()
-		if res.Delivered != (res.Err == nil) || res.Retry.Plugin.Name != "a" {
-			t.Fatalf("retry %d of a: delivered %t, err %v", i, res.Delivered, res.Err)
+		if res.Delivered != (res.Err == nil) || res.Retry.Plugin.Name != "a" || res.Delivered != (i == 3) {
+			t.Fatalf("retry %d of a: delivered %t, err %v; want delivered at the third", i, res.Delivered, res.Err)
 		}
 		if res.Delivered {
 			break
 		}
 	}
+	stopTicking()
 	r.stop()
 	r.handler.mu.Lock()
 	fails := r.handler.deregFails

@@ -246,11 +246,7 @@ func (e *env) none() {
 
 func (e *env) registered() []string {
 	synctest.Wait()
-	var names []string
-	for _, p := range e.plugs.List("") {
-		names = append(names, p.Name)
-	}
-	return names
+	return pluginNames(e.plugs)
 }
 
 func TestReconcilerRegistersAtStartWithoutWaitingForATick(t *testing.T) {
@@ -570,6 +566,7 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v, want nil", err)
 		}
+		synctest.Wait() // Run does not wait for a scan in progress: let the scanner end
 
 		ms := func(d ...int) []time.Duration {
 			out := make([]time.Duration, len(d))

@@ -13,30 +13,42 @@ import (
 // registry.proto, which would break existing clients, fails loudly.
 
 func TestMethodNames(t *testing.T) {
-	const service = "plugreg.v1.Registry"
-	sd := plugregv1.File_plugreg_v1_registry_proto.Services().ByName("Registry")
-	if sd == nil {
-		t.Fatalf("service Registry not found in %s", plugregv1.File_plugreg_v1_registry_proto.Path())
-	}
-	if got := string(sd.FullName()); got != service {
-		t.Errorf("service full name = %q, want %q", got, service)
-	}
-	if got, want := sd.Methods().Len(), 3; got != want {
-		t.Errorf("service %s has %d methods, want %d", service, got, want)
-	}
-	tests := []struct {
-		name      string
-		generated string // the generated *_FullMethodName constant
-		want      string
-		input     protoreflect.FullName
-		output    protoreflect.FullName
-		streaming bool // server streaming
-	}{
+	checkService(t, plugregv1.File_plugreg_v1_registry_proto, "Registry", []method{
 		{"List", plugregv1.Registry_List_FullMethodName, "/plugreg.v1.Registry/List", "plugreg.v1.ListRequest", "plugreg.v1.ListResponse", false},
 		{"Get", plugregv1.Registry_Get_FullMethodName, "/plugreg.v1.Registry/Get", "plugreg.v1.GetRequest", "plugreg.v1.Plugin", false},
 		{"Watch", plugregv1.Registry_Watch_FullMethodName, "/plugreg.v1.Registry/Watch", "plugreg.v1.WatchRequest", "plugreg.v1.Event", true},
+	})
+}
+
+// method is what a test pins of one method of a service.
+type method struct {
+	name      string
+	generated string // the generated *_FullMethodName constant
+	want      string
+	input     protoreflect.FullName
+	output    protoreflect.FullName
+	streaming bool // server streaming
+}
+
+// checkService checks that file declares one service, called name in
+// package plugreg.v1, with exactly the methods given.
+func checkService(t *testing.T, file protoreflect.FileDescriptor, name protoreflect.Name, methods []method) {
+	t.Helper()
+	if file.Services().Len() != 1 {
+		t.Errorf("%s declares %d services, want 1", file.Path(), file.Services().Len())
 	}
-	for _, tc := range tests {
+	sd := file.Services().ByName(name)
+	if sd == nil {
+		t.Fatalf("service %s not found in %s", name, file.Path())
+	}
+	service := protoreflect.FullName("plugreg.v1").Append(name)
+	if got := sd.FullName(); got != service {
+		t.Errorf("service full name = %q, want %q", got, service)
+	}
+	if got, want := sd.Methods().Len(), len(methods); got != want {
+		t.Errorf("service %s has %d methods, want %d", service, got, want)
+	}
+	for _, tc := range methods {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.generated != tc.want {
 				t.Errorf("generated full method name = %q, want %q", tc.generated, tc.want)
@@ -71,11 +83,14 @@ type field struct {
 	Message     protoreflect.FullName // message fields only
 }
 
+// message is what a test pins of one message.
+type message struct {
+	name   protoreflect.Name
+	fields []field
+}
+
 func TestMessages(t *testing.T) {
-	tests := []struct {
-		name   protoreflect.Name
-		fields []field
-	}{
+	checkMessages(t, plugregv1.File_plugreg_v1_registry_proto, []message{
 		{"Plugin", []field{
 			{1, "name", protoreflect.StringKind, protoreflect.Optional, ""},
 			{2, "type", protoreflect.StringKind, protoreflect.Optional, ""},
@@ -106,12 +121,17 @@ func TestMessages(t *testing.T) {
 			{5, "error", protoreflect.StringKind, protoreflect.Optional, ""},
 			{6, "plugins", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin"},
 		}},
-	}
-	file := plugregv1.File_plugreg_v1_registry_proto
-	if got, want := file.Messages().Len(), len(tests); got != want {
+	})
+}
+
+// checkMessages checks that file declares exactly the messages given, in
+// package plugreg.v1, with their fields.
+func checkMessages(t *testing.T, file protoreflect.FileDescriptor, messages []message) {
+	t.Helper()
+	if got, want := file.Messages().Len(), len(messages); got != want {
 		t.Errorf("%s declares %d messages, want %d", file.Path(), got, want)
 	}
-	for _, tc := range tests {
+	for _, tc := range messages {
 		t.Run(string(tc.name), func(t *testing.T) {
 			md := file.Messages().ByName(tc.name)
 			if md == nil {
