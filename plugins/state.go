@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -275,12 +276,6 @@ func Save(path string, s State) (err error) {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("save %s: invalid state: %w", path, err)
 	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	data = append(data, '\n')
-
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("save %s: create directory: %w", path, bare(err))
@@ -295,7 +290,7 @@ func Save(path string, s State) (err error) {
 			os.Remove(tmp) // gone already if the rename succeeded
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
+	if err := writeState(f, s); err != nil {
 		f.Close()
 		return fmt.Errorf("save %s: write temporary file: %w", path, bare(err))
 	}
@@ -313,6 +308,54 @@ func Save(path string, s State) (err error) {
 		return fmt.Errorf("save %s: sync directory: %w", path, bare(err))
 	}
 	return nil
+}
+
+// writeState writes the state document of s to w, as
+// json.MarshalIndent(s, "", "  ") would, then a newline. It encodes one
+// record at a time, so that the document of thousands of plugins is never
+// held in memory whole, twice (compact, then indented).
+func writeState(w io.Writer, s State) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	fmt.Fprintf(bw, "{\n  \"version\": %d,\n  \"revision\": %d,\n  \"plugins\": ", StateVersion, s.Revision)
+	var rec bytes.Buffer
+	enc := json.NewEncoder(&rec) // escapes HTML, as json.Marshal does
+	enc.SetIndent("    ", "  ")
+	list := func(n int, record func(i int) any) error {
+		if n == 0 {
+			bw.WriteString("[]")
+			return nil
+		}
+		bw.WriteString("[\n")
+		for i := range n {
+			rec.Reset()
+			if err := enc.Encode(record(i)); err != nil {
+				return err
+			}
+			bw.WriteString("    ")
+			bw.Write(bytes.TrimSuffix(rec.Bytes(), []byte("\n")))
+			if i < n-1 {
+				bw.WriteByte(',')
+			}
+			bw.WriteByte('\n')
+		}
+		bw.WriteString("  ]")
+		return nil
+	}
+	if err := list(len(s.Plugins), func(i int) any { return recordOf(s.Plugins[i]) }); err != nil {
+		return err
+	}
+	if len(s.Pending) > 0 {
+		bw.WriteString(",\n  \"pendingDeregistrations\": ")
+		err := list(len(s.Pending), func(i int) any {
+			pd := s.Pending[i]
+			return pendingRecord{recordOf(pd.Plugin), pd.Reason}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // bare strips the path from an *fs.PathError or *os.LinkError, whose

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -502,6 +503,19 @@ func FuzzLoad(f *testing.F) {
 		// What Load accepts, Save writes and Load reads back unchanged.
 		if err := Save(path, s); err != nil {
 			t.Fatalf("Save of a loaded state = %v", err)
+		}
+		// Save streams the document record by record; it is the one
+		// that MarshalJSON gives, indented.
+		written, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(whole)+"\n", string(written)); diff != "" {
+			t.Fatalf("Save wrote (-indented MarshalJSON +written):\n%s", diff)
 		}
 		got, err := Load(path)
 		if err != nil {
