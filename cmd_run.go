@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -182,6 +183,14 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		// the README's performance table). GOMAXPROCS in the environment
 		// overrides it.
 		runtime.GOMAXPROCS(1)
+	}
+	if os.Getenv("GOGC") == "" {
+		// The agent's live heap is small (about 2 MB with 1,000 plugins),
+		// and the heap grows to twice the live heap by default, or 4 MB
+		// at least: half as much again keeps the peak RSS of a burst of
+		// 1,000 registrations about 1.5 MB lower, for a few more
+		// collections. GOGC in the environment overrides it.
+		debug.SetGCPercent(50)
 	}
 	return c.start(ctx, newLogger(stderr, c.logFormat, c.logLevel))
 }
