@@ -38,6 +38,20 @@ func (*osFS) openRoot(path string) (dir, error) {
 	return &osDir{fd: fd, path: path}, nil
 }
 
+// statRoot stats the root at path, following symlinks as openRoot does;
+// it returns ENOTDIR if path is not a directory.
+func (*osFS) statRoot(path string) (ID, error) {
+	var st unix.Stat_t
+	err := unix.Stat(path, &st)
+	for err == unix.EINTR {
+		err = unix.Stat(path, &st)
+	}
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		err = unix.ENOTDIR
+	}
+	return statID(&st), err
+}
+
 func (d *osDir) sub(name, path string) (dir, error) {
 	// O_NOFOLLOW: a subdirectory replaced by a symlink since the directory
 	// read is not followed. O_DIRECTORY: nor is anything else, such as a

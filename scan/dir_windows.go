@@ -37,6 +37,12 @@ func (*osFS) openRoot(path string) (dir, error) {
 	return d, nil
 }
 
+// statRoot opens the root at path to stat it: Windows identifies a file
+// (its volume serial and file index) through an open handle.
+func (fsys *osFS) statRoot(path string) (ID, error) {
+	return statByOpen(fsys.openRoot)(path)
+}
+
 // sub opens the subdirectory at path. The walk only calls it for entries
 // that ReadDir reported as directories, which excludes symlinks and
 // junctions (Go ≥ 1.23 reports a junction as irregular, not as a directory).

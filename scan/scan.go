@@ -77,7 +77,10 @@ type Scanner struct {
 	roots []*root // sorted by prefix, the order of their entries in a Snapshot
 	log   *slog.Logger
 	open  func(path string) (dir, error) // opens a root; the I/O seam, see dir
-	now   func() time.Time               // the clock, read once per Scan
+	// statRoot stats a root by path, following symlinks, as open does;
+	// an error satisfying gone means it is missing or not a directory.
+	statRoot func(path string) (ID, error)
+	now      func() time.Time // the clock, read once per Scan
 
 	scans    uint64   // number of the scan in progress
 	lastFull uint64   // number of the last full scan
@@ -119,6 +122,7 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 		}
 	}
 	s := newScanner(resolved, log, (&osFS{}).openRoot)
+	s.statRoot = (&osFS{}).statRoot
 	warnWritable(s.log, resolved)
 	return s, nil
 }
@@ -134,6 +138,7 @@ func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, er
 		dirs:          dirs,
 		log:           log,
 		open:          open,
+		statRoot:      statByOpen(open),
 		now:           time.Now,
 		changed:       true, // the first Scan builds its entries
 	}
@@ -256,26 +261,31 @@ func (s *Scanner) Scan() (Snapshot, error) {
 }
 
 // syncRoot brings what s knows of the plugin dir r up to date, and logs
-// when r goes missing and when it is back. It returns the error of opening
-// or reading r itself.
+// when r goes missing and when it is back. It returns the error of
+// stat'ing, opening or reading r itself.
 func (s *Scanner) syncRoot(r *root, full bool) error {
-	op := "open"
-	d, err := s.open(r.path)
+	// The root is stat'ed by path, and opened only to be read or to reach
+	// its subdirectories: an unchanged flat plugin dir costs one system
+	// call a scan.
+	op := "stat"
+	cur, err := s.statRoot(r.path)
 	if err == nil {
-		defer d.close()
-		var cur ID
-		op = "stat"
-		if cur, err = d.stat(); err == nil {
-			if r.missing {
-				s.log.Info("plugin directory present again", "path", r.path)
-				r.missing = false
+		if r.missing {
+			s.log.Info("plugin directory present again", "path", r.path)
+			r.missing = false
+		}
+		if r.n == nil {
+			r.n = &node{prefix: r.prefix}
+			s.changed = true
+		}
+		if r.n.nsub > 0 || r.n.stale(cur, full) {
+			var d dir
+			op = "open"
+			if d, err = s.open(r.path); err == nil {
+				op = "readdir"
+				err = s.sync(r.n, d, cur, full)
+				d.close()
 			}
-			if r.n == nil {
-				r.n = &node{prefix: r.prefix}
-				s.changed = true
-			}
-			op = "readdir"
-			err = s.sync(r.n, d, cur, full)
 		}
 	}
 	switch {
@@ -297,6 +307,18 @@ func (s *Scanner) syncRoot(r *root, full bool) error {
 		r.n.read = false // keep the entries; read it again next time
 	}
 	return &fs.PathError{Op: op, Path: r.path, Err: err}
+}
+
+// statByOpen returns a statRoot that opens the root to stat it.
+func statByOpen(open func(path string) (dir, error)) func(path string) (ID, error) {
+	return func(path string) (ID, error) {
+		d, err := open(path)
+		if err != nil {
+			return ID{}, err
+		}
+		defer d.close()
+		return d.stat()
+	}
 }
 
 // gone reports whether err means that the entry vanished or changed type

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -623,5 +624,64 @@ func TestScanFakeTree(t *testing.T) {
 	}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Scan() (-want +got):\n%s", d)
+	}
+}
+
+// TestScanOpensRootOnlyToRead checks on a real plugin dir that an idle scan
+// of a flat dir stats it by path without opening it, and that the root is
+// opened when it must be read or has subdirectories to reach.
+func TestScanOpensRootOnlyToRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, root string)
+		want  []int // opens of the root by each of three scans
+	}{
+		{"flat", func(*testing.T, string) {}, []int{1, 0, 0}},
+		{"with a subdirectory", func(t *testing.T, root string) {
+			if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, []int{1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := filepath.Join(tempDir(t), "plugins")
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tc.setup(t, root)
+			age(t, root) // not racy: an unchanged dir need not be read again
+			s, err := New([]string{root}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opens := 0
+			open := s.open
+			s.open = func(path string) (dir, error) {
+				opens++
+				return open(path)
+			}
+			var got []int
+			for range tc.want {
+				opens = 0
+				mustScan(t, s)
+				got = append(got, opens)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("opens of the root by each scan = %v, want %v", got, tc.want)
+			}
+			// A change is still seen: the dir's stat changed, so it is read.
+			if err := os.WriteFile(filepath.Join(root, "new"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			age(t, root)
+			opens = 0
+			mustScan(t, s)
+			if opens != 1 {
+				t.Errorf("opens of the root after a change = %d, want 1", opens)
+			}
+		})
 	}
 }
