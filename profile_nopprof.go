@@ -2,6 +2,6 @@
 
 package main
 
-// startProfile does nothing: the CPU profile of the agent is only in a
-// binary built with -tags pprof (see profile_pprof.go).
+// startProfile does nothing: the CPU and heap profiles of the agent are
+// only in a binary built with -tags pprof (see profile_pprof.go).
 func startProfile() (stop func()) { return func() {} }

@@ -5,7 +5,6 @@ package register
 import (
 	"net"
 	"os"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,19 +17,11 @@ import (
 // with ECONNREFUSED when nobody listens (or, on the BSDs, when the backlog
 // is full) and EAGAIN when the backlog is full (Linux).
 func connectOnce(path string) error {
-	syscall.ForkLock.RLock() // no handler program inherits the socket
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
-	if err == nil {
-		unix.CloseOnExec(fd)
-	}
-	syscall.ForkLock.RUnlock()
+	fd, err := nonblockingSocket()
 	if err != nil {
-		return os.NewSyscallError("socket", err)
+		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.SetNonblock(fd, true); err != nil {
-		return os.NewSyscallError("setnonblock", err)
-	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		return &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("connect", err)}
 	}
