@@ -80,8 +80,8 @@ lint: ## gofmt, vet for every target OS, staticcheck, the pure core's imports, g
 clean: ## remove build output
 	rm -rf bin dist .bin
 
-bench-agent: ## the built agent against N plugins created at once (N=1000, flat; make bench-agent N=10000 DIRS=100); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile
-	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000) -dirs=$(or $(DIRS),0) -agent-args='$(ARGS)' $(if $(PROFILE),-agent-cpuprofile=$(PROFILE))
+bench-agent: ## the built agent against N plugins created at once (N=1000, flat; make bench-agent N=10000 DIRS=100); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile, MEMPROFILE=FILE its allocation profile
+	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000) -dirs=$(or $(DIRS),0) -agent-args='$(ARGS)' $(if $(PROFILE),-agent-cpuprofile=$(PROFILE)) $(if $(MEMPROFILE),-agent-memprofile=$(MEMPROFILE))
 
 soak: ## the built agent, a watcher and plugins churning at random for SOAK (default 10m); not in CI
 	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m . -args -soak=$(or $(SOAK),10m)

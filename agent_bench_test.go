@@ -40,6 +40,7 @@ var (
 	benchDirs    = flag.Int("dirs", 0, "BenchmarkAgent: subdirectories the plugins are spread over; 0: all in the plugin dir, as in the kubelet's plugins_registry")
 	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof)")
+	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof)")
 )
 
 // BenchmarkAgent reports, for one burst of N plugins:
@@ -62,12 +63,14 @@ func BenchmarkAgent(b *testing.B) {
 	n := *benchPlugins
 	tmp := shortTempDir(b)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	if *benchProfile != "" {
-		profile, err := filepath.Abs(*benchProfile)
-		if err != nil {
-			b.Fatal(err)
+	for env, file := range map[string]string{"PLUGREG_CPUPROFILE": *benchProfile, "PLUGREG_MEMPROFILE": *benchMemProf} {
+		if file != "" {
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Setenv(env, abs)
 		}
-		b.Setenv("PLUGREG_CPUPROFILE", profile)
 	}
 	state := filepath.Join(tmp, "state.json") // the agent saves its state, as it does by default
 	cmd := exec.Command(plugregBin(b), append([]string{"run", "--dir", dir, "--api", api, "--state", state, "--log-format", "json", "--metrics", "127.0.0.1:0"},
@@ -171,9 +174,9 @@ func BenchmarkAgent(b *testing.B) {
 		b.ReportMetric(bareNs, "bare-ns/entry")
 		host.close()
 	}
-	if *benchProfile != "" {
-		agent.stop(b) // the profile is written at exit
-		b.Logf("agent CPU profile: %s", *benchProfile)
+	if *benchProfile != "" || *benchMemProf != "" {
+		agent.stop(b) // the profiles are written at exit
+		b.Logf("agent profiles: CPU %q, allocations %q", *benchProfile, *benchMemProf)
 	}
 }
 

@@ -82,7 +82,7 @@ func plugregBin(tb testing.TB) string {
 			binPath += ".exe"
 		}
 		args := []string{"build", "-trimpath", "-o", binPath}
-		if os.Getenv("PLUGREG_CPUPROFILE") != "" { // BenchmarkAgent -agent-cpuprofile
+		if os.Getenv("PLUGREG_CPUPROFILE") != "" || os.Getenv("PLUGREG_MEMPROFILE") != "" { // BenchmarkAgent -agent-cpuprofile, -agent-memprofile
 			args = append(args, "-tags", "pprof")
 		}
 		build := exec.Command("go", append(args, ".")...)

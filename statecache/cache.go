@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/plugreg/plugreg/scan"
 )
@@ -159,9 +160,9 @@ func (e *entry[P]) deregisterReason() Reason {
 type Cache[P any] struct {
 	cfg  Config
 	tick uint64
-	// firstProbes counts the plugins whose first checks were scheduled in
-	// this tick, to spread them (see scheduleChecks).
-	firstProbes uint64
+	// firstChecks counts the registrations and verifications whose first
+	// checks were scheduled, to spread them (see scheduleChecks).
+	firstChecks uint64
 	probes      uint64 // checks handed out in this tick, for MaxProbesPerTick
 	gen         uint64
 	entries     map[string]*entry[P]
@@ -257,7 +258,7 @@ func (c *Cache[P]) Observe(ch scan.Changes) {
 // Tick advances logical time by one tick.
 func (c *Cache[P]) Tick() {
 	c.tick++
-	c.firstProbes, c.probes = 0, 0
+	c.probes = 0
 	for _, p := range c.timers[c.tick] {
 		if en, ok := c.entries[p]; ok {
 			if en.retryAt <= c.tick {
@@ -274,23 +275,37 @@ func (c *Cache[P]) Tick() {
 // a Ping ProbeEvery ticks from now, and after a GetInfo check, a Probe
 // InfoProbeEvery ticks from now.
 //
-// The first checks after a registration or verification come sooner for
-// all but the first plugin that became registered in this tick: the i-th
-// comes i ticks sooner (modulo the interval), so that the checks of a
-// burst are spread over the interval rather than all due in one tick.
+// The first checks after a registration or verification come sooner, at
+// a point of the interval that spreads them: the i-th registration's at
+// the fraction frac(i/φ) of the interval before the full one (φ, the
+// golden ratio), so that the checks of a burst of any size are spread
+// evenly over the interval, rather than all due in one tick, and stay
+// spread, each coming once an interval after its last.
 func (c *Cache[P]) scheduleChecks(path string, en *entry[P], kind Kind) {
 	first := kind == Register || kind == Verify
 	var i uint64
 	if first {
-		i = c.firstProbes
-		c.firstProbes++
+		i = c.firstChecks
+		c.firstChecks++
 	}
 	if every := c.cfg.ProbeEvery; every > 0 {
-		c.schedule(path, &en.pingAt, every-i%every)
+		c.schedule(path, &en.pingAt, every-spread(i, every, first))
 	}
 	if every := c.cfg.InfoProbeEvery; every > 0 && kind != Ping {
-		c.schedule(path, &en.probeAt, every-i%every)
+		c.schedule(path, &en.probeAt, every-spread(i, every, first))
 	}
+}
+
+// spread returns how many ticks sooner than every the first checks of the
+// i-th registration come: ⌊frac(i/φ) × every⌋, in [0, every); 0 when not
+// first.
+func spread(i, every uint64, first bool) uint64 {
+	if !first {
+		return 0
+	}
+	const invPhi = 0x9E3779B97F4A7C15 // 2⁶⁴/φ, rounded
+	hi, _ := bits.Mul64(i*invPhi, every)
+	return hi
 }
 
 // scheduleRetry files the check that follows a failed one of kind. A

@@ -33,12 +33,13 @@
 // the plugin answer, and answer the same: GetInfo) every
 // Config.InfoProbeEvery ticks; either may be off. When both are due, the
 // Probe runs and the Ping is skipped: it does what a Ping does, and the
-// next Ping comes ProbeEvery ticks after it. The first checks of plugins
-// registered in the same tick are spread over each interval (the i-th
-// comes i ticks sooner), so that a burst of registrations does not become
-// a burst of checks every interval. Config.MaxProbesPerTick bounds the
-// checks of both kinds handed out per tick, the check due longest first,
-// so that none starves.
+// next Ping comes ProbeEvery ticks after it. The first checks after the
+// registrations are spread evenly over each interval, however many come at
+// once (the i-th registration's come frac(i/φ) of an interval sooner, φ
+// the golden ratio), so that a burst of registrations becomes a steady
+// load of checks, not a burst of them every interval.
+// Config.MaxProbesPerTick bounds the checks of both kinds handed out per
+// tick, the check due longest first, so that none starves.
 //
 // A check that fails while the socket is still the one registered counts,
 // whatever its kind, and one that succeeds ends the count; a failed Probe

@@ -1,0 +1,33 @@
+package statecache
+
+import "testing"
+
+// TestSpreadEven checks that the first checks of a burst of registrations,
+// of any size, are spread evenly over the interval: each tenth of it
+// holds a tenth of them, within 2% of the burst or one check. The load of
+// the checks is then smooth from the first interval on, and stays so.
+func TestSpreadEven(t *testing.T) {
+	tests := []struct{ every, n uint64 }{
+		{150, 50}, {150, 1000}, {1500, 100}, {1500, 1000}, {1500, 10000}, {1000, 300},
+	}
+	for _, tc := range tests {
+		var tenths [10]uint64
+		for i := range tc.n {
+			s := spread(i, tc.every, true)
+			if s >= tc.every {
+				t.Fatalf("spread(%d, %d) = %d, want < %d", i, tc.every, s, tc.every)
+			}
+			tenths[s*10/tc.every]++
+		}
+		slack := max(tc.n/50, 1)
+		for k, got := range tenths {
+			want := tc.n / 10 // every is a multiple of 10
+			if got+slack < want || got > want+slack {
+				t.Errorf("every %d, %d registrations: %d first checks in tenth %d of the interval, want %d±%d (all: %v)", tc.every, tc.n, got, k, want, slack, tenths)
+			}
+		}
+	}
+	if got := spread(7, 1500, false); got != 0 {
+		t.Errorf("spread of a later check = %d, want 0: a full interval", got)
+	}
+}
