@@ -41,8 +41,9 @@ saves the state file a last time, removes its API socket and exits with
 status 0 within 2 s. Plugins stay registered: stopping the agent is no
 reason to deregister them, and the next run takes them over from the state
 file without registering them again. The agent runs Go code on one thread
-at a time (GOMAXPROCS=1), which keeps its idle cost low; set GOMAXPROCS in
-its environment to choose another number.
+at a time (GOMAXPROCS=1), which keeps its idle cost low, and collects
+garbage when its heap has grown by half (GOGC=50), which keeps its peak
+memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 
 	--dir DIR
 		Plugin directory to scan, recursively. Repeatable. Default: see
