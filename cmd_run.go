@@ -186,9 +186,10 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if os.Getenv("GOGC") == "" {
 		// The agent's live heap is small (about 2 MB with 1,000 plugins),
-		// and the heap grows to twice the live heap by default, or 4 MB
-		// at least: half as much again keeps the peak RSS of a burst of
-		// 1,000 registrations about 1.5 MB lower, for a few more
+		// and by default the heap grows to twice the live heap, and to 4
+		// MB at least, before a collection. Collecting once it has grown
+		// by half keeps the peak RSS of a burst of 1,000 registrations
+		// about 1.3 MB lower (19.0 against 17.7 MB), for a few more
 		// collections. GOGC in the environment overrides it.
 		debug.SetGCPercent(50)
 	}
