@@ -282,27 +282,23 @@ func (c *Cache[P]) Tick() {
 // evenly over the interval, rather than all due in one tick, and stay
 // spread, each coming once an interval after its last.
 func (c *Cache[P]) scheduleChecks(path string, en *entry[P], kind Kind) {
-	first := kind == Register || kind == Verify
-	var i uint64
-	if first {
+	var i uint64 // 0 for a later check, which spread puts a full interval away
+	if kind == Register || kind == Verify {
 		i = c.firstChecks
 		c.firstChecks++
 	}
 	if every := c.cfg.ProbeEvery; every > 0 {
-		c.schedule(path, &en.pingAt, every-spread(i, every, first))
+		c.schedule(path, &en.pingAt, every-spread(i, every))
 	}
 	if every := c.cfg.InfoProbeEvery; every > 0 && kind != Ping {
-		c.schedule(path, &en.probeAt, every-spread(i, every, first))
+		c.schedule(path, &en.probeAt, every-spread(i, every))
 	}
 }
 
 // spread returns how many ticks sooner than every the first checks of the
-// i-th registration come: ⌊frac(i/φ) × every⌋, in [0, every); 0 when not
-// first.
-func spread(i, every uint64, first bool) uint64 {
-	if !first {
-		return 0
-	}
+// i-th registration come: ⌊frac(i/φ) × every⌋, in [0, every), and 0 for
+// i = 0.
+func spread(i, every uint64) uint64 {
 	const invPhi = 0x9E3779B97F4A7C15 // 2⁶⁴/φ, rounded
 	hi, _ := bits.Mul64(i*invPhi, every)
 	return hi
