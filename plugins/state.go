@@ -91,7 +91,8 @@ type State struct {
 	Pending []PendingDeregistration
 }
 
-// stateDoc is the JSON form of a State.
+// stateDoc is the JSON form of a State, which Load decodes; writeState
+// encodes the same fields.
 type stateDoc struct {
 	Version  int            `json:"version"`
 	Revision uint64         `json:"revision"`
@@ -131,17 +132,14 @@ type socketIDRecord struct {
 	Birth int64  `json:"birth"`
 }
 
-// MarshalJSON returns the state document of s, version StateVersion.
-// Times are written in UTC.
+// MarshalJSON returns the state document of s, version StateVersion, as
+// Save writes it. Times are written in UTC.
 func (s State) MarshalJSON() ([]byte, error) {
-	d := stateDoc{Version: StateVersion, Revision: s.Revision, Plugins: make([]pluginRecord, len(s.Plugins))}
-	for i, p := range s.Plugins {
-		d.Plugins[i] = recordOf(p)
+	var b bytes.Buffer
+	if err := writeState(&b, s); err != nil {
+		return nil, err
 	}
-	for _, pd := range s.Pending {
-		d.Pending = append(d.Pending, pendingRecord{recordOf(pd.Plugin), pd.Reason})
-	}
-	return json.Marshal(d)
+	return b.Bytes(), nil
 }
 
 // recordOf returns the JSON form of p.
