@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -183,16 +182,11 @@ func BenchmarkAgent(b *testing.B) {
 // agentInterval returns the --interval of the running agent, from its
 // "agent started" log line.
 func agentInterval(b *testing.B, agent *proc) time.Duration {
-	for _, line := range logLines(agent, `"msg":"agent started"`) {
-		var rec struct {
-			Interval time.Duration `json:"interval"`
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Interval > 0 {
-			return rec.Interval
-		}
+	interval := started(agent).Interval
+	if interval <= 0 {
+		b.Fatal("no interval in the agent's log")
 	}
-	b.Fatal("no interval in the agent's log")
-	return 0
+	return interval
 }
 
 // The plugins of BenchmarkAgent live in a process of their own, as real

@@ -117,12 +117,7 @@ func TestEndToEndGRPCHandler(t *testing.T) {
 	})
 	const refusal = `RegisterPlugin error -- plugin validation failed with err: plugin bad is refused here`
 	eventually(t, waitTimeout, "bad told it is refused", func() bool {
-		for _, l := range logLines(bad, `"registered":false`) {
-			if strings.Contains(l, refusal) {
-				return true
-			}
-		}
-		return false
+		return len(logLines(bad, `"registered":false`, refusal)) > 0
 	})
 	if l := logLines(good, `"registered":false`); len(l) != 0 {
 		t.Errorf("good was told %q, want only that it is registered", l)

@@ -51,12 +51,7 @@ esac
 	eventually(t, waitTimeout, "good registered with its annotations", annotated)
 	const refusal = `RegisterPlugin error -- plugin validation failed with err: plugin bad is refused here`
 	eventually(t, waitTimeout, "bad told it is refused", func() bool {
-		for _, l := range logLines(bad, `"registered":false`) {
-			if strings.Contains(l, refusal) {
-				return true
-			}
-		}
-		return false
+		return len(logLines(bad, `"registered":false`, refusal)) > 0
 	})
 
 	if code, _ := agent.stop(t); code != 0 {

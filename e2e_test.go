@@ -229,6 +229,24 @@ func logLines(p *proc, s string, also ...string) []string {
 	return ls
 }
 
+// agentStarted is what the agent's "agent started" log line (JSON) says.
+type agentStarted struct {
+	Interval time.Duration `json:"interval"`
+	Metrics  string        `json:"metrics"`
+}
+
+// started returns what the agent's "agent started" line says, or the zero
+// value before it logged one.
+func started(agent *proc) agentStarted {
+	var rec agentStarted
+	for _, line := range logLines(agent, `"msg":"agent started"`) {
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			break
+		}
+	}
+	return rec
+}
+
 // runCmd runs cmd to completion, killing it after 30 s, and returns its
 // stdout, stderr and exit code. It fails the test if cmd cannot run.
 func runCmd(tb testing.TB, cmd *exec.Cmd) (stdout, stderr string, code int) {
@@ -468,16 +486,8 @@ func metricsAddr(tb testing.TB, agent *proc) string {
 	var addr string
 	eventually(tb, waitTimeout, "agent started with metrics", func() bool {
 		alive(tb, agent)
-		for _, line := range logLines(agent, `"msg":"agent started"`) {
-			var rec struct {
-				Metrics string `json:"metrics"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Metrics != "" {
-				addr = rec.Metrics
-				return true
-			}
-		}
-		return false
+		addr = started(agent).Metrics
+		return addr != ""
 	})
 	return addr
 }

@@ -70,14 +70,13 @@ type pyPlugin struct {
 	stop func() (stderr string)
 }
 
-// startPyPlugin starts the Python plugin in mode on a socket in dir, with
-// gRPC's logging at its defaults (no GRPC_VERBOSITY or GRPC_TRACE), and
-// waits until it serves.
-func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
+// startPluginProcess starts cmd, a plugin, with this process's environment
+// less its GRPC_* variables (so that gRPC logs at its defaults) plus
+// cmd.Env, and returns its stdin, its stdout and what it writes to stderr.
+func startPluginProcess(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.Reader, *lockedBuffer) {
 	t.Helper()
-	p := &pyPlugin{path: filepath.Join(dir, mode+".sock"), events: make(chan pyEvent, 16)}
-	cmd := exec.Command(py, filepath.Join("testdata", "interop", "plugin.py"), p.path, mode)
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") })
+	cmd.Env = append(env, cmd.Env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -86,11 +85,22 @@ func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return stdin, stdout, stderr
+}
+
+// startPyPlugin starts the Python plugin in mode on a socket in dir, with
+// gRPC's logging at its defaults (no GRPC_VERBOSITY or GRPC_TRACE), and
+// waits until it serves.
+func startPyPlugin(t *testing.T, py, dir, mode string) *pyPlugin {
+	t.Helper()
+	p := &pyPlugin{path: filepath.Join(dir, mode+".sock"), events: make(chan pyEvent, 16)}
+	cmd := exec.Command(py, filepath.Join("testdata", "interop", "plugin.py"), p.path, mode)
+	stdin, stdout, stderr := startPluginProcess(t, cmd)
 	p.stop = sync.OnceValue(func() string {
 		stdin.Close() // the plugin stops at the end of its stdin
 		if err := cmd.Wait(); err != nil {
@@ -239,20 +249,8 @@ func TestInteropGoGRPC(t *testing.T) {
 	dir := unixDir(t)
 	path := filepath.Join(dir, "go.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInteropGoGRPC$", "-test.count=1")
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") }), goPluginEnv+"="+path)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd.Env = []string{goPluginEnv + "=" + path}
+	stdin, stdout, stderr := startPluginProcess(t, cmd)
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	ready := make(chan bool, 1)
 	go func() {
