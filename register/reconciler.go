@@ -183,7 +183,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-ticks:
-			l.tick++
 			l.cache.Tick()
 			r.update(func(s *Status) { s.LastTick = now })
 			select {
@@ -304,7 +303,6 @@ type loop struct {
 
 	// The pending deregistrations (see retry.go).
 	retrying   int                          // retries in flight, beside the inFlight operations of the cache
-	tick       uint64                       // ticks since Run started
 	maxBackoff uint64                       // in ticks
 	retries    map[pluginKey]*retrySchedule // the entries seen, by plugin type and name
 	pending    int                          // entries at the last tick

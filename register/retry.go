@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // pluginKey identifies a plugin by type and name: the key of a pending
@@ -43,10 +44,10 @@ func (l *loop) duePending(free int) []plugins.PendingDeregistration {
 			continue // its outcome comes first
 		}
 		if s == nil || s.seq != pd.Seq {
-			s = &retrySchedule{seq: pd.Seq, retryAt: l.tick}
+			s = &retrySchedule{seq: pd.Seq, retryAt: l.cache.Ticks()}
 			l.retries[k] = s
 		}
-		if s.retryAt <= l.tick && len(due) < free {
+		if s.retryAt <= l.cache.Ticks() && len(due) < free {
 			s.inFlight = true
 			s.attempts++
 			due = append(due, pd)
@@ -88,9 +89,9 @@ func (l *loop) retried(res *Result) {
 		delete(l.retries, k)
 		l.log.Warn("pending deregistration dropped", append(a, "err", errText(err))...)
 	default:
-		d := min(uint64(1)<<min(s.fails, 62), l.maxBackoff)
 		s.fails++
-		s.retryAt = l.tick + d
+		d := statecache.Backoff(s.fails, l.maxBackoff)
+		s.retryAt = l.cache.Ticks() + d
 		a = append(a, "err", errText(err), "retry", time.Duration(d)*l.interval)
 		if s.warned {
 			l.log.Debug("deregistration not delivered", a...)

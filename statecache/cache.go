@@ -255,6 +255,9 @@ func (c *Cache[P]) Observe(ch scan.Changes) {
 	}
 }
 
+// Ticks returns the logical time: the number of calls of Tick so far.
+func (c *Cache[P]) Ticks() uint64 { return c.tick }
+
 // Tick advances logical time by one tick.
 func (c *Cache[P]) Tick() {
 	c.tick++
@@ -530,10 +533,16 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 	return retryTicks
 }
 
+// Backoff returns the ticks to wait after the n-th failure in a row
+// (n ≥ 1) before trying again: 1, 2, 4 and so on, at most limit.
+func Backoff(n int, limit uint64) uint64 {
+	return min(uint64(1)<<min(n-1, 62), limit)
+}
+
 // backoff counts a failed registration and schedules the next attempt.
 func (c *Cache[P]) backoff(path string, en *entry[P]) uint64 {
 	en.fails++
-	d := min(uint64(1)<<min(en.fails-1, 62), c.cfg.MaxBackoff)
+	d := Backoff(en.fails, c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
 	c.timers[en.retryAt] = append(c.timers[en.retryAt], path)
 	c.retrying[path] = struct{}{}

@@ -28,3 +28,20 @@ func TestSpreadEven(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoff: the wait doubles from one tick with each failure in a row,
+// up to the limit, however many failures there were.
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		n     int
+		limit uint64
+		want  uint64
+	}{
+		{1, 150, 1}, {2, 150, 2}, {3, 150, 4}, {8, 150, 128}, {9, 150, 150}, {1000, 150, 150}, {70, 1 << 63, 1 << 62},
+	}
+	for _, tc := range tests {
+		if got := Backoff(tc.n, tc.limit); got != tc.want {
+			t.Errorf("Backoff(%d, %d) = %d, want %d", tc.n, tc.limit, got, tc.want)
+		}
+	}
+}
