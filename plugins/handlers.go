@@ -21,14 +21,10 @@ type Handlers struct {
 	handlers map[string]Handler // by plugin type
 
 	lockMu sync.Mutex
-	locks  map[pluginKey]*keyLock // only keys held or waited for
+	locks  map[Key]*keyLock // only keys held or waited for
 }
 
-// pluginKey identifies one plugin by type and name: the key of Lock and
-// of the Registry's pending deregistrations.
-type pluginKey struct{ typ, name string }
-
-// keyLock is a semaphore for one pluginKey. refs counts the callers holding
+// keyLock is a semaphore for one Key. refs counts the callers holding
 // or waiting for it; the entry leaves Handlers.locks when refs drops to 0.
 type keyLock struct {
 	sem  chan struct{} // capacity 1; full while held
@@ -39,7 +35,7 @@ type keyLock struct {
 func NewHandlers() *Handlers {
 	return &Handlers{
 		handlers: make(map[string]Handler),
-		locks:    make(map[pluginKey]*keyLock),
+		locks:    make(map[Key]*keyLock),
 	}
 }
 
@@ -92,7 +88,7 @@ func (h *Handlers) Lock(ctx context.Context, typ, name string) (unlock func(), e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("wait for plugin %s/%s: %w", typ, name, err)
 	}
-	k := pluginKey{typ, name}
+	k := Key{typ, name}
 	h.lockMu.Lock()
 	l := h.locks[k]
 	if l == nil {
@@ -119,7 +115,7 @@ func (h *Handlers) Lock(ctx context.Context, typ, name string) (unlock func(), e
 
 // release drops one reference to l and removes it from h.locks when it
 // was the last.
-func (h *Handlers) release(k pluginKey, l *keyLock) {
+func (h *Handlers) release(k Key, l *keyLock) {
 	h.lockMu.Lock()
 	defer h.lockMu.Unlock()
 	l.refs--

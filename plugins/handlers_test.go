@@ -138,10 +138,10 @@ func TestLockOtherNamesProceed(t *testing.T) {
 		}()
 		synctest.Wait()
 		var unlocks []func()
-		for _, k := range []pluginKey{{"CSIPlugin", "b"}, {"DRAPlugin", "a"}, {"", "a"}, {"CSIPlugin", ""}} {
-			u, err := h.Lock(t.Context(), k.typ, k.name)
+		for _, k := range []Key{{"CSIPlugin", "b"}, {"DRAPlugin", "a"}, {"", "a"}, {"CSIPlugin", ""}} {
+			u, err := h.Lock(t.Context(), k.Type, k.Name)
 			if err != nil {
-				t.Fatalf("Lock(%q, %q) while (CSIPlugin, a) is held = %v", k.typ, k.name, err)
+				t.Fatalf("Lock(%q, %q) while (CSIPlugin, a) is held = %v", k.Type, k.Name, err)
 			}
 			unlocks = append(unlocks, u)
 		}

@@ -60,7 +60,7 @@ func (r *Registry) AddPending(p Plugin, reason string) (PendingDeregistration, e
 	if err := checkPending(pd); err != nil {
 		return PendingDeregistration{}, err
 	}
-	k := pluginKey{p.Type, p.Name}
+	k := p.Key()
 	r.mu.Lock()
 	if _, ok := r.pending[k]; !ok && len(r.pending) >= MaxPending {
 		r.mu.Unlock()
@@ -78,18 +78,18 @@ func (r *Registry) AddPending(p Plugin, reason string) (PendingDeregistration, e
 // DropPending forgets the pending deregistration of the plugin of type typ
 // named name, whatever its Seq, and reports whether there was one.
 func (r *Registry) DropPending(typ, name string) bool {
-	return r.dropPending(pluginKey{typ, name}, 0)
+	return r.dropPending(Key{typ, name}, 0)
 }
 
 // DropPendingEntry forgets pd if it is still the pending deregistration of
 // its plugin (same Seq), and reports whether it was.
 func (r *Registry) DropPendingEntry(pd PendingDeregistration) bool {
-	return r.dropPending(pluginKey{pd.Plugin.Type, pd.Plugin.Name}, pd.Seq)
+	return r.dropPending(pd.Plugin.Key(), pd.Seq)
 }
 
 // dropPending forgets the entry of k if its Seq is seq, or whatever it is
 // when seq is 0.
-func (r *Registry) dropPending(k pluginKey, seq uint64) bool {
+func (r *Registry) dropPending(k Key, seq uint64) bool {
 	r.mu.Lock()
 	pd, ok := r.pending[k]
 	if !ok || seq != 0 && pd.Seq != seq {
@@ -108,7 +108,7 @@ func (r *Registry) dropPending(k pluginKey, seq uint64) bool {
 func (r *Registry) PendingOf(typ, name string) (PendingDeregistration, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pd, ok := r.pending[pluginKey{typ, name}]
+	pd, ok := r.pending[Key{typ, name}]
 	if !ok {
 		return PendingDeregistration{}, false
 	}

@@ -22,6 +22,14 @@ type Plugin struct {
 	Annotations map[string]string
 }
 
+// Key identifies a plugin by type and name: its handler sees one plugin of
+// a type and name at a time (Handlers.Lock), and a Registry keeps at most
+// one pending deregistration of each.
+type Key struct{ Type, Name string }
+
+// Key returns p's type and name.
+func (p Plugin) Key() Key { return Key{p.Type, p.Name} }
+
 // Annotations are what a Handler's Register says of a plugin, as strings
 // by key, for the plugin's consumers; see [CheckAnnotations] for the
 // limits.

@@ -56,8 +56,8 @@ type Registry struct {
 	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
 	resyncs  atomic.Uint64
 
-	pending    map[pluginKey]PendingDeregistration // see AddPending
-	pendingSeq uint64                              // Seq of the latest pending entry
+	pending    map[Key]PendingDeregistration // see AddPending
+	pendingSeq uint64                        // Seq of the latest pending entry
 	// changes counts the changes to what State returns (events and the
 	// pending set), so that the Saver can tell whether it saved the latest.
 	changes uint64
@@ -71,7 +71,7 @@ func NewRegistry() *Registry {
 		conns:    make(map[string]*grpc.ClientConn),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}, 1),
-		pending:  make(map[pluginKey]PendingDeregistration),
+		pending:  make(map[Key]PendingDeregistration),
 	}
 }
 
@@ -97,7 +97,7 @@ func NewRegistryFrom(s State) *Registry {
 		pd = pd.clone()
 		r.pendingSeq++
 		pd.Seq = r.pendingSeq
-		r.pending[pluginKey{pd.Plugin.Type, pd.Plugin.Name}] = pd
+		r.pending[pd.Plugin.Key()] = pd
 	}
 	r.rev = s.Revision
 	return r

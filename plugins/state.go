@@ -208,12 +208,12 @@ func (s State) check() error {
 		}
 		seen[p.SocketPath] = true
 	}
-	pending := make(map[pluginKey]bool, len(s.Pending))
+	pending := make(map[Key]bool, len(s.Pending))
 	for i, pd := range s.Pending {
 		if err := checkPending(pd); err != nil {
 			return fmt.Errorf("pending deregistration %d: %w", i, err)
 		}
-		k := pluginKey{pd.Plugin.Type, pd.Plugin.Name}
+		k := pd.Plugin.Key()
 		if pending[k] {
 			return fmt.Errorf("pending deregistration %d: %s %q listed twice", i, pd.Plugin.Type, pd.Plugin.Name)
 		}

@@ -302,10 +302,10 @@ type loop struct {
 	ready       bool            // the first scan's operations have completed
 
 	// The pending deregistrations (see retry.go).
-	retrying   int                          // retries in flight, beside the inFlight operations of the cache
-	maxBackoff uint64                       // in ticks
-	retries    map[pluginKey]*retrySchedule // the entries seen, by plugin type and name
-	pending    int                          // entries at the last tick
+	retrying   int                            // retries in flight, beside the inFlight operations of the cache
+	maxBackoff uint64                         // in ticks
+	retries    map[plugins.Key]*retrySchedule // the entries seen, by plugin type and name
+	pending    int                            // entries at the last tick
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
@@ -340,7 +340,7 @@ func (r *Reconciler) newLoop() *loop {
 		reported:    make(map[string]int),
 		refused:     make(map[string]bool),
 		maxBackoff:  max(cfg.MaxBackoff, 1),
-		retries:     make(map[pluginKey]*retrySchedule),
+		retries:     make(map[plugins.Key]*retrySchedule),
 		pending:     len(r.Registry.Pending()),
 	}
 	l.results = make(chan Result, l.maxInFlight)

@@ -9,10 +9,6 @@ import (
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// pluginKey identifies a plugin by type and name: the key of a pending
-// deregistration.
-type pluginKey struct{ typ, name string }
-
 // retrySchedule is the loop's schedule of one pending deregistration.
 type retrySchedule struct {
 	seq      uint64 // the entry's Seq; another Seq is another entry
@@ -34,10 +30,10 @@ func (l *loop) duePending(free int) []plugins.PendingDeregistration {
 	if len(list) == 0 && len(l.retries) == 0 {
 		return nil
 	}
-	live := make(map[pluginKey]bool, len(list))
+	live := make(map[plugins.Key]bool, len(list))
 	var due []plugins.PendingDeregistration
 	for _, pd := range list {
-		k := pluginKey{pd.Plugin.Type, pd.Plugin.Name}
+		k := pd.Plugin.Key()
 		live[k] = true
 		s := l.retries[k]
 		if s != nil && s.inFlight {
@@ -73,7 +69,7 @@ func (l *loop) retry(ctx context.Context, pd plugins.PendingDeregistration) Resu
 // entry are Debug.
 func (l *loop) retried(res *Result) {
 	pd, p := res.Retry, res.Plugin
-	k := pluginKey{p.Type, p.Name}
+	k := p.Key()
 	s := l.retries[k] // set in flight by duePending, kept while in flight
 	s.inFlight = false
 	a := []any{"path", p.SocketPath, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint,
