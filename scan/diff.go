@@ -23,10 +23,10 @@ type Changes struct {
 // at once, without comparing them.
 func Diff(old, new Snapshot) Changes {
 	var c Changes
-	o, n := old.Entries, new.Entries
-	if len(o) == len(n) && (len(o) == 0 || &o[0] == &n[0]) {
+	if old.Same(new) {
 		return c
 	}
+	o, n := old.Entries, new.Entries
 	i, j := 0, 0
 	for i < len(o) && j < len(n) {
 		switch cmp := strings.Compare(o[i].Path, n[j].Path); {

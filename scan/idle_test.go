@@ -10,12 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// shared reports whether a and b have the same entries slice: the same
-// length, and the same first element if any.
-func shared(a, b Snapshot) bool {
-	return len(a.Entries) == len(b.Entries) && (len(a.Entries) == 0 || &a.Entries[0] == &b.Entries[0])
-}
-
 // history records the snapshots of a run of scans, to check that each
 // shares the previous one's entries exactly when nothing changed, and that
 // no scan writes to the entries of an earlier one.
@@ -28,8 +22,8 @@ type history struct {
 // snapshot's entries if and only if same (not checked for the first).
 func (h *history) add(t *testing.T, name string, got Snapshot, same bool) {
 	t.Helper()
-	if len(h.snaps) > 0 && shared(h.prev, got) != same {
-		t.Errorf("%s: Scan() returned the previous entries: %v, want %v", name, shared(h.prev, got), same)
+	if len(h.snaps) > 0 && h.prev.Same(got) != same {
+		t.Errorf("%s: Scan() returned the previous entries: %v, want %v", name, h.prev.Same(got), same)
 	}
 	h.prev = got
 	h.snaps = append(h.snaps, got)

@@ -611,7 +611,7 @@ func TestScanFakeTree(t *testing.T) {
 	// The plugin dirs overlap: sub/ is scanned twice and reported once.
 	s := newScanner([]string{filepath.Join(root, "sub"), root, filepath.Join(root, "missing")}, nil, open)
 	got := mustScan(t, s)
-	if again := mustScan(t, s); !shared(got, again) {
+	if again := mustScan(t, s); !got.Same(again) {
 		t.Errorf("Scan() with nothing changed returned new entries, want the previous ones")
 	}
 	// Sorted by path, not in walk order (which is a/x.sock, a-b.sock, a.sock).

@@ -569,7 +569,7 @@ func TestScanRootsInOrder(t *testing.T) {
 		if d := cmp.Diff(want, paths(got)); d != "" {
 			t.Errorf("Scan() paths (-want +got):\n%s", d)
 		}
-		if i > 0 && !shared(prev, got) {
+		if i > 0 && !prev.Same(got) {
 			t.Errorf("Scan() with nothing changed returned new entries, want the previous ones")
 		}
 		prev = got
@@ -897,7 +897,7 @@ func TestScanModel(t *testing.T) {
 						t.Fatalf("step %d: Scan() differs from a full scan (-full +incremental):\n%s", i, d)
 					}
 					scans++
-					if len(got.Entries) > 0 && shared(prev, got) {
+					if len(got.Entries) > 0 && prev.Same(got) {
 						same++
 					}
 					prev = got
