@@ -251,17 +251,9 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
-	conn, rc, err := c.connect(ctx, path)
+	p, err := c.infoAgain(ctx, old, "verify")
 	if err != nil {
 		return err
-	}
-	defer conn.Close()
-	p, err := c.getInfo(ctx, rc, path)
-	if err != nil {
-		return err
-	}
-	if err := sameInfo(old, p); err != nil {
-		return &OpError{"verify", path, err}
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -287,19 +279,27 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 // answers as it did: an error wrapping statecache.ErrChanged means it
 // answered differently. The handler is not asked again.
 func (c *Client) Probe(ctx context.Context, old plugins.Plugin) error {
+	_, err := c.infoAgain(ctx, old, "probe")
+	return err
+}
+
+// infoAgain asks a registered plugin for GetInfo and returns its answer;
+// an answer other than old's is an error wrapping statecache.ErrChanged,
+// in an *OpError of op.
+func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string) (plugins.Plugin, error) {
 	conn, rc, err := c.connect(ctx, old.SocketPath)
 	if err != nil {
-		return err
+		return plugins.Plugin{}, err
 	}
 	defer conn.Close()
 	p, err := c.getInfo(ctx, rc, old.SocketPath)
 	if err != nil {
-		return err
+		return p, err
 	}
 	if err := sameInfo(old, p); err != nil {
-		return &OpError{"probe", old.SocketPath, err}
+		return p, &OpError{op, old.SocketPath, err}
 	}
-	return nil
+	return p, nil
 }
 
 // sameInfo returns an error wrapping statecache.ErrChanged, which says
