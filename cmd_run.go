@@ -280,18 +280,19 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 
 // reconciler returns the reconciler of the agent, configured by the flags.
 func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry, handlers *plugins.Handlers, log *slog.Logger) *register.Reconciler {
-	return &register.Reconciler{
-		Scan: scanner.Scan,
-		Registrar: &register.Client{
-			Handlers:       handlers,
-			DialTimeout:    time.Duration(c.timeouts.dial),
-			GetInfoTimeout: time.Duration(c.timeouts.getInfo),
-			NotifyTimeout:  time.Duration(c.timeouts.notify),
-			HandlerTimeout: time.Duration(c.timeouts.handler),
-			AllowUIDs:      c.allowUIDs,
-			Pending:        registry,
-			Log:            log,
-		},
+	client := &register.Client{
+		Handlers:       handlers,
+		DialTimeout:    time.Duration(c.timeouts.dial),
+		GetInfoTimeout: time.Duration(c.timeouts.getInfo),
+		NotifyTimeout:  time.Duration(c.timeouts.notify),
+		HandlerTimeout: time.Duration(c.timeouts.handler),
+		AllowUIDs:      c.allowUIDs,
+		Pending:        registry,
+		Log:            log,
+	}
+	rec := &register.Reconciler{
+		Scan:              scanner.Scan,
+		Registrar:         client,
 		Registry:          registry,
 		Interval:          time.Duration(c.interval),
 		MaxInFlight:       int(c.maxInFlight),
@@ -304,6 +305,8 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		Types:             handlers.Types(),
 		Log:               log,
 	}
+	client.Pace = rec.Beat
+	return rec
 }
 
 // stop shuts the agent down once the reconciler has returned: the gRPC

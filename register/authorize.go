@@ -28,17 +28,22 @@ func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
 		return fmt.Errorf("socket owner: file owner uids are not supported on %s", runtime.GOOS)
 	}
 	owner := file.uid
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
+	var control func(func(fd uintptr)) error
+	switch conn := conn.(type) {
+	case interface{ control(func(fd uintptr)) error }: // a pacedConn
+		control = conn.control
+	case syscall.Conn:
+		raw, err := conn.SyscallConn()
+		if err != nil {
+			return fmt.Errorf("peer credentials: %w", err)
+		}
+		control = raw.Control
+	default:
 		return fmt.Errorf("peer credentials: %T has no file descriptor", conn)
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("peer credentials: %w", err)
 	}
 	var p peer
 	var credErr error
-	if err := raw.Control(func(fd uintptr) { p, credErr = peerCred(fd) }); err != nil {
+	if err := control(func(fd uintptr) { p, credErr = peerCred(fd) }); err != nil {
 		return fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {

@@ -60,6 +60,14 @@ type Client struct {
 	// and the delivery of the entry never cross.
 	Pending *plugins.Registry
 
+	// Pace, when not nil, paces the liveness GetInfo checks (Probe): the
+	// request is sent at once, and the reply is read when a channel Pace
+	// returned is closed, or at the GetInfo timeout, instead of when the
+	// plugin sends it (unix only). A check then costs the agent no
+	// wake-up of its own: Reconciler.Beat, the reconciler's ticks, is the
+	// pace of the agent. Registrations and verifications are never paced.
+	Pace func() <-chan struct{}
+
 	Log *slog.Logger // nil: discard
 }
 
@@ -78,7 +86,7 @@ func (c *Client) log() *slog.Logger {
 // unavailable: plugins.ErrHandlerUnavailable). Both are wrapped in an
 // *OpError.
 func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
-	conn, rc, err := c.connect(ctx, path)
+	conn, rc, err := c.connect(ctx, path, scan.ID{}, nil)
 	if err != nil {
 		return plugins.Plugin{SocketPath: path}, err
 	}
@@ -157,9 +165,10 @@ func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, err
 // connection, for the caller to close, and a client that calls over it.
 // With c.AllowUIDs set, a socket whose owner or serving process is not
 // allowed is rejected here, before any call but the rejection itself:
-// GetInfo is never sent to an untrusted process.
-func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregistration.RegistrationClient, error) {
-	conn, file, err := c.dial(ctx, path)
+// GetInfo is never sent to an untrusted process. want and pace are
+// dial's.
+func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, pluginregistration.RegistrationClient, error) {
+	conn, file, err := c.dial(ctx, path, want, pace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -182,11 +191,17 @@ func (c *Client) connect(ctx context.Context, path string) (net.Conn, pluginregi
 }
 
 // dial connects to the socket at path and returns the connection, for the
-// caller to close, and what the socket file was before the connect.
-func (c *Client) dial(ctx context.Context, path string) (net.Conn, socketStat, error) {
+// caller to close, and what the socket file is (see connectChecked for
+// want). With pace, it connects once and the connection is paced by it
+// (dialPaced).
+func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, socketStat, error) {
 	var conn net.Conn
-	file, err := connectChecked(path, func() (err error) {
-		conn, err = dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+	file, err := connectChecked(path, want, func() (err error) {
+		if pace != nil {
+			conn, err = dialPaced(path, pace)
+		} else {
+			conn, err = dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
+		}
 		return err
 	})
 	if err != nil {
@@ -199,13 +214,28 @@ func (c *Client) dial(ctx context.Context, path string) (net.Conn, socketStat, e
 }
 
 // connectChecked runs connect, a connect by path to the socket at path,
-// between two looks at the socket file, and returns what the file was.
-// The connect went by path, so it must have reached the socket checked
-// before it, not one swapped in meanwhile (a symlink, or another socket).
+// and returns what the socket file is. The connect went by path, so it
+// must have reached the socket expected, not one swapped in (a symlink, or
+// another socket): want, the identity a registered plugin's socket had
+// when the scanner saw it, must be the socket file's after the connect;
+// with a zero want, the socket file must be the same before and after.
 // Errors are *OpErrors.
-func connectChecked(path string, connect func() error) (socketStat, error) {
+func connectChecked(path string, want scan.ID, connect func() error) (socketStat, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
+	}
+	if want != (scan.ID{}) {
+		if err := connect(); err != nil {
+			return socketStat{}, &OpError{"dial", path, err}
+		}
+		file, err := socketFile(path)
+		if err == nil && !file.is(want) {
+			err = errNotRegistered
+		}
+		if err != nil {
+			return socketStat{}, &OpError{"dial", path, err}
+		}
+		return file, nil
 	}
 	file, err := socketFile(path)
 	if err != nil {
@@ -251,7 +281,7 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
-	p, err := c.infoAgain(ctx, old, "verify")
+	p, err := c.infoAgain(ctx, old, "verify", nil)
 	if err != nil {
 		return err
 	}
@@ -277,17 +307,18 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 
 // Probe checks that a registered plugin still answers GetInfo, and
 // answers as it did: an error wrapping statecache.ErrChanged means it
-// answered differently. The handler is not asked again.
+// answered differently. The handler is not asked again. Probes are paced
+// by c.Pace.
 func (c *Client) Probe(ctx context.Context, old plugins.Plugin) error {
-	_, err := c.infoAgain(ctx, old, "probe")
+	_, err := c.infoAgain(ctx, old, "probe", c.Pace)
 	return err
 }
 
 // infoAgain asks a registered plugin for GetInfo and returns its answer;
 // an answer other than old's is an error wrapping statecache.ErrChanged,
-// in an *OpError of op.
-func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string) (plugins.Plugin, error) {
-	conn, rc, err := c.connect(ctx, old.SocketPath)
+// in an *OpError of op. With pace, the call is paced by it.
+func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, pace func() <-chan struct{}) (plugins.Plugin, error) {
+	conn, rc, err := c.connect(ctx, old.SocketPath, old.SocketID, pace)
 	if err != nil {
 		return plugins.Plugin{}, err
 	}
@@ -328,10 +359,10 @@ func sameInfo(old, p plugins.Plugin) error {
 func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		_, err := connectChecked(path, func() error { return connectOnce(path) })
+		_, err := connectChecked(path, p.SocketID, func() error { return connectOnce(path) })
 		return err
 	}
-	conn, file, err := c.dial(ctx, path)
+	conn, file, err := c.dial(ctx, path, p.SocketID, nil)
 	if err != nil {
 		return err
 	}

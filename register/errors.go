@@ -12,10 +12,13 @@ var ErrNoHandler = errors.New("register: no handler for the plugin type")
 var (
 	errNotSocket = errors.New("not a socket (a symlink is never followed)")
 	errSwapped   = errors.New("the socket file changed while connecting")
+	// errNotRegistered is a check that connected to a socket file other
+	// than the one registered (replaced; the scan sees it too).
+	errNotRegistered = errors.New("the socket file is not the one registered")
 )
 
-// socketStat is what the agent knows of a socket file before it connects
-// to it: its identity (zero where socketFile does not read it) and owner.
+// socketStat is what the agent knows of a socket file it connects to: its
+// identity (zero where socketFile does not read it) and owner.
 type socketStat struct {
 	dev, ino uint64
 	uid      uint32

@@ -13,10 +13,12 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// infoPlugin answers GetInfo with info and counts the calls.
+// infoPlugin answers GetInfo with info and counts the calls, and takes
+// any registration status.
 type infoPlugin struct {
 	pluginregistration.UnimplementedRegistrationServer
 	info  *pluginregistration.PluginInfo
@@ -26,6 +28,10 @@ type infoPlugin struct {
 func (p *infoPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
 	p.calls.Add(1)
 	return p.info, nil
+}
+
+func (p *infoPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
+	return &pluginregistration.RegistrationStatusResponse{}, nil
 }
 
 // TestClientLivenessChecks runs both liveness checks against real sockets:
@@ -149,5 +155,85 @@ func TestClientLivenessChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProbesKeepTheReconcilersBeat runs a reconciler whose client is
+// paced by its beat, as the agent's is: a GetInfo check sends its request
+// at the tick it is due, and its reply is read at a later tick, without
+// waiting for its (long) timeout.
+func TestProbesKeepTheReconcilersBeat(t *testing.T) {
+	dir := unixDir(t)
+	plugin := &infoPlugin{info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", SupportedVersions: []string{"1.0.0"}}}
+	grpcPlugin(t, filepath.Join(dir, "a.sock"), plugin)
+	sc, err := scan.New([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := plugins.NewHandlers()
+	h.Add("CSIPlugin", newRecorder(t))
+	client := &Client{Handlers: h, GetInfoTimeout: time.Hour}
+	ticks, applied := make(chan time.Time), make(chan Result, 10)
+	rec := &Reconciler{Scan: sc.Scan, Registrar: client, Registry: plugins.NewRegistry(),
+		Interval: time.Second, InfoProbeInterval: time.Second,
+		ticks: ticks, applied: func(res Result) { applied <- res }}
+	waiting := make(chan struct{}, 1)
+	client.Pace = func() <-chan struct{} {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+		return rec.Beat()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	tick := func() {
+		t.Helper()
+		select {
+		case ticks <- time.Now():
+		case <-time.After(eventTimeout):
+			t.Fatal("the reconciler takes no tick")
+		}
+	}
+	select {
+	case res := <-applied:
+		if res.Op.Kind != statecache.Register || res.Err != nil {
+			t.Fatalf("first outcome %v %v, want a registration", res.Op.Kind, res.Err)
+		}
+	case <-time.After(eventTimeout):
+		t.Fatal("no registration applied")
+	}
+	tick() // the GetInfo check is due: its request goes out
+	select {
+	case <-waiting:
+	case res := <-applied:
+		t.Fatalf("%v applied before the check waited for the beat", res.Op.Kind)
+	case <-time.After(eventTimeout):
+		t.Fatal("the GetInfo check does not wait for the beat")
+	}
+	// The beats: the reply is read at the first one after it came.
+	beat := time.NewTicker(time.Millisecond)
+	defer beat.Stop()
+	deadline := time.After(eventTimeout)
+	for res := (Result{}); res.Op.Kind != statecache.Probe; {
+		select {
+		case now := <-beat.C:
+			select {
+			case ticks <- now:
+			case res = <-applied:
+			}
+		case res = <-applied:
+		case <-deadline:
+			t.Fatal("no GetInfo check applied")
+		}
+		if res.Op.Kind == statecache.Probe && res.Err != nil {
+			t.Fatalf("GetInfo check: %v", res.Err)
+		}
+	}
+	if n := plugin.calls.Load(); n != 2 {
+		t.Errorf("%d GetInfo calls, want 2: the registration's and the check's", n)
 	}
 }

@@ -108,6 +108,30 @@ type Reconciler struct {
 	mu    sync.Mutex
 	st    Status              // see Status
 	types map[string]struct{} // plugin types counted apart in st, at most maxTypes
+	beat  chan struct{}       // closed at the next tick; nil until Beat is called
+}
+
+// Beat returns a channel that is closed at the next tick of Run: the pace
+// of the agent's liveness GetInfo checks (Client.Pace). Beat is safe for
+// concurrent use; before Run and after it returned, the channel stays open.
+func (r *Reconciler) Beat() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.beat == nil {
+		r.beat = make(chan struct{})
+	}
+	return r.beat
+}
+
+// tick records a tick in the status and closes the channel of Beat.
+func (r *Reconciler) tick(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.LastTick = now
+	if r.beat != nil {
+		close(r.beat)
+		r.beat = nil
+	}
 }
 
 // Result is the outcome of one operation.
@@ -184,7 +208,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case now := <-ticks:
 			l.cache.Tick()
-			r.update(func(s *Status) { s.LastTick = now })
+			r.tick(now)
 			select {
 			case trigger <- struct{}{}:
 				// The scan's result dispatches what the tick made due,

@@ -39,10 +39,12 @@ func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
 		panic(fmt.Sprintf("unary: maxReply %d out of range [0, %d]", maxReply, recvWindow-5))
 	}
 	bw := bufio.NewWriterSize(conn, bufferSize)
+	br := bufio.NewReaderSize(conn, bufferSize)
 	c := &clientConn{
 		conn:         conn,
 		bw:           bw,
-		fr:           http2.NewFramer(bw, bufio.NewReaderSize(conn, bufferSize)),
+		br:           br,
+		fr:           http2.NewFramer(bw, br),
 		maxRecv:      maxReply,
 		peerMaxFrame: 16 << 10,
 		peerWindow:   defaultWindow,
@@ -60,7 +62,8 @@ func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
 // safe for concurrent use.
 type clientConn struct {
 	conn    net.Conn
-	bw      *bufio.Writer // under fr, flushed once per request and per answer
+	bw      *bufio.Writer // under fr, flushed once per request, and before a read that waits (readFrame)
+	br      *bufio.Reader // under fr
 	fr      *http2.Framer
 	henc    *hpack.Encoder // writes to hbuf
 	hbuf    bytes.Buffer   // the header block of the request being written
@@ -254,9 +257,9 @@ func (c *clientConn) readReply() ([]byte, error) {
 		got     bool // data holds a whole message
 	)
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		if err != nil {
-			return nil, readStatus(err)
+			return nil, err
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
@@ -266,14 +269,14 @@ func (c *clientConn) readReply() ([]byte, error) {
 			if err := f.ForeachSetting(c.applySetting); err != nil {
 				return nil, err
 			}
-			if err := c.flushed(c.fr.WriteSettingsAck()); err != nil {
+			if err := ioStatus(c.fr.WriteSettingsAck()); err != nil {
 				return nil, err
 			}
 		case *http2.PingFrame:
 			if f.IsAck() {
 				continue
 			}
-			if err := c.flushed(c.fr.WritePing(true, f.Data)); err != nil {
+			if err := ioStatus(c.fr.WritePing(true, f.Data)); err != nil {
 				return nil, err
 			}
 		case *http2.WindowUpdateFrame:
@@ -345,6 +348,40 @@ func (c *clientConn) readReply() ([]byte, error) {
 		}
 	}
 }
+
+// readFrame reads the next frame. The acknowledgements of SETTINGS and
+// PING wait in the write buffer until a read would wait for the plugin, or
+// until the next request: a plugin may wait for them, but only once it has
+// sent what the client has not read yet. A reply read in one go costs no
+// write, and the connection's answers ride with the next request.
+func (c *clientConn) readFrame() (http2.Frame, error) {
+	if c.bw.Buffered() > 0 && !c.frameBuffered() {
+		if err := c.bw.Flush(); err != nil {
+			return nil, ioStatus(err)
+		}
+	}
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return nil, readStatus(err)
+	}
+	return f, nil
+}
+
+// frameBuffered reports whether the read buffer holds the whole next
+// frame, which reading takes no read from the connection.
+func (c *clientConn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < frameHeaderLen {
+		return false
+	}
+	h, _ := c.br.Peek(frameHeaderLen) // buffered: no read, no error
+	length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+	return n >= frameHeaderLen+length
+}
+
+// frameHeaderLen is the length of an HTTP/2 frame header; its first three
+// bytes are the length of the payload that follows.
+const frameHeaderLen = 9
 
 // appendData adds a DATA payload to the message read so far. A unary reply
 // is exactly one message; its declared length is checked against maxRecv

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -511,6 +512,135 @@ func TestNewReplyLimit(t *testing.T) {
 				}
 			}()
 			New(client, tc.maxReply)
+		})
+	}
+}
+
+// writeCounter counts the writes on a connection.
+type writeCounter struct {
+	net.Conn
+	writes atomic.Int32
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.writes.Add(1)
+	return w.Conn.Write(b)
+}
+
+// answeringServer serves one connection on path: it reads the client's
+// preface and request, then writes its SETTINGS, a PING and, once
+// waitForAck has seen the client's PING acknowledgement (if set), the
+// reply, all in one write. It records the acknowledgements it read.
+func answeringServer(t *testing.T, path string, info *pluginregistration.PluginInfo, waitForAck bool) <-chan string {
+	t.Helper()
+	acks := make(chan string, 16)
+	rawListener(t, path, func(conn net.Conn) {
+		defer conn.Close()
+		if _, err := io.ReadFull(conn, make([]byte, len(http2.ClientPreface))); err != nil {
+			return
+		}
+		var out bytes.Buffer
+		fr := http2.NewFramer(&out, conn)
+		var hbuf bytes.Buffer
+		henc := hpack.NewEncoder(&hbuf)
+		enc := func(kv ...string) []byte {
+			hbuf.Reset()
+			for i := 0; i+1 < len(kv); i += 2 {
+				henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+			}
+			return bytes.Clone(hbuf.Bytes())
+		}
+		reply := func(id uint32) {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(okHeaders...), EndHeaders: true})
+			fr.WriteData(id, false, message(0, info))
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc("grpc-status", "0"), EndHeaders: true, EndStream: true})
+		}
+		var stream uint32
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.DataFrame:
+				if !f.StreamEnded() {
+					continue
+				}
+				stream = f.StreamID
+				if stream == 1 {
+					fr.WriteSettings()
+					fr.WritePing(false, [8]byte{7})
+				}
+				if stream > 1 || !waitForAck {
+					reply(stream)
+				}
+				conn.Write(out.Bytes())
+				out.Reset()
+			case *http2.SettingsFrame:
+				if f.IsAck() {
+					acks <- "settings"
+				}
+			case *http2.PingFrame:
+				if f.IsAck() {
+					acks <- "ping"
+					if waitForAck && stream == 1 {
+						reply(stream)
+						conn.Write(out.Bytes())
+						out.Reset()
+					}
+				}
+			}
+		}
+	})
+	return acks
+}
+
+func TestUnaryAcknowledgesBeforeWaiting(t *testing.T) {
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com"}
+	for _, tc := range []struct {
+		name       string
+		waitForAck bool // the server replies only once its PING is acknowledged
+		writes     int32
+	}{
+		// The reply came in one read: the acknowledgements wait for the
+		// next request, and the call wrote only its own.
+		{"reply in one go", false, 1},
+		// The client would wait for a reply that waits for it: it sends
+		// the acknowledgements first.
+		{"reply after the ping's acknowledgement", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(unixDir(t), "s.sock")
+			acks := answeringServer(t, path, info, tc.waitForAck)
+			conn, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			wc := &writeCounter{Conn: conn}
+			rc := pluginregistration.NewRegistrationClient(New(wc, maxReply))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if got, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); err != nil || !proto.Equal(got, info) {
+				t.Fatalf("GetInfo = %v, %v; want %v", got, err, info)
+			}
+			if n := wc.writes.Load(); n != tc.writes {
+				t.Errorf("the call wrote %d times, want %d", n, tc.writes)
+			}
+			if _, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{}); err != nil {
+				t.Fatalf("second GetInfo: %v", err)
+			}
+			// Either way, both acknowledgements reached the server by the
+			// end of the second call.
+			got := map[string]bool{}
+			for len(got) < 2 {
+				select {
+				case a := <-acks:
+					got[a] = true
+				case <-ctx.Done():
+					t.Fatalf("acknowledgements received: %v, want settings and ping", got)
+				}
+			}
 		})
 	}
 }

@@ -67,7 +67,9 @@
 //     size (SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_FRAME_SIZE, and the
 //     connection window with its WINDOW_UPDATEs).
 //   - SETTINGS are acknowledged and PINGs answered while a call reads its
-//     reply; an invalid setting fails the call with Unavailable.
+//     reply; an invalid setting fails the call with Unavailable. The
+//     acknowledgements are sent before the client waits for the plugin, or
+//     with the next request: a reply that came in one read costs no write.
 //
 // A failed call leaves the connection usable if its stream ended in order,
 // with an error status in the trailers (or a missing or malformed one) or a

@@ -1,0 +1,182 @@
+//go:build unix
+
+package register
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// dialPaced connects to the unix socket at path, once (a registered
+// plugin that refuses is gone), and returns a pacedConn.
+func dialPaced(path string, pace func() <-chan struct{}) (net.Conn, error) {
+	fd, err := nonblockingSocket()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("connect", err)}
+	}
+	return &pacedConn{fd: fd, path: path, pace: pace}, nil
+}
+
+// pacedConn is a connection to a unix socket on a non-blocking descriptor
+// of its own, outside Go's network poller. A read that finds nothing to
+// read, or a write that finds no room, waits for the next beat of pace
+// (or the deadline) and tries again, instead of waiting on the socket: a
+// plugin's reply is read in the same wake-up of the agent as the beat,
+// however many steps it came in. A read right after a write waits for the
+// beat first, as the plugin cannot have answered yet. Only the deadline
+// has a timer; it is the backstop for a beat slower than the deadline or
+// stopped.
+//
+// Reads and writes are not safe for concurrent use with each other;
+// SetDeadline is safe with either.
+type pacedConn struct {
+	fd    int
+	path  string
+	pace  func() <-chan struct{}
+	wrote bool // the last read or write was a write
+
+	mu       sync.Mutex
+	deadline time.Time     // zero: none
+	moved    chan struct{} // closed when the deadline is set again; nil until a wait needs it
+}
+
+// Read reads what the socket holds, waiting beats until something is
+// there.
+func (c *pacedConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if c.wrote {
+		c.wrote = false
+		if err := c.wait("read"); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		n, err := unix.Read(c.fd, b)
+		switch err {
+		case nil:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			if err := c.wait("read"); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, c.opError("read", os.NewSyscallError("read", err))
+		}
+	}
+}
+
+// Write writes all of b, waiting beats while the socket has no room.
+func (c *pacedConn) Write(b []byte) (int, error) {
+	c.wrote = true
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(c.fd, b[done:])
+		switch err {
+		case nil:
+			done += n
+		case unix.EINTR:
+		case unix.EAGAIN:
+			if err := c.wait("write"); err != nil {
+				return done, err
+			}
+		default:
+			return done, c.opError("write", os.NewSyscallError("write", err))
+		}
+	}
+	return done, nil
+}
+
+// wait returns at the next beat, at the deadline, or when the deadline is
+// set again; a deadline that has passed is an error wrapping
+// os.ErrDeadlineExceeded, as from a net.Conn.
+func (c *pacedConn) wait(op string) error {
+	c.mu.Lock()
+	deadline := c.deadline
+	if c.moved == nil {
+		c.moved = make(chan struct{})
+	}
+	moved := c.moved
+	c.mu.Unlock()
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return c.opError(op, os.ErrDeadlineExceeded)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-c.pace():
+	case <-moved:
+	case <-expired:
+	}
+	return nil
+}
+
+func (c *pacedConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "unix", Addr: c.RemoteAddr(), Err: err}
+}
+
+// Close closes the descriptor. It must not be called while a read or a
+// write is in progress.
+func (c *pacedConn) Close() error {
+	if c.fd < 0 {
+		return c.opError("close", net.ErrClosed)
+	}
+	err := unix.Close(c.fd)
+	c.fd = -1
+	if err != nil {
+		return c.opError("close", os.NewSyscallError("close", err))
+	}
+	return nil
+}
+
+// control runs f with the descriptor, for the socket options that read
+// the peer's credentials.
+func (c *pacedConn) control(f func(fd uintptr)) error {
+	f(uintptr(c.fd))
+	return nil
+}
+
+// LocalAddr is the unnamed end of the connection.
+func (c *pacedConn) LocalAddr() net.Addr { return &net.UnixAddr{Net: "unix"} }
+
+// RemoteAddr is the socket connected to.
+func (c *pacedConn) RemoteAddr() net.Addr { return &net.UnixAddr{Name: c.path, Net: "unix"} }
+
+// SetDeadline sets the deadline of reads and writes; one in progress sees
+// it at once.
+func (c *pacedConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	if c.moved != nil {
+		close(c.moved)
+		c.moved = nil
+	}
+	return nil
+}
+
+// SetReadDeadline sets the deadline of reads and writes alike.
+func (c *pacedConn) SetReadDeadline(t time.Time) error { return c.SetDeadline(t) }
+
+// SetWriteDeadline sets the deadline of reads and writes alike.
+func (c *pacedConn) SetWriteDeadline(t time.Time) error { return c.SetDeadline(t) }

@@ -1,0 +1,190 @@
+//go:build unix
+
+package register
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// beat is a pace the test controls: next hands out the channel of the
+// next beat, and tells waiting when a read or write asks for it; tick is
+// a beat.
+type beat struct {
+	mu      sync.Mutex
+	ch      chan struct{}
+	waiting chan struct{}
+}
+
+func newBeat() *beat {
+	return &beat{ch: make(chan struct{}), waiting: make(chan struct{}, 1)}
+}
+
+func (b *beat) next() <-chan struct{} {
+	select {
+	case b.waiting <- struct{}{}:
+	default: // the test has not heard the last one yet
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// start ticks every millisecond until the test ends.
+func (b *beat) start(t *testing.T) {
+	go func() {
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tk.C:
+				b.tick()
+			}
+		}
+	}()
+}
+
+func (b *beat) tick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// TestPacedProbe runs the paced GetInfo check against real plugins: it
+// sends its request, reads the reply only at the beat, and still fails at
+// its deadline, or when its context ends, when no beat comes.
+func TestPacedProbe(t *testing.T) {
+	dir := unixDir(t)
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
+	other := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"2.0.0"}}
+	p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", Versions: []string{"1.0.0"}}
+	silent := func(t *testing.T, path string) {
+		rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) })
+	}
+	for _, tc := range []struct {
+		name   string
+		serve  func(t *testing.T, path string)
+		beat   bool // beats come, once the check waits for one
+		cancel bool // the context ends once the check waits for the beat
+		want   func(error) bool
+	}{
+		{"answers as registered", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
+			true, false, func(err error) bool { return err == nil }},
+		{"answers differently", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: other}) },
+			true, false, func(err error) bool { return errors.Is(err, statecache.ErrChanged) }},
+		{"never answers, beat", silent,
+			true, false, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
+		{"never answers, no beat", silent,
+			false, false, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
+		{"context ends", silent,
+			false, true, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Canceled }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name[:5]+".sock")
+			tc.serve(t, path)
+			b := newBeat()
+			c := &Client{GetInfoTimeout: 300 * time.Millisecond, Pace: b.next}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			start := time.Now()
+			q := p
+			q.SocketPath = path
+			go func() { done <- c.Probe(ctx, q) }()
+			select {
+			case <-b.waiting: // the request is out; the reply waits for the beat
+			case err := <-done:
+				t.Fatalf("Probe = %v before it waited for the beat", err)
+			}
+			switch {
+			case tc.beat:
+				b.start(t)
+			case tc.cancel:
+				cancel()
+			}
+			err := <-done
+			if !tc.want(err) {
+				t.Fatalf("Probe = %v", err)
+			}
+			if oe, ok := errors.AsType[*OpError](err); err != nil && (!ok || oe.Path != path) {
+				t.Errorf("Probe error %#v, want an *OpError naming %s", err, path)
+			}
+			if tc.cancel && time.Since(start) >= c.GetInfoTimeout {
+				t.Errorf("Probe returned after %v, not when its context ended", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestChecksOfAReplacedSocket checks that both liveness checks of a
+// registered plugin, given the identity its socket had when it was
+// scanned, fail once another socket took that path, even one that
+// answers alike.
+func TestChecksOfAReplacedSocket(t *testing.T) {
+	dir := unixDir(t)
+	path := filepath.Join(dir, "p.sock")
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
+	idOf := func() scan.ID {
+		t.Helper()
+		sc, err := scan.New([]string{dir}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := sc.Scan()
+		if err != nil || len(snap.Entries) != 1 {
+			t.Fatalf("scan: %v, %v", snap.Entries, err)
+		}
+		return snap.Entries[0].ID
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	old := idOf()
+	l.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	grpcPlugin(t, path, &infoPlugin{info: info})
+	now := idOf()
+	if now.Dev == old.Dev && now.Ino == old.Ino {
+		t.Skip("the new socket got the old one's inode")
+	}
+	b := newBeat()
+	b.start(t)
+	for _, c := range []*Client{{}, {Pace: b.next}} {
+		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
+		for _, check := range []struct {
+			name string
+			run  func(context.Context, plugins.Plugin) error
+		}{{"Ping", c.Ping}, {"Probe", c.Probe}} {
+			p.SocketID = old
+			if err := check.run(t.Context(), p); !errors.Is(err, errNotRegistered) {
+				t.Errorf("%s of the replaced socket (paced %v) = %v, want %v", check.name, c.Pace != nil, err, errNotRegistered)
+			}
+			p.SocketID = now
+			if err := check.run(t.Context(), p); err != nil {
+				t.Errorf("%s of the socket registered (paced %v) = %v", check.name, c.Pace != nil, err)
+			}
+		}
+	}
+}
