@@ -1,7 +1,6 @@
 package statecache
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -350,14 +349,18 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 	if !c.observed {
 		return nil
 	}
-	var ops []Op[P]
-	for c.ready.Len() > 0 && (limit <= 0 || len(ops) < limit) {
+	n := len(c.ready)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	ops := make([]Op[P], 0, n) // at most n: the stale candidates make fewer
+	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) {
 		// Probes come last: once the first candidate is a probe, the
 		// rest are probes too.
 		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerTick > 0 && c.probes >= c.cfg.MaxProbesPerTick {
 			break
 		}
-		cd := heap.Pop(&c.ready).(cand)
+		cd := c.ready.pop()
 		if c.queued[cd.path] != cd.class+1 {
 			continue // stale: requeued under another class, or taken
 		}
@@ -400,11 +403,11 @@ type cand struct {
 // readyHeap orders cands by class, then order, then path: a socket that
 // just appeared is tried before sockets that keep failing, so that a crowd
 // of hung or stale plugins cannot hold back a healthy newcomer, and the
-// check due longest goes first.
+// check due longest goes first. It is a binary heap of cands, without
+// container/heap's boxing of each one.
 type readyHeap []cand
 
-func (h readyHeap) Len() int { return len(h) }
-func (h readyHeap) Less(i, j int) bool {
+func (h readyHeap) less(i, j int) bool {
 	a, b := h[i], h[j]
 	if a.class != b.class {
 		return a.class < b.class
@@ -414,13 +417,43 @@ func (h readyHeap) Less(i, j int) bool {
 	}
 	return a.path < b.path
 }
-func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)   { *h = append(*h, x.(cand)) }
-func (h *readyHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// push adds cd.
+func (h *readyHeap) push(cd cand) {
+	*h = append(*h, cd)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the first cand; the heap must not be empty.
+func (h *readyHeap) pop() cand {
+	s := *h
+	n := len(s) - 1
+	first := s[0]
+	s[0], s[n] = s[n], cand{} // the slot left keeps no path alive
+	s = s[:n]
+	for i := 0; ; {
+		least := i
+		for _, child := range [2]int{2*i + 1, 2*i + 2} {
+			if child < n && s.less(child, least) {
+				least = child
+			}
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return first
 }
 
 // Classes of due ops, in the order Next hands them out.
@@ -559,7 +592,7 @@ func (c *Cache[P]) update(path string, en *entry[P]) {
 		if class == classProbe {
 			order = checkAt(en) // the longest due first, so a bound on checks starves none
 		}
-		heap.Push(&c.ready, cand{class: class, order: order, path: path})
+		c.ready.push(cand{class: class, order: order, path: path})
 	}
 	if !en.inFlight && !en.desired && !en.registered {
 		delete(c.entries, path)

@@ -1,6 +1,11 @@
 package statecache
 
-import "testing"
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 // TestSpreadEven checks that the first checks of a burst of registrations,
 // of any size, are spread evenly over the interval: each tenth of it
@@ -43,5 +48,37 @@ func TestBackoff(t *testing.T) {
 		if got := Backoff(tc.n, tc.limit); got != tc.want {
 			t.Errorf("Backoff(%d, %d) = %d, want %d", tc.n, tc.limit, got, tc.want)
 		}
+	}
+}
+
+// TestReadyHeapOrder pushes cands in random order, with pops in between,
+// and checks that each pop returns the least cand left.
+func TestReadyHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var h readyHeap
+	var left []cand // what the heap holds, unordered
+	for i := range 2000 {
+		if len(left) > 0 && rng.IntN(3) == 0 {
+			got := h.pop()
+			least := 0
+			for j := range left {
+				if c := left[j]; c.class < left[least].class ||
+					c.class == left[least].class && (c.order < left[least].order ||
+						c.order == left[least].order && c.path < left[least].path) {
+					least = j
+				}
+			}
+			if got != left[least] {
+				t.Fatalf("pop %d = %+v, want %+v", i, got, left[least])
+			}
+			left = slices.Delete(left, least, least+1)
+			continue
+		}
+		cd := cand{class: rng.IntN(3), order: uint64(rng.IntN(4)), path: fmt.Sprint(rng.IntN(50))}
+		h.push(cd)
+		left = append(left, cd)
+	}
+	if len(h) != len(left) {
+		t.Fatalf("heap holds %d cands, want %d", len(h), len(left))
 	}
 }
