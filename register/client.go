@@ -62,10 +62,12 @@ type Client struct {
 
 	// Pace, when not nil, paces the liveness GetInfo checks (Probe): the
 	// request is sent at once, and the reply is read when a channel Pace
-	// returned is closed, or at the GetInfo timeout, instead of when the
-	// plugin sends it (unix only). A check then costs the agent no
-	// wake-up of its own: Reconciler.Beat, the reconciler's ticks, is the
-	// pace of the agent. Registrations and verifications are never paced.
+	// returned is closed, instead of when the plugin sends it (unix only).
+	// A check then costs the agent no wake-up of its own: Reconciler.Beat,
+	// the reconciler's ticks, is the pace of the agent. A beat slower than
+	// half the GetInfo timeout is not waited for: the reply is read
+	// halfway to the timeout then. Registrations and verifications are
+	// never paced.
 	Pace func() <-chan struct{}
 
 	Log *slog.Logger // nil: discard

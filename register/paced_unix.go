@@ -32,9 +32,9 @@ func dialPaced(path string, pace func() <-chan struct{}) (net.Conn, error) {
 // (or the deadline) and tries again, instead of waiting on the socket: a
 // plugin's reply is read in the same wake-up of the agent as the beat,
 // however many steps it came in. A read right after a write waits for the
-// beat first, as the plugin cannot have answered yet. Only the deadline
-// has a timer; it is the backstop for a beat slower than the deadline or
-// stopped.
+// beat first, as the plugin cannot have answered yet. A wait also ends
+// halfway to the deadline: that timer is the backstop for a beat slower
+// than the deadline, or stopped, and costs a wake-up only then.
 //
 // Reads and writes are not safe for concurrent use with each other;
 // SetDeadline is safe with either.
@@ -102,9 +102,10 @@ func (c *pacedConn) Write(b []byte) (int, error) {
 	return done, nil
 }
 
-// wait returns at the next beat, at the deadline, or when the deadline is
-// set again; a deadline that has passed is an error wrapping
-// os.ErrDeadlineExceeded, as from a net.Conn.
+// wait returns at the next beat, halfway to the deadline (at it, within
+// the last millisecond), or when the deadline is set again; a deadline
+// that has passed is an error wrapping os.ErrDeadlineExceeded, as from a
+// net.Conn.
 func (c *pacedConn) wait(op string) error {
 	c.mu.Lock()
 	deadline := c.deadline
@@ -118,6 +119,9 @@ func (c *pacedConn) wait(op string) error {
 		d := time.Until(deadline)
 		if d <= 0 {
 			return c.opError(op, os.ErrDeadlineExceeded)
+		}
+		if d > 2*time.Millisecond {
+			d /= 2
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()

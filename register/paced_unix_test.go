@@ -69,8 +69,9 @@ func (b *beat) tick() {
 }
 
 // TestPacedProbe runs the paced GetInfo check against real plugins: it
-// sends its request, reads the reply only at the beat, and still fails at
-// its deadline, or when its context ends, when no beat comes.
+// sends its request and reads the reply at a beat; without beats, it
+// reads it halfway to its deadline, and still fails at its deadline, or
+// when its context ends.
 func TestPacedProbe(t *testing.T) {
 	dir := unixDir(t)
 	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
@@ -90,6 +91,8 @@ func TestPacedProbe(t *testing.T) {
 			true, false, func(err error) bool { return err == nil }},
 		{"answers differently", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: other}) },
 			true, false, func(err error) bool { return errors.Is(err, statecache.ErrChanged) }},
+		{"answers, no beat", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
+			false, false, func(err error) bool { return err == nil }},
 		{"never answers, beat", silent,
 			true, false, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
 		{"never answers, no beat", silent,
