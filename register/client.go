@@ -349,20 +349,24 @@ func sameInfo(old, p plugins.Plugin) error {
 // Ping checks that someone still serves a registered plugin's socket: a
 // connect, closed at once, without a byte sent. It fails when the socket
 // is gone, when nobody listens on it (refused, tried once: the plugin was
-// listening when it registered), when its listen backlog is full, and
-// when it is not the socket file connected to; with AllowUIDs, also when
-// the socket's owner or serving process is not allowed, which the plugin
-// is not told: the registration that follows its deregistration tells it.
-// A plugin that accepts and never answers passes: Probe is the check for
-// that.
+// listening when it registered), and when its listen backlog is full; with
+// AllowUIDs, also when the socket file is not the one registered, or its
+// owner or serving process is not allowed, which the plugin is not told:
+// the registration that follows its deregistration tells it. A plugin that
+// accepts and never answers passes: Probe is the check for that.
 //
-// It costs a few system calls and no goroutine: without AllowUIDs, the
-// connect does not go through Go's network poller (connectOnce).
+// Without AllowUIDs, it is the connect and nothing else: three system
+// calls, outside Go's network poller (connectOnce), as it runs for every
+// plugin every ProbeInterval. It does not look at the socket file: a
+// socket replaced since the registration is the scan's to see, within an
+// interval, and it sees it whether or not the new one answers.
 func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		_, err := connectChecked(path, p.SocketID, func() error { return connectOnce(path) })
-		return err
+		if err := connectOnce(path); err != nil {
+			return &OpError{"dial", path, err}
+		}
+		return nil
 	}
 	conn, file, err := c.dial(ctx, path, p.SocketID, nil)
 	if err != nil {
