@@ -140,16 +140,19 @@
 // plugin in two ways, which plugins need not do anything for:
 //   - a connect check every ProbeInterval (Client.Ping): a connect to the
 //     socket, closed at once, without a byte sent. It fails when nobody
-//     serves the socket (refused), the socket is gone, or it is not the
-//     socket file connected to. It costs a fraction of a GetInfo check, on
-//     both sides, and leaves no log line in grpc-go or gRPC's C core
-//     (Python grpcio) at their default log levels: register's interop
-//     tests check both;
+//     serves the socket (refused) or the socket is gone. It costs three
+//     system calls, a fraction of a GetInfo check, on both sides, and
+//     leaves no log line in grpc-go or gRPC's C core (Python grpcio) at
+//     their default log levels: register's interop tests check both;
 //   - a GetInfo check every InfoProbeInterval (Client.Probe), which also
-//     fails a plugin that accepts connections and never answers. A plugin
-//     that answers differently from its registration is "replaced" at
-//     once: its handler's DeRegister runs, and it is registered again with
-//     its new answer.
+//     fails a plugin that accepts connections and never answers, and one
+//     whose socket file is no longer the one registered. A plugin that
+//     answers differently from its registration is "replaced" at once:
+//     its handler's DeRegister runs, and it is registered again with its
+//     new answer. The agent paces it by its ticks (Client.Pace): the
+//     request goes out at the tick the check is due, and the reply is read
+//     at the next, in the same wake-up as the tick's scan, so that the
+//     check costs no wake-up of its own.
 //
 // ProbeRate bounds the checks of both kinds per tick (see package
 // statecache for the order, the spread and how the two kinds interleave).
@@ -201,13 +204,16 @@
 // # Symlinks
 //
 // The socket connected to is the socket scanned. The scan never follows
-// symlinks, and neither does the client: before it connects by path, it
-// lstats the path, which must be a socket, and after, it lstats it again,
-// which must give the same socket file (device and inode; on Windows, a
-// socket still). A symlink swapped in at the path is a failed attempt,
-// retried until the scan sees the socket gone. With AllowUIDs, the owner is
-// the one read before the connect, and the serving process's credentials
-// come from the connection itself.
+// symlinks, and neither does the client: before it connects by path to
+// register, it lstats the path, which must be a socket, and after, it
+// lstats it again, which must give the same socket file (device and inode;
+// on Windows, a socket still). A GetInfo check of a registered plugin
+// lstats it once, after the connect, against the device and inode the scan
+// saw. A symlink swapped in at the path is a failed attempt, retried until
+// the scan sees the socket gone. A connect check does not look at the
+// file: a socket replaced is the scan's to see, within an interval. With
+// AllowUIDs, the owner is the one read at the connect, and the serving
+// process's credentials come from the connection itself.
 //
 // # Logs
 //
