@@ -154,7 +154,9 @@
 //     at the next, in the same wake-up as the tick's scan, so that the
 //     check costs no wake-up of its own.
 //
-// ProbeRate bounds the checks of both kinds per tick (see package
+// The checks due within a second run together, at one tick, where they
+// cost less than spread over its ticks (statecache's Config.CheckBatch),
+// and ProbeRate bounds the checks of both kinds per second (see package
 // statecache for the order, the spread and how the two kinds interleave).
 // After ProbeFailures failures in a row, of either kind, while the socket
 // stays, the plugin is "unhealthy": its handler's DeRegister runs, and the

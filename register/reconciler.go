@@ -89,6 +89,9 @@ type Reconciler struct {
 	// plugins (0: no bound), so that checking stays a small, fixed cost
 	// however many plugins there are: with more than ProbeRate ×
 	// ProbeInterval of them, each is checked less often than configured.
+	// The checks due within a second run together, at one tick, where
+	// they cost less than one tick apart: a check comes up to a second
+	// after its interval.
 	ProbeRate float64
 
 	// Types are the plugin types that have a handler. They are counted
@@ -351,8 +354,10 @@ func (r *Reconciler) newLoop() *loop {
 	if r.InfoProbeInterval > 0 {
 		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
 	}
+	// The checks run in batches, once a second.
+	cfg.CheckBatch = max(uint64(time.Second/interval), 1)
 	if r.ProbeRate > 0 {
-		cfg.MaxProbesPerTick = uint64(math.Ceil(r.ProbeRate * interval.Seconds()))
+		cfg.MaxProbesPerBatch = uint64(math.Ceil(r.ProbeRate * float64(cfg.CheckBatch) * interval.Seconds()))
 	}
 	l := &loop{
 		r:           r,

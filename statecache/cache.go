@@ -74,10 +74,17 @@ type Config struct {
 	// ProbeFailures is the number of failed checks in a row, of either
 	// kind, that make a plugin unhealthy (at least 1).
 	ProbeFailures int
-	// MaxProbesPerTick bounds the checks of both kinds that Next hands out
-	// in one tick; 0: no bound. Checks beyond it wait for the next tick, so
-	// with many plugins each is checked less often than configured.
-	MaxProbesPerTick uint64
+	// CheckBatch, above 1, gathers the checks of CheckBatch ticks into
+	// one: a check falls due on the first tick at or after its time whose
+	// number is a multiple of CheckBatch. Checks that run together cost
+	// less than the same checks a tick apart: each warms the caches for
+	// the next, and the agent is awake for one stretch instead of several.
+	CheckBatch uint64
+	// MaxProbesPerBatch bounds the checks of both kinds that Next hands
+	// out per batch, CheckBatch ticks (one tick when CheckBatch is 0 or
+	// 1); 0: no bound. Checks beyond it wait for the next batch, so with
+	// many plugins each is checked less often than configured.
+	MaxProbesPerBatch uint64
 }
 
 // Op is one operation the cache wants run. P is what the caller registers
@@ -162,7 +169,7 @@ type Cache[P any] struct {
 	// firstChecks counts the registrations and verifications whose first
 	// checks were scheduled, to spread them (see scheduleChecks).
 	firstChecks uint64
-	probes      uint64 // checks handed out in this tick, for MaxProbesPerTick
+	probes      uint64 // checks handed out in this batch, for MaxProbesPerBatch
 	gen         uint64
 	entries     map[string]*entry[P]
 	// timers holds, per tick, the paths whose check or retry falls due then.
@@ -260,7 +267,9 @@ func (c *Cache[P]) Ticks() uint64 { return c.tick }
 // Tick advances logical time by one tick.
 func (c *Cache[P]) Tick() {
 	c.tick++
-	c.probes = 0
+	if c.cfg.CheckBatch <= 1 || c.tick%c.cfg.CheckBatch == 0 {
+		c.probes = 0
+	}
 	for _, p := range c.timers[c.tick] {
 		if en, ok := c.entries[p]; ok {
 			if en.retryAt <= c.tick {
@@ -324,9 +333,13 @@ func (c *Cache[P]) scheduleRetry(path string, en *entry[P], kind Kind) {
 	}
 }
 
-// schedule sets *at to delay ticks from now and files the path's timer.
+// schedule sets *at to delay ticks from now, or the first batch after
+// (CheckBatch), and files the path's timer.
 func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
 	*at = c.tick + delay
+	if b := c.cfg.CheckBatch; b > 1 {
+		*at = (*at + b - 1) / b * b
+	}
 	c.timers[*at] = append(c.timers[*at], path)
 }
 
@@ -357,7 +370,7 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) {
 		// Probes come last: once the first candidate is a probe, the
 		// rest are probes too.
-		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerTick > 0 && c.probes >= c.cfg.MaxProbesPerTick {
+		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch {
 			break
 		}
 		cd := c.ready.pop()
@@ -611,7 +624,7 @@ type Stats struct {
 
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
 // O(sockets): it runs at every tick, also while thousands of checks wait
-// for their turn under MaxProbesPerTick.
+// for their turn under MaxProbesPerBatch.
 func (c *Cache[P]) Stats() Stats {
 	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight}
 	for p := range c.retrying {

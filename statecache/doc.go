@@ -38,8 +38,10 @@
 // once (the i-th registration's come frac(i/φ) of an interval sooner, φ
 // the golden ratio), so that a burst of registrations becomes a steady
 // load of checks, not a burst of them every interval.
-// Config.MaxProbesPerTick bounds the checks of both kinds handed out per
-// tick, the check due longest first, so that none starves.
+// Config.CheckBatch gathers the checks due within that many ticks on one
+// tick, where they cost less than apart, and Config.MaxProbesPerBatch
+// bounds the checks of both kinds handed out per batch, the check due
+// longest first, so that none starves.
 //
 // A check that fails while the socket is still the one registered counts,
 // whatever its kind, and one that succeeds ends the count; a failed Probe

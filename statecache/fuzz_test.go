@@ -12,13 +12,13 @@ import (
 // at most one op per path in flight, deregistrations before registrations,
 // never a registration over a registered incarnation, liveness checks only
 // of the registered incarnation, a Probe rather than a Ping when both are
-// due, at most MaxProbesPerTick checks a tick, and convergence once the
+// due, at most MaxProbesPerBatch checks a tick, and convergence once the
 // inputs stop and every op succeeds.
 func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, InfoProbeEvery: 3, ProbeFailures: 2, MaxProbesPerTick: 2})
+		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, InfoProbeEvery: 3, ProbeFailures: 2, MaxProbesPerBatch: 2})
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
@@ -134,7 +134,7 @@ func FuzzCache(f *testing.F) {
 			if idle(c) {
 				break
 			}
-			c.Tick() // one at a time: with MaxProbesPerTick, probes are handed out per tick
+			c.Tick() // one at a time: with MaxProbesPerBatch, probes are handed out per tick
 			next(0)
 		}
 		var nDesired, nRegistered int

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/plugreg/plugreg/scan"
 )
 
 // TestSpreadEven checks that the first checks of a burst of registrations,
@@ -80,5 +82,49 @@ func TestReadyHeapOrder(t *testing.T) {
 	}
 	if len(h) != len(left) {
 		t.Fatalf("heap holds %d cands, want %d", len(h), len(left))
+	}
+}
+
+// TestCheckBatch checks that with CheckBatch the checks fall due only on
+// ticks that are multiples of it, that MaxProbesPerBatch bounds each
+// batch, and that every plugin is still checked.
+func TestCheckBatch(t *testing.T) {
+	const batch, perBatch, plugins = 5, 4, 10
+	c := New[string](Config{MaxBackoff: 1, ProbeEvery: 7, ProbeFailures: 1, CheckBatch: batch, MaxProbesPerBatch: perBatch})
+	var added []scan.Entry
+	for i := range plugins {
+		added = append(added, scan.Entry{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
+	}
+	c.Observe(scan.Changes{Added: added})
+	for _, op := range c.Next(0) {
+		c.Done(op, op.Path, nil)
+	}
+	checked := map[string]int{}
+	perWindow := map[uint64]int{}
+	for range 100 {
+		c.Tick()
+		for _, op := range c.Next(0) {
+			if op.Kind != Ping {
+				t.Fatalf("tick %d: %s %s, want only Pings", c.Ticks(), op.Kind, op.Path)
+			}
+			if c.Ticks()%batch != 0 {
+				t.Errorf("Ping of %s at tick %d, not a multiple of %d", op.Path, c.Ticks(), batch)
+			}
+			checked[op.Path]++
+			perWindow[c.Ticks()/batch]++
+			c.Done(op, "", nil)
+		}
+	}
+	for w, n := range perWindow {
+		if n > perBatch {
+			t.Errorf("batch %d handed out %d checks, want at most %d", w, n, perBatch)
+		}
+	}
+	// 10 plugins, one check each every 7 ticks at most, 4 a batch of 5
+	// ticks: each is checked every 12.5 ticks on average, 8 times in 100.
+	for _, e := range added {
+		if n := checked[e.Path]; n < 6 {
+			t.Errorf("%s checked %d times in 100 ticks, want at least 6", e.Path, n)
+		}
 	}
 }

@@ -120,7 +120,7 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 			return nil, err
 		}
-		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, InfoProbeEvery: infoEvery, ProbeFailures: int(fails), MaxProbesPerTick: perTick})
+		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, InfoProbeEvery: infoEvery, ProbeFailures: int(fails), MaxProbesPerBatch: perTick})
 	case "restore":
 		ino, err := num(2, 0)
 		if err != nil || arg(3) == "" {
