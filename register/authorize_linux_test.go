@@ -59,6 +59,15 @@ func serveCredPlugin(t *testing.T) (string, *credPlugin) {
 }
 
 func TestAllowUIDs(t *testing.T) {
+	// paced returns a copy of c whose GetInfo checks a beat every
+	// millisecond paces.
+	paced := func(c *Client) *Client {
+		b := newBeat()
+		b.start(t)
+		p := *c
+		p.Pace = b.next
+		return &p
+	}
 	uid, pid := uint32(os.Getuid()), os.Getpid()
 	const prefix = "RegisterPlugin error -- plugin validation failed with err: "
 	for _, tc := range []struct {
@@ -102,6 +111,9 @@ func TestAllowUIDs(t *testing.T) {
 				if err := c.Ping(t.Context(), p); err != nil {
 					t.Errorf("Ping = %v, want nil", err)
 				}
+				if err := paced(c).Probe(t.Context(), p); err != nil {
+					t.Errorf("paced Probe = %v, want nil", err)
+				}
 				return
 			}
 			if st.GetPluginRegistered() || st.GetError() != tc.want {
@@ -133,8 +145,11 @@ func TestAllowUIDs(t *testing.T) {
 			if err := c.Probe(t.Context(), old); !isRejection(err) {
 				t.Errorf("Probe = %v, want a rejection", err)
 			}
+			if err := paced(c).Probe(t.Context(), old); !isRejection(err) {
+				t.Errorf("paced Probe = %v, want a rejection", err)
+			}
 			for len(plugin.status) > 0 {
-				<-plugin.status // the rejections of Verify and Probe
+				<-plugin.status // the rejections of Verify and the Probes
 			}
 			// A connect check fails as "changed" too, and tells the plugin
 			// nothing: its registration, which follows, does.

@@ -187,15 +187,22 @@ func TestInteropPythonGRPC(t *testing.T) {
 			}
 		}
 		// The plugin serves the connections in order: a GetInfo after the
-		// connect checks is its next event if they made none.
-		if err := c.Probe(t.Context(), reg); err != nil {
-			t.Errorf("Probe: %v", err)
+		// connect checks is its next event if they made none. The GetInfo
+		// check is paced, as the agent's are: the client reads the reply
+		// at a beat and closes without acknowledging the plugin's
+		// SETTINGS, which must not make it log either.
+		b := newBeat()
+		b.start(t)
+		pc := *c
+		pc.Pace = b.next
+		if err := pc.Probe(t.Context(), reg); err != nil {
+			t.Errorf("paced Probe: %v", err)
 		}
 		if ev := p.next(t); ev.Event != "getinfo" {
 			t.Errorf("event %+v, want getinfo", ev)
 		}
 		if stderr := p.stop(); stderr != "" {
-			t.Errorf("20 connect checks made the plugin log:\n%s", stderr)
+			t.Errorf("20 connect checks and a paced GetInfo check made the plugin log:\n%s", stderr)
 		}
 	})
 
@@ -271,7 +278,9 @@ func TestInteropGoGRPC(t *testing.T) {
 		t.Fatalf("the plugin process does not serve:\n%s", stderr.String())
 	}
 
-	c := &Client{}
+	b := newBeat()
+	b.start(t)
+	c := &Client{Pace: b.next} // the GetInfo check paced, as the agent's are
 	reg := plugins.Plugin{Name: "go.example.com", Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"}}
 	for range 20 {
 		if err := c.Ping(t.Context(), reg); err != nil {

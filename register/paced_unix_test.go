@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,52 +20,6 @@ import (
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
-
-// beat is a pace the test controls: next hands out the channel of the
-// next beat, and tells waiting when a read or write asks for it; tick is
-// a beat.
-type beat struct {
-	mu      sync.Mutex
-	ch      chan struct{}
-	waiting chan struct{}
-}
-
-func newBeat() *beat {
-	return &beat{ch: make(chan struct{}), waiting: make(chan struct{}, 1)}
-}
-
-func (b *beat) next() <-chan struct{} {
-	select {
-	case b.waiting <- struct{}{}:
-	default: // the test has not heard the last one yet
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ch
-}
-
-// start ticks every millisecond until the test ends.
-func (b *beat) start(t *testing.T) {
-	go func() {
-		tk := time.NewTicker(time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-t.Context().Done():
-				return
-			case <-tk.C:
-				b.tick()
-			}
-		}
-	}()
-}
-
-func (b *beat) tick() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	close(b.ch)
-	b.ch = make(chan struct{})
-}
 
 // TestPacedProbe runs the paced GetInfo check against real plugins: it
 // sends its request and reads the reply at a beat; without beats, it

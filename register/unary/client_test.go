@@ -215,15 +215,7 @@ func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []b
 		}
 		fr := http2.NewFramer(conn, conn)
 		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		var hbuf bytes.Buffer
-		henc := hpack.NewEncoder(&hbuf)
-		enc := func(kv ...string) []byte {
-			hbuf.Reset()
-			for i := 0; i+1 < len(kv); i += 2 {
-				henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
-			}
-			return bytes.Clone(hbuf.Bytes())
-		}
+		enc := headerEncoder()
 		fr.WriteSettings()
 		for {
 			f, err := fr.ReadFrame()
@@ -247,6 +239,20 @@ func scripted(t *testing.T, reply func(fr *http2.Framer, enc func(...string) []b
 	})
 	c, _ = dialUnary(t, path)
 	return c, back
+}
+
+// headerEncoder returns an encoder of header blocks for a server's side
+// of a connection: it takes names and values in turn.
+func headerEncoder() func(kv ...string) []byte {
+	var hbuf bytes.Buffer
+	henc := hpack.NewEncoder(&hbuf)
+	return func(kv ...string) []byte {
+		hbuf.Reset()
+		for i := 0; i+1 < len(kv); i += 2 {
+			henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		return bytes.Clone(hbuf.Bytes())
+	}
 }
 
 // message is a gRPC length-prefixed message.
@@ -541,15 +547,7 @@ func answeringServer(t *testing.T, path string, info *pluginregistration.PluginI
 		}
 		var out bytes.Buffer
 		fr := http2.NewFramer(&out, conn)
-		var hbuf bytes.Buffer
-		henc := hpack.NewEncoder(&hbuf)
-		enc := func(kv ...string) []byte {
-			hbuf.Reset()
-			for i := 0; i+1 < len(kv); i += 2 {
-				henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
-			}
-			return bytes.Clone(hbuf.Bytes())
-		}
+		enc := headerEncoder()
 		reply := func(id uint32) {
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(okHeaders...), EndHeaders: true})
 			fr.WriteData(id, false, message(0, info))
