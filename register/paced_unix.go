@@ -15,13 +15,9 @@ import (
 // dialPaced connects to the unix socket at path, once (a registered
 // plugin that refuses is gone), and returns a pacedConn.
 func dialPaced(path string, pace func() <-chan struct{}) (net.Conn, error) {
-	fd, err := nonblockingSocket()
+	fd, err := connectNonblocking(path)
 	if err != nil {
 		return nil, err
-	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		unix.Close(fd)
-		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("connect", err)}
 	}
 	return &pacedConn{fd: fd, path: path, pace: pace}, nil
 }

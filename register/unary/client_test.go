@@ -255,6 +255,14 @@ func headerEncoder() func(kv ...string) []byte {
 	}
 }
 
+// writeOK writes a successful reply of info on stream id: headers, the
+// message, trailers.
+func writeOK(fr *http2.Framer, enc func(...string) []byte, id uint32, info proto.Message) {
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(okHeaders...), EndHeaders: true})
+	fr.WriteData(id, false, message(0, info))
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc("grpc-status", "0"), EndHeaders: true, EndStream: true})
+}
+
 // message is a gRPC length-prefixed message.
 func message(flag byte, m proto.Message) []byte {
 	b, _ := proto.Marshal(m)
@@ -270,11 +278,7 @@ func TestUnaryScriptedReplies(t *testing.T) {
 	headers := func(fr *http2.Framer, enc func(...string) []byte, id uint32, end bool, kv ...string) {
 		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(kv...), EndHeaders: true, EndStream: end})
 	}
-	ok := func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
-		headers(fr, enc, id, false, okHeaders...)
-		fr.WriteData(id, false, message(0, info))
-		headers(fr, enc, id, true, "grpc-status", "0")
-	}
+	ok := func(fr *http2.Framer, enc func(...string) []byte, id uint32) { writeOK(fr, enc, id, info) }
 	for _, tc := range []struct {
 		name  string
 		reply func(fr *http2.Framer, enc func(...string) []byte, id uint32)
@@ -548,11 +552,6 @@ func answeringServer(t *testing.T, path string, info *pluginregistration.PluginI
 		var out bytes.Buffer
 		fr := http2.NewFramer(&out, conn)
 		enc := headerEncoder()
-		reply := func(id uint32) {
-			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc(okHeaders...), EndHeaders: true})
-			fr.WriteData(id, false, message(0, info))
-			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: enc("grpc-status", "0"), EndHeaders: true, EndStream: true})
-		}
 		var stream uint32
 		for {
 			f, err := fr.ReadFrame()
@@ -570,7 +569,7 @@ func answeringServer(t *testing.T, path string, info *pluginregistration.PluginI
 					fr.WritePing(false, [8]byte{7})
 				}
 				if stream > 1 || !waitForAck {
-					reply(stream)
+					writeOK(fr, enc, stream, info)
 				}
 				conn.Write(out.Bytes())
 				out.Reset()
@@ -582,7 +581,7 @@ func answeringServer(t *testing.T, path string, info *pluginregistration.PluginI
 				if f.IsAck() {
 					acks <- "ping"
 					if waitForAck && stream == 1 {
-						reply(stream)
+						writeOK(fr, enc, stream, info)
 						conn.Write(out.Bytes())
 						out.Reset()
 					}
