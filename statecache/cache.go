@@ -174,10 +174,12 @@ type Cache[P any] struct {
 	entries     map[string]*entry[P]
 	// timers holds, per tick, the paths whose check or retry falls due then.
 	timers map[uint64][]string
+	// timerTicks holds the ticks of timers, each once, earliest first.
+	timerTicks minHeap[tickNum]
 	// ready holds the paths with an op due now, ordered as Next hands them
 	// out; queued says which class each is queued under (class+1). Stale
 	// heap items are skipped when popped.
-	ready                 readyHeap
+	ready                 minHeap[cand]
 	queued                map[string]int
 	nDesired, nRegistered int // entries with desired and registered set
 	nInFlight             int // entries with an op in flight
@@ -279,6 +281,50 @@ func (c *Cache[P]) Tick() {
 		}
 	}
 	delete(c.timers, c.tick)
+	for len(c.timerTicks) > 0 && uint64(c.timerTicks[0]) <= c.tick {
+		c.timerTicks.pop()
+	}
+}
+
+// addTimer files the path's timer at tick at, which is after the current
+// tick.
+func (c *Cache[P]) addTimer(at uint64, path string) {
+	if len(c.timers[at]) == 0 {
+		c.timerTicks.push(tickNum(at))
+	}
+	c.timers[at] = append(c.timers[at], path)
+}
+
+// NextDue returns the next tick at which an op can fall due by the passing
+// of time alone, without a call of Observe or Done, or 0 if none can: the
+// earliest tick with a retry or a check filed; or, while ops wait in the
+// queue of ready ones (Next was not asked for them all), the next tick, or
+// the next batch when the only ones waiting are checks beyond
+// MaxProbesPerBatch. A caller that sleeps between ticks wakes at NextDue
+// and misses nothing.
+func (c *Cache[P]) NextDue() uint64 {
+	var next uint64
+	if len(c.timerTicks) > 0 {
+		next = uint64(c.timerTicks[0])
+	}
+	if len(c.ready) > 0 {
+		due := c.tick + 1
+		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch {
+			due = c.NextBatch()
+		}
+		if next == 0 || due < next {
+			next = due
+		}
+	}
+	return next
+}
+
+// NextBatch returns the first tick after the current one that starts a
+// batch of checks (Config.CheckBatch): the next tick when there are no
+// batches.
+func (c *Cache[P]) NextBatch() uint64 {
+	b := max(c.cfg.CheckBatch, 1)
+	return (c.tick/b + 1) * b
 }
 
 // scheduleChecks files the entry's next liveness checks after a check of
@@ -340,7 +386,7 @@ func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
 	if b := c.cfg.CheckBatch; b > 1 {
 		*at = (*at + b - 1) / b * b
 	}
-	c.timers[*at] = append(c.timers[*at], path)
+	c.addTimer(*at, path)
 }
 
 // checkAt returns the tick of the entry's next liveness check, or 0.
@@ -413,15 +459,11 @@ type cand struct {
 	path  string
 }
 
-// readyHeap orders cands by class, then order, then path: a socket that
-// just appeared is tried before sockets that keep failing, so that a crowd
-// of hung or stale plugins cannot hold back a healthy newcomer, and the
-// check due longest goes first. It is a binary heap of cands, without
-// container/heap's boxing of each one.
-type readyHeap []cand
-
-func (h readyHeap) less(i, j int) bool {
-	a, b := h[i], h[j]
+// less orders cands by class, then order, then path: a socket that just
+// appeared is tried before sockets that keep failing, so that a crowd of
+// hung or stale plugins cannot hold back a healthy newcomer, and the check
+// due longest goes first.
+func (a cand) less(b cand) bool {
 	if a.class != b.class {
 		return a.class < b.class
 	}
@@ -431,13 +473,22 @@ func (h readyHeap) less(i, j int) bool {
 	return a.path < b.path
 }
 
-// push adds cd.
-func (h *readyHeap) push(cd cand) {
-	*h = append(*h, cd)
+// tickNum is a tick with a timer filed, in the heap of timer ticks.
+type tickNum uint64
+
+func (a tickNum) less(b tickNum) bool { return a < b }
+
+// minHeap is a binary heap of T, least first, without container/heap's
+// boxing of each item.
+type minHeap[T interface{ less(T) bool }] []T
+
+// push adds x.
+func (h *minHeap[T]) push(x T) {
+	*h = append(*h, x)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if !s.less(i, parent) {
+		if !s[i].less(s[parent]) {
 			break
 		}
 		s[i], s[parent] = s[parent], s[i]
@@ -445,17 +496,18 @@ func (h *readyHeap) push(cd cand) {
 	}
 }
 
-// pop removes and returns the first cand; the heap must not be empty.
-func (h *readyHeap) pop() cand {
+// pop removes and returns the least item; the heap must not be empty.
+func (h *minHeap[T]) pop() T {
 	s := *h
 	n := len(s) - 1
 	first := s[0]
-	s[0], s[n] = s[n], cand{} // the slot left keeps no path alive
+	var zero T
+	s[0], s[n] = s[n], zero // the slot left keeps nothing alive
 	s = s[:n]
 	for i := 0; ; {
 		least := i
 		for _, child := range [2]int{2*i + 1, 2*i + 2} {
-			if child < n && s.less(child, least) {
+			if child < n && s[child].less(s[least]) {
 				least = child
 			}
 		}
@@ -590,7 +642,7 @@ func (c *Cache[P]) backoff(path string, en *entry[P]) uint64 {
 	en.fails++
 	d := Backoff(en.fails, c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
-	c.timers[en.retryAt] = append(c.timers[en.retryAt], path)
+	c.addTimer(en.retryAt, path)
 	c.retrying[path] = struct{}{}
 	return d
 }

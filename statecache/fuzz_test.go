@@ -3,6 +3,7 @@ package statecache
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/plugreg/plugreg/scan"
@@ -12,8 +13,8 @@ import (
 // at most one op per path in flight, deregistrations before registrations,
 // never a registration over a registered incarnation, liveness checks only
 // of the registered incarnation, a Probe rather than a Ping when both are
-// due, at most MaxProbesPerBatch checks a tick, and convergence once the
-// inputs stop and every op succeeds.
+// due, at most MaxProbesPerBatch checks a tick, no op due before NextDue,
+// and convergence once the inputs stop and every op succeeds.
 func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
@@ -96,6 +97,14 @@ func FuzzCache(f *testing.F) {
 				registered[path] = op.ID
 			}
 		}
+		// tick is a Tick, which must queue no op before NextDue.
+		tick := func() {
+			next, before := c.NextDue(), maps.Clone(c.queued)
+			c.Tick()
+			if (next == 0 || c.tick < next) && !maps.Equal(before, c.queued) {
+				t.Fatalf("tick %d, before NextDue %d: ops queued %v, were %v", c.tick, next, c.queued, before)
+			}
+		}
 		for i := 0; i+1 < len(prog); i += 2 {
 			path := paths[int(prog[i+1])%len(paths)]
 			id := scan.ID{Ino: uint64(prog[i+1] >> 2)}
@@ -107,7 +116,7 @@ func FuzzCache(f *testing.F) {
 			case 2:
 				c.Observe(scan.Changes{Removed: []scan.Entry{{Path: path}}})
 			case 3:
-				c.Tick()
+				tick()
 			case 4:
 				next(int(prog[i+1] % 3))
 			case 5:
@@ -116,7 +125,7 @@ func FuzzCache(f *testing.F) {
 				done(path, true)
 			case 7:
 				for range prog[i+1] % 16 {
-					c.Tick()
+					tick()
 				}
 			}
 			checkStats(t, c)

@@ -1,6 +1,7 @@
 package statecache
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -57,7 +58,7 @@ func TestBackoff(t *testing.T) {
 // and checks that each pop returns the least cand left.
 func TestReadyHeapOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var h readyHeap
+	var h minHeap[cand]
 	var left []cand // what the heap holds, unordered
 	for i := range 2000 {
 		if len(left) > 0 && rng.IntN(3) == 0 {
@@ -126,5 +127,115 @@ func TestCheckBatch(t *testing.T) {
 		if n := checked[e.Path]; n < 6 {
 			t.Errorf("%s checked %d times in 100 ticks, want at least 6", e.Path, n)
 		}
+	}
+}
+
+// TestNextDue checks the tick a caller that sleeps between ticks must wake
+// at: the earliest retry or check, the next tick while ready ops wait to be
+// taken, the next batch while only checks beyond the bound wait.
+func TestNextDue(t *testing.T) {
+	a := scan.Entry{Path: "/p/a.sock", ID: scan.ID{Ino: 1}}
+	b := scan.Entry{Path: "/p/b.sock", ID: scan.ID{Ino: 2}}
+	d := scan.Entry{Path: "/p/d.sock", ID: scan.ID{Ino: 3}}
+	fail := errors.New("refused")
+	cfg := Config{MaxBackoff: 8, ProbeEvery: 30, InfoProbeEvery: 300, ProbeFailures: 3, CheckBatch: 10, MaxProbesPerBatch: 1}
+	tests := []struct {
+		name string
+		run  func(c *Cache[string])
+		want uint64
+	}{
+		{"empty", func(c *Cache[string]) {}, 0},
+		{"nothing due", func(c *Cache[string]) {
+			c.Observe(scan.Changes{})
+		}, 0},
+		{"a first retry", func(c *Cache[string]) {
+			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+			c.Done(c.Next(0)[0], "", fail)
+		}, 1},
+		{"a second retry, two ticks after the failure", func(c *Cache[string]) {
+			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+			c.Done(c.Next(0)[0], "", fail)
+			c.Tick()
+			c.Done(c.Next(0)[0], "", fail)
+		}, 3},
+		{"the first check, in a batch", func(c *Cache[string]) {
+			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+			c.Done(c.Next(0)[0], "a", nil)
+		}, 30},
+		{"ready ops not taken", func(c *Cache[string]) {
+			c.Observe(scan.Changes{Added: []scan.Entry{a, b}})
+			c.Next(1)
+		}, 1},
+		{"checks beyond the bound wait for the next batch", func(c *Cache[string]) {
+			c.Observe(scan.Changes{Added: []scan.Entry{a, b, d}})
+			for _, op := range c.Next(0) {
+				c.Done(op, "", nil)
+			}
+			// The first connect checks are spread: b's in the batch at 20,
+			// a's and d's in the one at 30, where one is handed out.
+			for c.Ticks() < 30 {
+				c.Tick()
+				for _, op := range c.Next(0) {
+					c.Done(op, "", nil)
+				}
+			}
+		}, 40},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New[string](cfg)
+			tc.run(c)
+			if got := c.NextDue(); got != tc.want {
+				t.Errorf("NextDue() = %d at tick %d, want %d", got, c.Ticks(), tc.want)
+			}
+		})
+	}
+}
+
+// TestNextDueMissesNothing walks a cache with failing registrations,
+// checks in batches and a bound on them, waking only at NextDue: no op
+// falls due on a tick it slept through, and every op still comes.
+func TestNextDueMissesNothing(t *testing.T) {
+	c := New[string](Config{MaxBackoff: 16, ProbeEvery: 7, InfoProbeEvery: 23, ProbeFailures: 2, CheckBatch: 4, MaxProbesPerBatch: 3})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var added []scan.Entry
+	for i := range 12 {
+		added = append(added, scan.Entry{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
+	}
+	c.Observe(scan.Changes{Added: added})
+	kinds := map[Kind]int{}
+	wakes := 0
+	for c.Ticks() < 2000 {
+		for _, op := range c.Next(0) {
+			kinds[op.Kind]++
+			var err error
+			if rng.IntN(4) == 0 {
+				err = errors.New("fail")
+			}
+			c.Done(op, op.Path, err)
+		}
+		next := c.NextDue()
+		if next == 0 {
+			t.Fatalf("tick %d: NextDue 0 with registered plugins to check", c.Ticks())
+		}
+		if next <= c.Ticks() {
+			t.Fatalf("tick %d: NextDue %d is not in the future", c.Ticks(), next)
+		}
+		for c.Ticks()+1 < next {
+			c.Tick()
+			if ops := c.Next(0); len(ops) > 0 {
+				t.Fatalf("tick %d, before NextDue %d: %s %s due", c.Ticks(), next, ops[0].Kind, ops[0].Path)
+			}
+		}
+		c.Tick()
+		wakes++
+	}
+	for _, k := range []Kind{Register, Deregister, Probe, Ping} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in 2000 ticks: %v", k, kinds)
+		}
+	}
+	if wakes > 1000 {
+		t.Errorf("%d wakes in 2000 ticks, want fewer: the batches of checks come every 4", wakes)
 	}
 }
