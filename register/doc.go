@@ -6,35 +6,45 @@
 // through) and register/metrics (the HTTP endpoints that read Status).
 //
 // Reconciler.Run is the only goroutine that touches the statecache.Cache.
-// Every Interval it ticks: it advances the cache's logical time (backoff
-// and liveness checks are counted in ticks) and triggers a scan. The scans run on a
-// goroutine of their own, which hands each snapshot to the loop, the newest
-// replacing one the loop has not taken yet; the loop feeds the changes to
-// the cache and starts the operations the cache says are due, each in its
-// own goroutine with its own timeouts, at most MaxInFlight at once. Results
-// come back on a channel and are applied to the cache and to the
-// plugins.Registry at once, so a registration whose socket was replaced
-// meanwhile is undone without waiting for the next tick. After each result
+// The cache counts time in ticks of Interval (backoff and liveness checks
+// are counted in ticks); tick n is n intervals after Run started. The scans
+// run on a goroutine of their own, once per tick, and hand a snapshot to
+// the loop only when it tells something new: a change, or a failure, the
+// newest replacing one the loop has not taken yet. The loop feeds the
+// changes to the cache and starts the operations the cache says are due,
+// each in its own goroutine with its own timeouts, at most MaxInFlight at
+// once. Results come back on a channel and are applied to the cache and to
+// the plugins.Registry at once, so a registration whose socket was replaced
+// meanwhile is undone without waiting for the next scan. After each result
 // the loop starts whatever has become due, so a socket found by a scan is
 // registered right after that scan, with no fixed reconcile period as in
 // the kubelet's 1 s loop. What the loop has done is counted in its Status,
 // which readers copy when they want it; the loop pushes nothing.
 //
+// Nothing wakes the loop that it has no use for. Besides the scans that
+// saw something and the results, it wakes on a timer of its own at the
+// tick the cache next has something due (statecache's NextDue: a retry, a
+// batch of checks) or a pending deregistration is due, and at least once a
+// second (once an interval, if longer), its heartbeat in Status. Between scans the scanner sleeps in a
+// blocking nanosleep where golang.org/x/sys has one (linux and the BSDs),
+// which costs less than a Go timer's wake-up (see nap). So an idle agent
+// costs a stat of each plugin directory per interval and a wake-up of the
+// loop per second.
+//
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms at least), and so on until a scan finds nothing
-// new; then scans come with the ticks again. So the sockets of a burst,
+// new; then scans come once per interval again. So the sockets of a burst,
 // created over a few hundred milliseconds, are seen in a fraction of the
-// interval, and an idle tick still costs one scan.
+// interval, and an idle interval still costs one scan.
 //
 // The loop never waits on the file system. A scan that hangs (a stat on a
 // dead NFS or FUSE mount below a plugin dir) stops only the scans: results
 // are applied, the operations due (deregistrations of sockets already seen
-// gone, retries, probes) start at each tick, and the heartbeat in Status
+// gone, retries, probes) start on time, and the heartbeat in Status
 // goes on, while Status.ScanStarted shows since when the scan runs, for
-// register/metrics' /healthz. The ticks that come while a scan runs start
-// one scan once it returns, not one each. Nor does a hung scan hold the
-// agent's shutdown: Run returns without waiting for it, and the scanning
-// goroutine ends when the scan returns.
+// register/metrics' /healthz. Nor does a hung scan hold the agent's
+// shutdown: Run returns without waiting for it, and the scanning goroutine
+// ends when the scan returns.
 //
 // # Embedding
 //
@@ -93,7 +103,7 @@
 // or times out), a rollback's included, is not lost: Client records it in
 // the Registry's pending deregistrations (Client.Pending,
 // plugins.Registry.AddPending), which the state file keeps across
-// restarts. On each tick the Reconciler retries the entries that are due
+// restarts. The Reconciler retries the entries as they fall due
 // (Client.RetryDeregister), within MaxInFlight: an entry it has not seen
 // (new, or restored from the state file) at once, then after 1, 2, 4, ...
 // intervals, capped at MaxBackoff, until the handler's DeRegister
@@ -149,10 +159,10 @@
 //     whose socket file is no longer the one registered. A plugin that
 //     answers differently from its registration is "replaced" at once:
 //     its handler's DeRegister runs, and it is registered again with its
-//     new answer. The agent paces it by its ticks (Client.Pace): the
+//     new answer. The agent paces it by its scans (Client.Pace): the
 //     request goes out at the tick the check is due, and the reply is read
-//     at the next, in the same wake-up as the tick's scan, so that the
-//     check costs no wake-up of its own.
+//     after the next scan, in the scanner's wake-up, so that the check
+//     costs no wake-up of its own.
 //
 // The checks due within a second run together, at one tick, where they
 // cost less than spread over its ticks (statecache's Config.CheckBatch),
@@ -238,7 +248,7 @@
 // with op ("ping" or "probe") and attempt; "probe succeeded again" ends a
 // run of failures; a check that finds the plugin answering differently is
 // "plugin changed", followed by "plugin replaced". Nothing is logged at
-// Info per tick.
+// Info per scan.
 //
 // # Compared with the kubelet
 //

@@ -62,8 +62,8 @@ type Reconciler struct {
 	Registrar Registrar
 	// Registry receives every change as an event. The plugins it holds when
 	// Run starts (restored from a state file) are verified, not registered
-	// again. Its pending deregistrations are retried from the first tick,
-	// with backoff, within MaxInFlight.
+	// again. Its pending deregistrations are retried from the start, with
+	// backoff, within MaxInFlight.
 	Registry *plugins.Registry
 
 	Interval    time.Duration // between scans; 0: DefaultInterval
@@ -101,12 +101,16 @@ type Reconciler struct {
 
 	Log *slog.Logger // nil: discard
 
-	// ticks, when not nil, replaces the ticker of Interval in tests: each
-	// value received is a tick, which triggers a scan.
+	// ticks, when not nil, replaces in tests the clocks of the loop and
+	// the scanner: each value received is a tick of the state cache,
+	// which triggers a scan.
 	ticks <-chan time.Time
 	// applied, when not nil, is called in tests on Run's goroutine after
 	// the outcome of each operation was applied.
 	applied func(Result)
+	// nap, when not nil, replaces the scanner's nap between scans in
+	// tests: a Go timer, for a synctest bubble.
+	nap func(ctx context.Context, until time.Time) bool
 
 	mu    sync.Mutex
 	st    Status              // see Status
@@ -114,8 +118,10 @@ type Reconciler struct {
 	beat  chan struct{}       // closed at the next tick; nil until Beat is called
 }
 
-// Beat returns a channel that is closed at the next tick of Run: the pace
-// of the agent's liveness GetInfo checks (Client.Pace). Beat is safe for
+// Beat returns a channel that is closed at the next scan of Run (with the
+// ticks of a test, at the next tick): the pace of the agent's liveness
+// GetInfo checks (Client.Pace), which read their replies within a wake-up
+// the agent has anyway. Beat is safe for
 // concurrent use; before Run and after it returned, the channel stays open.
 func (r *Reconciler) Beat() <-chan struct{} {
 	r.mu.Lock()
@@ -126,11 +132,17 @@ func (r *Reconciler) Beat() <-chan struct{} {
 	return r.beat
 }
 
-// tick records a tick in the status and closes the channel of Beat.
-func (r *Reconciler) tick(now time.Time) {
+// heartbeat records a tick of the loop in the status.
+func (r *Reconciler) heartbeat(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.LastTick = now
+}
+
+// pulse closes the channel of Beat.
+func (r *Reconciler) pulse() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.beat != nil {
 		close(r.beat)
 		r.beat = nil
@@ -158,6 +170,13 @@ type Result struct {
 // Nor does it stop Run from returning: a scan still running then is not
 // waited for, and its goroutine ends when the scan returns, starting no
 // other. Otherwise the scanning goroutine has ended when Run returns.
+//
+// The loop wakes for a scan that saw a change, for the outcome of an
+// operation, and on a timer of its own when the state cache or a pending
+// deregistration next has something due, and at least once a second (once
+// an interval, if longer), its heartbeat. A scan that finds nothing new
+// wakes no one: while nothing changes, the agent costs a scan per interval
+// and a wake-up per second.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -174,17 +193,23 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 	}()
 	l := r.newLoop()
-	ticks := r.ticks
-	if ticks == nil {
-		ticker := time.NewTicker(l.interval)
-		defer ticker.Stop()
-		ticks = ticker.C
-	}
-	trigger := make(chan struct{}, 1)
 	scans := make(chan scanned, 1)
+	// With the ticks of a test, each tick is a tick of the cache and
+	// triggers a scan; otherwise the scanner keeps its own time, and the
+	// loop's timer wakes it when something is due.
+	var trigger chan struct{}
+	var timer *time.Timer
+	var wake <-chan time.Time
+	if r.ticks != nil {
+		trigger = make(chan struct{}, 1)
+	} else {
+		timer = time.NewTimer(time.Hour) // armed below
+		defer timer.Stop()
+		wake = timer.C
+	}
 	go func() {
 		defer close(scanDone)
-		r.scanLoop(ctx, trigger, scans, followUp(l.interval))
+		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, after: followUp(l.interval), trigger: trigger}, scans)
 	}()
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
@@ -205,13 +230,28 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			wg.Go(func() { l.results <- l.retry(ctx, pd) })
 		}
 	}
+	if timer != nil {
+		retry() // the pending deregistrations restored wait for no tick
+	}
+	// rearm brings the timer forward when something falls due before it.
+	armed := l.wakeAt()
+	if timer != nil {
+		timer.Reset(time.Until(armed))
+	}
+	rearm := func() {
+		if at := l.wakeAt(); at.Before(armed) {
+			timer.Reset(time.Until(at))
+			armed = at
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-ticks:
+		case now := <-r.ticks:
 			l.cache.Tick()
-			r.tick(now)
+			r.heartbeat(now)
+			r.pulse()
 			select {
 			case trigger <- struct{}{}:
 				// The scan's result dispatches what the tick made due,
@@ -224,11 +264,28 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				l.publish()
 			}
 			retry() // the pending deregistrations wait for no scan
+		case now := <-wake:
+			l.advance(now)
+			r.heartbeat(now)
+			dispatch()
+			retry()
+			l.publish()
+			armed = l.wakeAt()
+			timer.Reset(time.Until(armed))
 		case s := <-scans:
+			if timer != nil {
+				l.advance(time.Now())
+			}
 			l.observe(s)
 			dispatch()
 			l.publish()
+			if timer != nil {
+				rearm()
+			}
 		case res := <-l.results:
+			if timer != nil {
+				l.advance(time.Now())
+			}
 			if res.Retry != nil {
 				l.retrying--
 			} else {
@@ -239,8 +296,37 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.applied(res)
 			}
 			dispatch()
+			if timer != nil {
+				if res.Retry != nil || res.Op.Kind == statecache.Deregister {
+					retry() // a deregistration may have left one pending
+				}
+				rearm()
+			}
 		}
 	}
+}
+
+// advance brings the cache's ticks up to now: tick n is n intervals after
+// the loop started.
+func (l *loop) advance(now time.Time) {
+	for n := uint64(now.Sub(l.start) / l.interval); l.cache.Ticks() < n; {
+		l.cache.Tick()
+	}
+}
+
+// wakeAt returns when the loop must next wake by itself: at the tick the
+// cache or a pending deregistration next has something due, and at the
+// next batch of checks (a second away, or a tick if longer) for its
+// heartbeat.
+func (l *loop) wakeAt() time.Time {
+	next := l.cache.NextBatch()
+	if due := l.cache.NextDue(); due != 0 && due < next {
+		next = due
+	}
+	if l.retryNext != 0 && l.retryNext < next {
+		next = l.retryNext
+	}
+	return l.start.Add(time.Duration(next) * l.interval)
 }
 
 // scanned is the outcome of one scan.
@@ -259,19 +345,40 @@ func followUp(interval time.Duration) time.Duration {
 	return max(interval/8, minFollowUp)
 }
 
+// scanPace says when scanLoop scans.
+type scanPace struct {
+	// start and interval are the scanner's clock: it scans at start plus
+	// every multiple of interval.
+	start    time.Time
+	interval time.Duration
+	after    time.Duration // from a scan that found changes to the next
+	// trigger, when not nil, replaces the clock: a scan for each value
+	// received, and one after a scan that found changes.
+	trigger <-chan struct{}
+}
+
 // scanLoop runs the scans, on its own goroutine, until ctx is done: one at
-// once, then one per trigger, and one after each scan that found changes,
-// once the delay after has passed, so that the rest of a burst of changes
-// is seen in a fraction of the interval. It hands each result to the loop
-// on out, replacing the one the loop has not taken yet: a slow loop never
-// queues snapshots, and a slow scan never blocks the loop. The status
-// shows the scan in progress, for /healthz.
-func (r *Reconciler) scanLoop(ctx context.Context, trigger <-chan struct{}, out chan scanned, after time.Duration) {
-	timer := time.NewTimer(after)
+// once, then one at each interval of the pace, and one after each scan
+// that found changes, once the delay after has passed, so that the rest
+// of a burst of changes is seen in a fraction of the interval. Between
+// scans it naps (see nap). It hands a scan to the loop on out only when
+// the loop has something to learn from it: the first, one that saw a
+// change, one that failed or the first to succeed after one; with a
+// trigger, every scan. A result the loop has not taken yet is replaced: a
+// slow loop never queues snapshots, and a slow scan never blocks the
+// loop. The status shows the scan in progress, for /healthz; without a
+// trigger, each scan is a beat (Beat).
+func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scanned) {
+	timer := time.NewTimer(pace.after)
 	timer.Stop()
 	defer timer.Stop()
+	napUntil := r.nap
+	if napUntil == nil {
+		napUntil = nap
+	}
 	var prev scan.Snapshot
-	for {
+	var failed bool
+	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
 		r.update(func(s *Status) {
@@ -290,18 +397,33 @@ func (r *Reconciler) scanLoop(ctx context.Context, trigger <-chan struct{}, out 
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
 		prev = snap
-		select {
-		case <-out: // replaced by the newer result
-		default:
+		if first || changed || err != nil || failed || pace.trigger != nil {
+			select {
+			case <-out: // replaced by the newer result
+			default:
+			}
+			out <- scanned{snap, err} // only this goroutine sends, and out has room now
 		}
-		out <- scanned{snap, err} // only this goroutine sends, and out has room now
+		failed = err != nil
+		if pace.trigger == nil {
+			r.pulse()
+			now := time.Now()
+			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
+			if soon := now.Add(pace.after); changed && soon.Before(next) {
+				next = soon
+			}
+			if !napUntil(ctx, next) {
+				return
+			}
+			continue
+		}
 		if changed {
-			timer.Reset(after)
+			timer.Reset(pace.after)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-trigger:
+		case <-pace.trigger:
 			timer.Stop()
 		case <-timer.C:
 		}
@@ -313,6 +435,7 @@ type loop struct {
 	r           *Reconciler
 	log         *slog.Logger
 	interval    time.Duration
+	start       time.Time // tick n of the cache is n intervals after it
 	maxInFlight int
 	maxPlugins  int
 	cache       *statecache.Cache[plugins.Plugin]
@@ -333,6 +456,7 @@ type loop struct {
 	maxBackoff uint64                         // in ticks
 	retries    map[plugins.Key]*retrySchedule // the entries seen, by plugin type and name
 	pending    int                            // entries at the last tick
+	retryNext  uint64                         // the tick the next retry not yet started is due, or 0
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
@@ -361,6 +485,7 @@ func (r *Reconciler) newLoop() *loop {
 	}
 	l := &loop{
 		r:           r,
+		start:       time.Now(),
 		log:         log,
 		interval:    interval,
 		maxInFlight: orDefault(r.MaxInFlight, DefaultMaxInFlight),

@@ -165,6 +165,7 @@ func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, c
 		Interval:   time.Second,
 		MaxBackoff: 8 * time.Second,
 		Log:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		nap:        timerNap, // the bubble's clock moves for timers, not for a nanosleep
 	}
 	config(r)
 	e.rec = r
@@ -550,6 +551,7 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 			Registry:  plugins.NewRegistry(),
 			Interval:  interval,
 			Log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
+			nap:       timerNap,
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

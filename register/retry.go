@@ -20,16 +20,19 @@ type retrySchedule struct {
 }
 
 // duePending returns the pending deregistrations of the registry due for a
-// retry now, at most free of them, and marks them in flight. An entry the
+// retry now, at most free of them, and marks them in flight. It sets
+// retryNext to the tick the next of the others is due. An entry the
 // loop has not seen (restored from the state file, or recorded since the
 // last tick, or one with a new Seq) is due at once; the schedule of an
 // entry gone from the registry is forgotten.
 func (l *loop) duePending(free int) []plugins.PendingDeregistration {
 	list := l.r.Registry.Pending()
 	l.pending = len(list)
+	l.retryNext = 0
 	if len(list) == 0 && len(l.retries) == 0 {
 		return nil
 	}
+	now := l.cache.Ticks()
 	live := make(map[plugins.Key]bool, len(list))
 	var due []plugins.PendingDeregistration
 	for _, pd := range list {
@@ -43,10 +46,14 @@ func (l *loop) duePending(free int) []plugins.PendingDeregistration {
 			s = &retrySchedule{seq: pd.Seq, retryAt: l.cache.Ticks()}
 			l.retries[k] = s
 		}
-		if s.retryAt <= l.cache.Ticks() && len(due) < free {
+		if s.retryAt <= now && len(due) < free {
 			s.inFlight = true
 			s.attempts++
 			due = append(due, pd)
+			continue
+		}
+		if at := max(s.retryAt, now+1); l.retryNext == 0 || at < l.retryNext {
+			l.retryNext = at
 		}
 	}
 	for k, s := range l.retries {

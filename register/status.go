@@ -37,8 +37,9 @@ type Status struct {
 
 	// Ready is set once the operations of the first scan have completed.
 	Ready bool
-	// LastTick is the time of the loop's last tick, or when Run started:
-	// the loop's heartbeat. It goes on while a scan hangs.
+	// LastTick is when the loop last woke on its timer, or when Run
+	// started: the loop's heartbeat, at least once a second. It goes on
+	// while a scan hangs.
 	LastTick time.Time
 	// ScanStarted is when the scan in progress started; zero between
 	// scans. Scans run on a goroutine of their own, so one that hangs (a

@@ -463,6 +463,8 @@ type cand struct {
 // appeared is tried before sockets that keep failing, so that a crowd of
 // hung or stale plugins cannot hold back a healthy newcomer, and the check
 // due longest goes first.
+//
+//lint:ignore U1000 minHeap calls it through its type constraint
 func (a cand) less(b cand) bool {
 	if a.class != b.class {
 		return a.class < b.class
@@ -476,6 +478,7 @@ func (a cand) less(b cand) bool {
 // tickNum is a tick with a timer filed, in the heap of timer ticks.
 type tickNum uint64
 
+//lint:ignore U1000 minHeap calls it through its type constraint
 func (a tickNum) less(b tickNum) bool { return a < b }
 
 // minHeap is a binary heap of T, least first, without container/heap's
