@@ -32,7 +32,7 @@ const shutdownGrace = time.Second
 const (
 	defaultProbeInterval     = 30 * time.Second
 	defaultInfoProbeInterval = 5 * time.Minute
-	healthStale              = 10 // intervals without a tick, or of one scan, before /healthz fails, but at least healthStaleMin
+	healthStale              = 10 // intervals without a heartbeat of the loop (once a second), or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin           = 10 * time.Second
 )
 

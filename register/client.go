@@ -64,7 +64,7 @@ type Client struct {
 	// request is sent at once, and the reply is read when a channel Pace
 	// returned is closed, instead of when the plugin sends it (unix only).
 	// A check then costs the agent no wake-up of its own: Reconciler.Beat,
-	// the reconciler's ticks, is the pace of the agent. A beat slower than
+	// the reconciler's scans, is the pace of the agent. A beat slower than
 	// half the GetInfo timeout is not waited for: the reply is read
 	// halfway to the timeout then. Registrations and verifications are
 	// never paced.
