@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -139,14 +140,17 @@ func (r *Reconciler) heartbeat(now time.Time) {
 	r.st.LastTick = now
 }
 
-// pulse closes the channel of Beat.
-func (r *Reconciler) pulse() {
+// pulse closes the channel of Beat, and reports whether there was one:
+// whether a check may have been waiting for it.
+func (r *Reconciler) pulse() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.beat != nil {
-		close(r.beat)
-		r.beat = nil
+	if r.beat == nil {
+		return false
 	}
+	close(r.beat)
+	r.beat = nil
+	return true
 }
 
 // Result is the outcome of one operation.
@@ -397,7 +401,8 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
 		prev = snap
-		if first || changed || err != nil || failed || pace.trigger != nil {
+		sent := first || changed || err != nil || failed || pace.trigger != nil
+		if sent {
 			select {
 			case <-out: // replaced by the newer result
 			default:
@@ -406,13 +411,22 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		}
 		failed = err != nil
 		if pace.trigger == nil {
-			r.pulse()
+			if r.pulse() || sent {
+				// The goroutines just woken run before the nap: a
+				// goroutine in a system call keeps its P until the
+				// runtime's sysmon takes it back, up to 10 ms later when
+				// the agent was idle, and the agent has one P.
+				runtime.Gosched()
+			}
 			now := time.Now()
 			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
+			sleep := napUntil
 			if soon := now.Add(pace.after); changed && soon.Before(next) {
-				next = soon
+				// A burst: its registrations need the P more than the
+				// scanner needs a cheap sleep.
+				next, sleep = soon, timerNap
 			}
-			if !napUntil(ctx, next) {
+			if !sleep(ctx, next) {
 				return
 			}
 			continue
