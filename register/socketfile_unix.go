@@ -5,7 +5,6 @@ package register
 import (
 	"fmt"
 	"io/fs"
-	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -20,14 +19,29 @@ func socketFile(path string) (socketStat, error) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return socketStat{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		mode := "unknown"
-		if fi, err := os.Lstat(path); err == nil {
-			mode = fi.Mode().String()
-		}
-		return socketStat{}, fmt.Errorf("%w (mode %s)", errNotSocket, mode)
+	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFSOCK {
+		return socketStat{}, fmt.Errorf("%w (mode %v)", errNotSocket, fileMode(uint32(st.Mode)))
 	}
 	return socketStat{dev: uint64(st.Dev), ino: uint64(st.Ino), uid: st.Uid, hasUID: true}, nil
+}
+
+// fileMode is the fs.FileMode of a unix mode, for messages: its type and
+// permission bits.
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	return mode
 }
 
 // is reports whether the file is the one the scanner saw as id.

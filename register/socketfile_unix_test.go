@@ -7,8 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
@@ -65,5 +68,33 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	// The socket itself registers.
 	if _, err := (&Client{Handlers: h}).Register(t.Context(), real); err != nil {
 		t.Errorf("Register(real.sock) = %v", err)
+	}
+}
+
+// TestSocketFileSaysWhatIsThere: a path that is not a socket is refused
+// with its mode, as ls shows it, from the one lstat that found it.
+func TestSocketFileSaysWhatIsThere(t *testing.T) {
+	dir := t.TempDir()
+	kinds := map[string]func(path string) error{
+		"regular file": func(p string) error { return os.WriteFile(p, nil, 0o640) },
+		"directory":    func(p string) error { return os.Mkdir(p, 0o750) },
+		"symlink":      func(p string) error { return os.Symlink("elsewhere", p) },
+		"fifo":         func(p string) error { return unix.Mkfifo(p, 0o600) },
+	}
+	for name, create := range kinds {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			if err := create(path); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = socketFile(path)
+			if want := "(mode " + fi.Mode().String() + ")"; !errors.Is(err, errNotSocket) || !strings.Contains(err.Error(), want) {
+				t.Errorf("socketFile(%s) = %v, want errNotSocket with %q", name, err, want)
+			}
+		})
 	}
 }
