@@ -200,16 +200,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	scans := make(chan scanned, 1)
 	// With the ticks of a test, each tick is a tick of the cache and
 	// triggers a scan; otherwise the scanner keeps its own time, and the
-	// loop's timer wakes it when something is due.
+	// loop's timer (below) wakes it when something is due.
 	var trigger chan struct{}
-	var timer *time.Timer
-	var wake <-chan time.Time
 	if r.ticks != nil {
 		trigger = make(chan struct{}, 1)
-	} else {
-		timer = time.NewTimer(time.Hour) // armed below
-		defer timer.Stop()
-		wake = timer.C
 	}
 	go func() {
 		defer close(scanDone)
@@ -234,14 +228,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			wg.Go(func() { l.results <- l.retry(ctx, pd) })
 		}
 	}
-	if timer != nil {
+	var timer *time.Timer
+	var wake <-chan time.Time
+	var armed time.Time // when the timer fires
+	if r.ticks == nil {
 		retry() // the pending deregistrations restored wait for no tick
+		armed = l.wakeAt()
+		timer = time.NewTimer(time.Until(armed))
+		defer timer.Stop()
+		wake = timer.C
 	}
 	// rearm brings the timer forward when something falls due before it.
-	armed := l.wakeAt()
-	if timer != nil {
-		timer.Reset(time.Until(armed))
-	}
 	rearm := func() {
 		if at := l.wakeAt(); at.Before(armed) {
 			timer.Reset(time.Until(at))

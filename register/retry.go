@@ -43,7 +43,7 @@ func (l *loop) duePending(free int) []plugins.PendingDeregistration {
 			continue // its outcome comes first
 		}
 		if s == nil || s.seq != pd.Seq {
-			s = &retrySchedule{seq: pd.Seq, retryAt: l.cache.Ticks()}
+			s = &retrySchedule{seq: pd.Seq, retryAt: now}
 			l.retries[k] = s
 		}
 		if s.retryAt <= now && len(due) < free {

@@ -309,7 +309,7 @@ func (c *Cache[P]) NextDue() uint64 {
 	}
 	if len(c.ready) > 0 {
 		due := c.tick + 1
-		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch {
+		if c.checksHeld() {
 			due = c.NextBatch()
 		}
 		if next == 0 || due < next {
@@ -317,6 +317,13 @@ func (c *Cache[P]) NextDue() uint64 {
 		}
 	}
 	return next
+}
+
+// checksHeld reports whether the first ready op is a check held back by
+// MaxProbesPerBatch. Checks come last in the ready queue: once the first
+// is a check, the rest are checks too, all held back.
+func (c *Cache[P]) checksHeld() bool {
+	return c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch
 }
 
 // NextBatch returns the first tick after the current one that starts a
@@ -414,9 +421,7 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 	}
 	ops := make([]Op[P], 0, n) // at most n: the stale candidates make fewer
 	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) {
-		// Probes come last: once the first candidate is a probe, the
-		// rest are probes too.
-		if c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch {
+		if c.checksHeld() {
 			break
 		}
 		cd := c.ready.pop()
