@@ -32,7 +32,7 @@ const shutdownGrace = time.Second
 const (
 	defaultProbeInterval     = 30 * time.Second
 	defaultInfoProbeInterval = 5 * time.Minute
-	healthStale              = 10 // intervals without a heartbeat of the loop (once a second), or of one scan, before /healthz fails, but at least healthStaleMin
+	healthStale              = 10 // intervals without a heartbeat of the loop (every 5 s), or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin           = 10 * time.Second
 )
 
@@ -104,7 +104,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags.Var(&c.timeouts.handler, "handler-timeout", "timeout of a handler's Validate and Register, or DeRegister")
 	flags.Var(&c.maxInFlight, "max-in-flight", "registrations and deregistrations running at once")
 	flags.Var(&c.maxBackoff, "max-backoff", "longest wait before a failed registration is retried")
-	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 300 scans at the default interval)")
+	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 600 scans at the default interval)")
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
 	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
 	if err := parse(flags, args); err != nil {

@@ -51,7 +51,7 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		directory that is a symlink is resolved once, at start; a directory
 		its group or others may write to is logged as a warning at start.
 	--interval D
-		Time between two scans; positive. Default 200ms. A scan that found
+		Time between two scans; positive. Default 100ms. A scan that found
 		changes is followed by the next one after an eighth of D (10ms at
 		least), until a scan finds nothing new, so that a burst of plugins
 		is seen in a fraction of D. Backoff and probes are counted in
@@ -150,7 +150,7 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		Read every directory every N scans, changed or not: the safety net
 		for file systems that do not update directory modification times
 		(some network and FUSE file systems). 0: only the first scan. Default:
-		one minute's worth of scans, 300 at the default interval; unless
+		one minute's worth of scans, 600 at the default interval; unless
 		given, it follows --interval.
 	--max-plugins N
 		Sockets the agent handles at most. Sockets beyond it are refused:

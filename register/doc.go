@@ -164,7 +164,7 @@
 //     after the next scan, in the scanner's wake-up, so that the check
 //     costs no wake-up of its own.
 //
-// The checks due within a second run together, at one tick, where they
+// The checks due within 5 s run together, at one tick, where they
 // cost less than spread over its ticks (statecache's Config.CheckBatch),
 // and ProbeRate bounds the checks of both kinds per second (see package
 // statecache for the order, the spread and how the two kinds interleave).

@@ -46,13 +46,21 @@ type Registrar interface {
 
 // Defaults of a Reconciler.
 const (
-	DefaultInterval      = 200 * time.Millisecond
+	DefaultInterval      = 100 * time.Millisecond
 	DefaultMaxInFlight   = 64
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3
 	DefaultMaxPlugins    = 10000
 	DefaultProbeRate     = 40 // liveness checks per second, at most
 )
+
+// checkBatch is how often the liveness checks due run, together (or at the
+// shorter check interval, if one is shorter), and the
+// loop's heartbeat (Status.LastTick) comes when nothing else wakes it:
+// a batch costs a wake-up of the agent and a stretch of work the Go
+// runtime watches, whatever its size, so few large batches cost less than
+// many small ones.
+const checkBatch = 5 * time.Second
 
 // Reconciler keeps the registered plugins in line with the sockets the
 // scanner sees, and delivers the pending deregistrations of its Registry.
@@ -90,9 +98,9 @@ type Reconciler struct {
 	// plugins (0: no bound), so that checking stays a small, fixed cost
 	// however many plugins there are: with more than ProbeRate ×
 	// ProbeInterval of them, each is checked less often than configured.
-	// The checks due within a second run together, at one tick, where
-	// they cost less than one tick apart: a check comes up to a second
-	// after its interval.
+	// The checks due within 5 s run together, at one tick, where they
+	// cost less than one tick apart: a check comes up to 5 s after its
+	// interval.
 	ProbeRate float64
 
 	// Types are the plugin types that have a handler. They are counted
@@ -177,10 +185,10 @@ type Result struct {
 //
 // The loop wakes for a scan that saw a change, for the outcome of an
 // operation, and on a timer of its own when the state cache or a pending
-// deregistration next has something due, and at least once a second (once
+// deregistration next has something due, and at least every 5 s (once
 // an interval, if longer), its heartbeat. A scan that finds nothing new
 // wakes no one: while nothing changes, the agent costs a scan per interval
-// and a wake-up per second.
+// and a wake-up every 5 s, when the liveness checks due run.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -317,7 +325,7 @@ func (l *loop) advance(now time.Time) {
 
 // wakeAt returns when the loop must next wake by itself: at the tick the
 // cache or a pending deregistration next has something due, and at the
-// next batch of checks (a second away, or a tick if longer) for its
+// next batch of checks (checkBatch away, or a tick if longer) for its
 // heartbeat.
 func (l *loop) wakeAt() time.Time {
 	next := l.cache.NextBatch()
@@ -489,8 +497,13 @@ func (r *Reconciler) newLoop() *loop {
 	if r.InfoProbeInterval > 0 {
 		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
 	}
-	// The checks run in batches, once a second.
-	cfg.CheckBatch = max(uint64(time.Second/interval), 1)
+	batch := checkBatch // or the shorter check interval: a check comes at most one batch late
+	for _, every := range []time.Duration{r.ProbeInterval, r.InfoProbeInterval} {
+		if every > 0 {
+			batch = min(batch, every)
+		}
+	}
+	cfg.CheckBatch = max(uint64(batch/interval), 1)
 	if r.ProbeRate > 0 {
 		cfg.MaxProbesPerBatch = uint64(math.Ceil(r.ProbeRate * float64(cfg.CheckBatch) * interval.Seconds()))
 	}

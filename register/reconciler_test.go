@@ -508,7 +508,8 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 func TestFollowUp(t *testing.T) {
 	for _, tc := range []struct{ interval, want time.Duration }{
 		{time.Second, 125 * time.Millisecond},
-		{DefaultInterval, 25 * time.Millisecond},
+		{200 * time.Millisecond, 25 * time.Millisecond},
+		{DefaultInterval, 12500 * time.Microsecond},
 		{80 * time.Millisecond, 10 * time.Millisecond},
 		{40 * time.Millisecond, 10 * time.Millisecond},
 		{time.Millisecond, 10 * time.Millisecond},

@@ -35,8 +35,8 @@ func (e *PathTooLongError) Error() string {
 }
 
 // DefaultFullScanEvery is the FullScanEvery that New sets: with the agent's
-// default interval of 200 ms, a full scan once a minute.
-const DefaultFullScanEvery = 300
+// default interval of 100 ms, a full scan once a minute.
+const DefaultFullScanEvery = 600
 
 // racySlack is how recent a directory's mtime can be, before the clock at
 // the start of the Scan that reads it, for the directory to be racy: read
