@@ -24,12 +24,12 @@
 // Nothing wakes the loop that it has no use for. Besides the scans that
 // saw something and the results, it wakes on a timer of its own at the
 // tick the cache next has something due (statecache's NextDue: a retry, a
-// batch of checks) or a pending deregistration is due, and at least once a
-// second (once an interval, if longer), its heartbeat in Status. Between scans the scanner sleeps in a
-// blocking nanosleep where golang.org/x/sys has one (linux and the BSDs),
-// which costs less than a Go timer's wake-up (see nap). So an idle agent
-// costs a stat of each plugin directory per interval and a wake-up of the
-// loop per second.
+// batch of checks) or a pending deregistration is due, and at each batch
+// of checks, every 5 s (once an interval, if longer), its heartbeat in
+// Status. Between scans the scanner sleeps in a blocking nanosleep where
+// golang.org/x/sys has one (linux and the BSDs), which costs less than a
+// Go timer's wake-up (see nap). So an idle agent costs a stat of each
+// plugin directory per interval and a wake-up of the loop every 5 s.
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms at least), and so on until a scan finds nothing
@@ -164,10 +164,12 @@
 //     after the next scan, in the scanner's wake-up, so that the check
 //     costs no wake-up of its own.
 //
-// The checks due within 5 s run together, at one tick, where they
-// cost less than spread over its ticks (statecache's Config.CheckBatch),
-// and ProbeRate bounds the checks of both kinds per second (see package
-// statecache for the order, the spread and how the two kinds interleave).
+// The checks due within 5 s (or within the shorter check interval) run
+// together, at one tick, where they cost less than spread over its ticks
+// (statecache's Config.CheckBatch): a batch costs a wake-up, and the Go
+// runtime's sysmon polling while it runs, whatever its size. ProbeRate
+// bounds the checks of both kinds per second (see package statecache for
+// the order, the spread and how the two kinds interleave).
 // After ProbeFailures failures in a row, of either kind, while the socket
 // stays, the plugin is "unhealthy": its handler's DeRegister runs, and the
 // registration is retried with backoff; when it succeeds, the event is

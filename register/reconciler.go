@@ -54,12 +54,11 @@ const (
 	DefaultProbeRate     = 40 // liveness checks per second, at most
 )
 
-// checkBatch is how often the liveness checks due run, together (or at the
-// shorter check interval, if one is shorter), and the
-// loop's heartbeat (Status.LastTick) comes when nothing else wakes it:
-// a batch costs a wake-up of the agent and a stretch of work the Go
-// runtime watches, whatever its size, so few large batches cost less than
-// many small ones.
+// checkBatch is how often the liveness checks due run, together, unless a
+// check interval is shorter; the loop's heartbeat (Status.LastTick) comes
+// with each batch. A batch costs a wake-up of the agent and a stretch of
+// work the Go runtime watches, whatever its size, so a few large batches
+// cost less than many small ones.
 const checkBatch = 5 * time.Second
 
 // Reconciler keeps the registered plugins in line with the sockets the
@@ -98,9 +97,9 @@ type Reconciler struct {
 	// plugins (0: no bound), so that checking stays a small, fixed cost
 	// however many plugins there are: with more than ProbeRate ×
 	// ProbeInterval of them, each is checked less often than configured.
-	// The checks due within 5 s run together, at one tick, where they
-	// cost less than one tick apart: a check comes up to 5 s after its
-	// interval.
+	// The checks due within 5 s (or within the shorter check interval)
+	// run together, at one tick, where they cost less than one tick
+	// apart: a check comes up to that long after its interval.
 	ProbeRate float64
 
 	// Types are the plugin types that have a handler. They are counted
@@ -325,8 +324,7 @@ func (l *loop) advance(now time.Time) {
 
 // wakeAt returns when the loop must next wake by itself: at the tick the
 // cache or a pending deregistration next has something due, and at the
-// next batch of checks (checkBatch away, or a tick if longer) for its
-// heartbeat.
+// next batch of checks (Config.CheckBatch ticks apart) for its heartbeat.
 func (l *loop) wakeAt() time.Time {
 	next := l.cache.NextBatch()
 	if due := l.cache.NextDue(); due != 0 && due < next {
@@ -497,13 +495,14 @@ func (r *Reconciler) newLoop() *loop {
 	if r.InfoProbeInterval > 0 {
 		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
 	}
-	batch := checkBatch // or the shorter check interval: a check comes at most one batch late
-	for _, every := range []time.Duration{r.ProbeInterval, r.InfoProbeInterval} {
+	// A batch is no longer than a check interval: a check comes at most
+	// one batch late.
+	cfg.CheckBatch = max(uint64(checkBatch/interval), 1)
+	for _, every := range []uint64{cfg.ProbeEvery, cfg.InfoProbeEvery} {
 		if every > 0 {
-			batch = min(batch, every)
+			cfg.CheckBatch = min(cfg.CheckBatch, every)
 		}
 	}
-	cfg.CheckBatch = max(uint64(batch/interval), 1)
 	if r.ProbeRate > 0 {
 		cfg.MaxProbesPerBatch = uint64(math.Ceil(r.ProbeRate * float64(cfg.CheckBatch) * interval.Seconds()))
 	}
