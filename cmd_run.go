@@ -86,7 +86,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
 	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH|grpc:SOCKET`: exec runs the program PATH for each validate, register and deregister; grpc calls the plugreg.v1.Handler service served on the unix socket SOCKET (an absolute path; it may come up after the agent: until then registrations of TYPE fail and are retried). Repeatable, once per type. The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment, and for the service")
-	flags.Var(&c.interval, "interval", "time between two scans; after a scan that found changes, the next comes after an eighth of it (10ms at least)")
+	flags.Var(&c.interval, "interval", "time between two scans; after a scan that found changes, the next comes after an eighth of it (10ms at least), until the scans have found nothing new for half of it")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
 	flags.StringVar(&c.state, "state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")

@@ -53,8 +53,8 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--interval D
 		Time between two scans; positive. Default 100ms. A scan that found
 		changes is followed by the next one after an eighth of D (10ms at
-		least), until a scan finds nothing new, so that a burst of plugins
-		is seen in a fraction of D. Backoff and probes are counted in
+		least), until the scans have found nothing new for D/2, so that a
+		burst of plugins is seen in a fraction of D. Backoff and probes are counted in
 		intervals.
 	--accept TYPE=PATTERNS
 		Accept plugins of TYPE whose supported versions match one of the

@@ -32,10 +32,11 @@
 // plugin directory per interval and a wake-up of the loop every 5 s.
 //
 // A scan that found changes is followed by the next one an eighth of
-// Interval later (10 ms at least), and so on until a scan finds nothing
-// new; then scans come once per interval again. So the sockets of a burst,
-// created over a few hundred milliseconds, are seen in a fraction of the
-// interval, and an idle interval still costs one scan.
+// Interval later (10 ms at least), and so on until the scans have found
+// nothing new for half an interval; then scans come once per interval
+// again. So the sockets of a burst, created over a few hundred
+// milliseconds by processes that stall now and then, are seen in a
+// fraction of the interval, and an idle interval still costs one scan.
 //
 // The loop never waits on the file system. A scan that hangs (a stat on a
 // dead NFS or FUSE mount below a plugin dir) stops only the scans: results

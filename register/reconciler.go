@@ -214,7 +214,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	go func() {
 		defer close(scanDone)
-		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, after: followUp(l.interval), trigger: trigger}, scans)
+		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, after: followUp(l.interval), quiet: burstQuiet(l.interval), trigger: trigger}, scans)
 	}()
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
@@ -352,6 +352,17 @@ func followUp(interval time.Duration) time.Duration {
 	return max(interval/8, minFollowUp)
 }
 
+// burstQuiet returns how long the follow-ups go on after the last scan
+// that found changes: half the interval. Plugins starting together do not
+// appear at an even pace: the process starting them stalls for tens of
+// milliseconds at a time (its garbage collector, a CPU it shares with
+// their registrations), and a burst that went back to one scan per
+// interval at the first follow-up that saw nothing new would leave the
+// rest of it waiting up to an interval.
+func burstQuiet(interval time.Duration) time.Duration {
+	return interval / 2
+}
+
 // scanPace says when scanLoop scans.
 type scanPace struct {
 	// start and interval are the scanner's clock: it scans at start plus
@@ -359,15 +370,18 @@ type scanPace struct {
 	start    time.Time
 	interval time.Duration
 	after    time.Duration // from a scan that found changes to the next
+	quiet    time.Duration // how long the follow-ups go on after the last scan that found changes
 	// trigger, when not nil, replaces the clock: a scan for each value
 	// received, and one after a scan that found changes.
 	trigger <-chan struct{}
 }
 
 // scanLoop runs the scans, on its own goroutine, until ctx is done: one at
-// once, then one at each interval of the pace, and one after each scan
-// that found changes, once the delay after has passed, so that the rest
-// of a burst of changes is seen in a fraction of the interval. Between
+// once, then one at each interval of the pace, and during a burst of
+// changes one after each scan, once the delay after has passed, so that
+// the rest of the burst is seen in a fraction of the interval. A burst
+// goes on while the last scan that found changes started less than quiet
+// before this one. Between
 // scans it naps (see nap). It hands a scan to the loop on out only when
 // the loop has something to learn from it: the first, one that saw a
 // change, one that failed or the first to succeed after one; with a
@@ -385,6 +399,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 	var prev scan.Snapshot
 	var failed bool
+	var lastChange time.Time // the start of the last scan that found changes
 	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
@@ -404,6 +419,10 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
 		prev = snap
+		if changed {
+			lastChange = t0
+		}
+		burst := !lastChange.IsZero() && t0.Sub(lastChange) < pace.quiet
 		sent := first || changed || err != nil || failed || pace.trigger != nil
 		if sent {
 			select {
@@ -424,7 +443,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			now := time.Now()
 			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
 			sleep := napUntil
-			if soon := now.Add(pace.after); changed && soon.Before(next) {
+			if soon := now.Add(pace.after); (changed || burst) && soon.Before(next) {
 				// A burst: its registrations need the P more than the
 				// scanner needs a cheap sleep.
 				next, sleep = soon, timerNap
@@ -434,7 +453,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			}
 			continue
 		}
-		if changed {
+		if changed || burst {
 			timer.Reset(pace.after)
 		}
 		select {

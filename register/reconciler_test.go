@@ -535,8 +535,9 @@ func (okRegistrar) RetryDeregister(context.Context, plugins.PendingDeregistratio
 }
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
-// another an eighth of the interval later, until one finds nothing new;
-// scans that find nothing come once per tick.
+// another an eighth of the interval later, and so on until none has found
+// anything for half an interval, so that a burst that pauses is still
+// seen by follow-ups; scans that find nothing come once per tick.
 func TestReconcilerScansABurstSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = 800 * time.Millisecond // a follow-up after 100 ms
@@ -562,9 +563,14 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 		dir.set("/p/a", 1) // seen by the scan of the tick at 800 ms
 		time.Sleep(150 * time.Millisecond)
 		dir.set("/p/b", 2) // at 850 ms: seen by the follow-up at 900 ms
-		time.Sleep(1650 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
+		// At 1150 ms, after two follow-ups that found nothing: the burst
+		// paused for less than half an interval, and the follow-up at
+		// 1200 ms sees it, not the tick at 1600 ms.
+		dir.set("/p/c", 3)
+		time.Sleep(1350 * time.Millisecond)
 		dir.set("/p/a", 0) // at 2.5 s: seen by the scan of the tick at 3.2 s
-		time.Sleep(time.Second)
+		time.Sleep(950 * time.Millisecond)
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v, want nil", err)
@@ -579,13 +585,15 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 			return out
 		}
 		// At 0 nothing; ticks at 800, 1600, 2400, 3200 ms; follow-ups
-		// 100 ms after each scan that found something.
-		want := ms(0, 800, 900, 1000, 1600, 2400, 3200, 3300)
+		// 100 ms apart until none found anything for 400 ms since the
+		// last that did: after the one at 1200 ms, and after the tick at
+		// 3200 ms (Run ends at 3450 ms).
+		want := ms(0, 800, 900, 1000, 1100, 1200, 1300, 1400, 1500, 1600, 2400, 3200, 3300, 3400)
 		if diff := cmp.Diff(want, at); diff != "" {
 			t.Errorf("scan times (-want +got):\n%s", diff)
 		}
-		if got := pluginNames(rec.Registry); !cmp.Equal(got, []string{"b"}) {
-			t.Errorf("registered %v, want [b]", got)
+		if got := pluginNames(rec.Registry); !cmp.Equal(got, []string{"b", "c"}) {
+			t.Errorf("registered %v, want [b c]", got)
 		}
 	})
 }

@@ -43,7 +43,7 @@ func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			r.scanLoop(ctx, scanPace{start: t0, interval: interval, after: followUp(interval)}, out)
+			r.scanLoop(ctx, scanPace{start: t0, interval: interval, after: followUp(interval), quiet: burstQuiet(interval)}, out)
 		}()
 		var got []string
 		// at records, d after the start, the scans so far and what the
@@ -59,10 +59,10 @@ func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
 			}
 			got = append(got, fmt.Sprintf("%v: %d scans, %s", d, scans.Load(), handed))
 		}
-		at(50 * time.Millisecond)  // the first scan found a socket: a follow-up at 12.5 ms
+		at(50 * time.Millisecond)  // the first scan found a socket: follow-ups at 12.5 ... 50 ms, half an interval
 		at(550 * time.Millisecond) // idle scans at 100 ... 500 ms
 		dir.set("/p/b", 2)
-		at(650 * time.Millisecond) // seen at 600; the follow-up at 612.5 ms sees nothing new
+		at(650 * time.Millisecond) // seen at 600; the follow-ups at 612.5 ... 650 ms see nothing new
 		at(750 * time.Millisecond) // nor does the scan at 700
 		fail.Store(true)
 		at(850 * time.Millisecond) // fails at 800
@@ -73,14 +73,14 @@ func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
 		cancel()
 		<-done
 		want := []string{
-			"50ms: 2 scans, 1 sockets, err <nil>",
-			"550ms: 7 scans, nothing",
-			"650ms: 9 scans, 2 sockets, err <nil>",
-			"750ms: 10 scans, nothing",
-			"850ms: 11 scans, 2 sockets, err plugin dir gone",
-			"950ms: 12 scans, 2 sockets, err plugin dir gone",
-			"1.05s: 13 scans, 2 sockets, err <nil>",
-			"1.25s: 15 scans, nothing",
+			"50ms: 5 scans, 1 sockets, err <nil>",
+			"550ms: 10 scans, nothing",
+			"650ms: 15 scans, 2 sockets, err <nil>",
+			"750ms: 16 scans, nothing",
+			"850ms: 17 scans, 2 sockets, err plugin dir gone",
+			"950ms: 18 scans, 2 sockets, err plugin dir gone",
+			"1.05s: 19 scans, 2 sockets, err <nil>",
+			"1.25s: 21 scans, nothing",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("scans (-want +got):\n%s", diff)
