@@ -372,7 +372,7 @@ type scanPace struct {
 	after    time.Duration // from a scan that found changes to the next
 	quiet    time.Duration // how long the follow-ups go on after the last scan that found changes
 	// trigger, when not nil, replaces the clock: a scan for each value
-	// received, and one after a scan that found changes.
+	// received, and the follow-ups of a burst.
 	trigger <-chan struct{}
 }
 
@@ -381,14 +381,13 @@ type scanPace struct {
 // changes one after each scan, once the delay after has passed, so that
 // the rest of the burst is seen in a fraction of the interval. A burst
 // goes on while the last scan that found changes started less than quiet
-// before this one. Between
-// scans it naps (see nap). It hands a scan to the loop on out only when
-// the loop has something to learn from it: the first, one that saw a
-// change, one that failed or the first to succeed after one; with a
-// trigger, every scan. A result the loop has not taken yet is replaced: a
-// slow loop never queues snapshots, and a slow scan never blocks the
-// loop. The status shows the scan in progress, for /healthz; without a
-// trigger, each scan is a beat (Beat).
+// before this one. Between scans it naps (see nap). It hands a scan to
+// the loop on out only when the loop has something to learn from it: the
+// first, one that saw a change, one that failed or the first to succeed
+// after one; with a trigger, every scan. A result the loop has not taken
+// yet is replaced: a slow loop never queues snapshots, and a slow scan
+// never blocks the loop. The status shows the scan in progress, for
+// /healthz; without a trigger, each scan is a beat (Beat).
 func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scanned) {
 	timer := time.NewTimer(pace.after)
 	timer.Stop()
@@ -422,7 +421,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		if changed {
 			lastChange = t0
 		}
-		burst := !lastChange.IsZero() && t0.Sub(lastChange) < pace.quiet
+		burst := changed || !lastChange.IsZero() && t0.Sub(lastChange) < pace.quiet
 		sent := first || changed || err != nil || failed || pace.trigger != nil
 		if sent {
 			select {
@@ -443,7 +442,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			now := time.Now()
 			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
 			sleep := napUntil
-			if soon := now.Add(pace.after); (changed || burst) && soon.Before(next) {
+			if soon := now.Add(pace.after); burst && soon.Before(next) {
 				// A burst: its registrations need the P more than the
 				// scanner needs a cheap sleep.
 				next, sleep = soon, timerNap
@@ -453,7 +452,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			}
 			continue
 		}
-		if changed || burst {
+		if burst {
 			timer.Reset(pace.after)
 		}
 		select {
