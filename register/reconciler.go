@@ -214,7 +214,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	go func() {
 		defer close(scanDone)
-		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, after: followUp(l.interval), quiet: burstQuiet(l.interval), trigger: trigger}, scans)
+		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, trigger: trigger}, scans)
 	}()
 	dispatch := func() {
 		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
@@ -366,11 +366,10 @@ func burstQuiet(interval time.Duration) time.Duration {
 // scanPace says when scanLoop scans.
 type scanPace struct {
 	// start and interval are the scanner's clock: it scans at start plus
-	// every multiple of interval.
+	// every multiple of interval, and during a burst followUp(interval)
+	// after each scan (see scanLoop).
 	start    time.Time
 	interval time.Duration
-	after    time.Duration // from a scan that found changes to the next
-	quiet    time.Duration // how long the follow-ups go on after the last scan that found changes
 	// trigger, when not nil, replaces the clock: a scan for each value
 	// received, and the follow-ups of a burst.
 	trigger <-chan struct{}
@@ -378,18 +377,19 @@ type scanPace struct {
 
 // scanLoop runs the scans, on its own goroutine, until ctx is done: one at
 // once, then one at each interval of the pace, and during a burst of
-// changes one after each scan, once the delay after has passed, so that
-// the rest of the burst is seen in a fraction of the interval. A burst
-// goes on while the last scan that found changes started less than quiet
-// before this one. Between scans it naps (see nap). It hands a scan to
-// the loop on out only when the loop has something to learn from it: the
-// first, one that saw a change, one that failed or the first to succeed
-// after one; with a trigger, every scan. A result the loop has not taken
-// yet is replaced: a slow loop never queues snapshots, and a slow scan
-// never blocks the loop. The status shows the scan in progress, for
-// /healthz; without a trigger, each scan is a beat (Beat).
+// changes one after each scan, followUp(interval) later, so that the rest
+// of the burst is seen in a fraction of the interval. A burst goes on
+// while the last scan that found changes started less than
+// burstQuiet(interval) before this one. Between scans it naps (see nap).
+// It hands a scan to the loop on out only when the loop has something to
+// learn from it: the first, one that saw a change, one that failed or the
+// first to succeed after one; with a trigger, every scan. A result the
+// loop has not taken yet is replaced: a slow loop never queues snapshots,
+// and a slow scan never blocks the loop. The status shows the scan in
+// progress, for /healthz; without a trigger, each scan is a beat (Beat).
 func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scanned) {
-	timer := time.NewTimer(pace.after)
+	after, quiet := followUp(pace.interval), burstQuiet(pace.interval)
+	timer := time.NewTimer(after)
 	timer.Stop()
 	defer timer.Stop()
 	napUntil := r.nap
@@ -421,7 +421,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		if changed {
 			lastChange = t0
 		}
-		burst := changed || !lastChange.IsZero() && t0.Sub(lastChange) < pace.quiet
+		burst := changed || !lastChange.IsZero() && t0.Sub(lastChange) < quiet
 		sent := first || changed || err != nil || failed || pace.trigger != nil
 		if sent {
 			select {
@@ -442,7 +442,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			now := time.Now()
 			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
 			sleep := napUntil
-			if soon := now.Add(pace.after); burst && soon.Before(next) {
+			if soon := now.Add(after); burst && soon.Before(next) {
 				// A burst: its registrations need the P more than the
 				// scanner needs a cheap sleep.
 				next, sleep = soon, timerNap
@@ -453,7 +453,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			continue
 		}
 		if burst {
-			timer.Reset(pace.after)
+			timer.Reset(after)
 		}
 		select {
 		case <-ctx.Done():

@@ -43,7 +43,7 @@ func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			r.scanLoop(ctx, scanPace{start: t0, interval: interval, after: followUp(interval), quiet: burstQuiet(interval)}, out)
+			r.scanLoop(ctx, scanPace{start: t0, interval: interval}, out)
 		}()
 		var got []string
 		// at records, d after the start, the scans so far and what the
