@@ -48,9 +48,9 @@ test-windows: ## the windows/amd64 tests under wine; .ci/wine/setup installs win
 	.ci/wine/setup
 	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) test -count=1 -exec $(CURDIR)/.ci/wine/exec ./...
 
-interop: ## the registration client against plugins on Python's grpcio; .ci/interop/setup installs python3-grpcio (Debian, root) if missing
+interop: ## the registration client against plugins on Python's grpcio; .ci/interop/setup installs python3-grpcio (Debian, root) if missing, and fails where it cannot; a skipped test fails
 	.ci/interop/setup
-	$(GO) test -race -count=1 -run '^TestInterop' -v ./register
+	PLUGREG_INTEROP_REQUIRED=1 $(GO) test -race -count=1 -run '^TestInterop' -v ./register
 
 bench: ## scan and registration benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
@@ -60,6 +60,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5
 	$(GO) test -run='^$$' -fuzz='^FuzzParseAccept$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzCache$$' -fuzztime=$(or $(FUZZTIME),10s) ./statecache
 	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
+	$(GO) test -run='^$$' -fuzz='^FuzzRegistryEncodes$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateInfo$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
@@ -132,7 +135,11 @@ func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}
 	conn.Close()
-	cc, err := plugins.Dial(path)
+	// The agent's messages have no limit but gRPC's own (a List, or a
+	// watch snapshot, of --max-plugins plugins of the largest size is
+	// about 7 KB a plugin), and the API socket is the agent's: take what
+	// it sends, rather than gRPC's default of 4 MiB.
+	cc, err := plugins.Dial(path, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}

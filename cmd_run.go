@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -58,12 +58,29 @@ type runConfig struct {
 	maxBackoff        positiveDuration
 	fullScanEvery     optionalInt // -1: not given, one minute's worth of scans
 	maxPlugins        positiveInt
+	maxWatchers       positiveInt
 	allowUIDs         uidList
 }
 
 // parseRun parses the flags of `plugreg run`. The flag values check their
 // own ranges, so a bad value is a usage error naming the flag.
 func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
+	c, flags := runFlags(stderr)
+	if err := parse(flags, args); err != nil {
+		return nil, err
+	}
+	if len(c.dirs) == 0 {
+		c.dirs = stringList{defaultDir()}
+	}
+	if c.fullScanEvery < 0 {
+		c.fullScanEvery = optionalInt(fullScansEvery(time.Duration(c.interval)))
+	}
+	return c, nil
+}
+
+// runFlags returns the flag set of `plugreg run` and the configuration
+// its flags set, holding the defaults.
+func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	c := &runConfig{
 		interval:          positiveDuration(register.DefaultInterval),
 		probeInterval:     optionalDuration(defaultProbeInterval),
@@ -76,6 +93,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 		maxBackoff:        positiveDuration(register.DefaultMaxBackoff),
 		fullScanEvery:     -1,
 		maxPlugins:        register.DefaultMaxPlugins,
+		maxWatchers:       plugins.DefaultMaxWatchers,
 	}
 	c.timeouts.dial = positiveDuration(register.DefaultDialTimeout)
 	c.timeouts.getInfo = positiveDuration(register.DefaultGetInfoTimeout)
@@ -106,17 +124,9 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	flags.Var(&c.maxBackoff, "max-backoff", "longest wait before a failed registration is retried")
 	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 600 scans at the default interval)")
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
+	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED")
 	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
-	if err := parse(flags, args); err != nil {
-		return nil, err
-	}
-	if len(c.dirs) == 0 {
-		c.dirs = stringList{defaultDir()}
-	}
-	if c.fullScanEvery < 0 {
-		c.fullScanEvery = optionalInt(fullScansEvery(time.Duration(c.interval)))
-	}
-	return c, nil
+	return c, flags
 }
 
 // handlers returns the handlers of the --accept flags, or the defaults,
@@ -202,7 +212,7 @@ type agent struct {
 	registry *plugins.Registry
 	api      *grpc.Server
 	served   chan error
-	metrics  *http.Server // nil: no --metrics
+	metrics  *metrics.Server // nil: no --metrics
 	saver    *plugins.Saver
 	stopSave context.CancelFunc
 	saved    sync.WaitGroup
@@ -217,12 +227,18 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	// What the agent reads comes first: once the API socket exists,
 	// clients take the agent for started, so the plugin dirs must exist by
 	// then, and a state file that cannot be read stops the agent before.
+	// Before anything is created or read, the default directory is made
+	// private (Windows), and a state file or API socket that another user
+	// could replace stops the agent.
+	if err := c.checkFiles(); err != nil {
+		return err
+	}
 	scanner, err := scan.New(c.dirs, log)
 	if err != nil {
 		return err
 	}
 	scanner.FullScanEvery = int(c.fullScanEvery)
-	registry, err := loadRegistry(c.state, log)
+	registry, err := loadRegistry(c.state, plugins.StateLimit(int(c.maxPlugins)), log)
 	if err != nil {
 		return err
 	}
@@ -250,10 +266,10 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	}
 	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1), handlerConns: conns}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
-	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry))
+	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry, int(c.maxWatchers)))
 	go func() { a.served <- a.api.Serve(lis) }()
 	if c.state != "" {
-		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Log: log}
+		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: plugins.StateLimit(int(c.maxPlugins)), Log: log}
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
 		a.saved.Go(func() {
@@ -264,8 +280,8 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	}
 	if ml != nil {
 		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
-		a.metrics = &http.Server{Handler: metrics.Handler(sources(rec, a.registry, a.saver), stale, time.Now), ReadHeaderTimeout: 5 * time.Second}
-		go a.metrics.Serve(ml)
+		a.metrics = metrics.NewServer(ml, metrics.Handler(sources(rec, scanner, a.registry, a.saver), stale, time.Now), metrics.DefaultLimits())
+		go a.metrics.Serve()
 	}
 
 	started := []any{"dirs", scanner.Dirs(), "api", c.api, "state", c.state,
@@ -288,6 +304,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		HandlerTimeout: time.Duration(c.timeouts.handler),
 		AllowUIDs:      c.allowUIDs,
 		Pending:        registry,
+		Dirs:           scanner.Dirs(),
 		Log:            log,
 	}
 	rec := &register.Reconciler{
@@ -342,14 +359,14 @@ func (a *agent) stop() error {
 // starts empty; a corrupt one is moved aside, logged, and the agent starts
 // empty and rebuilds from the scan. Any other error (EACCES, EIO, EMFILE)
 // says nothing of the file's content: it is returned, and the file is kept.
-func loadRegistry(path string, log *slog.Logger) (*plugins.Registry, error) {
+func loadRegistry(path string, limit int64, log *slog.Logger) (*plugins.Registry, error) {
 	if path == "" {
 		return plugins.NewRegistry(), nil
 	}
-	st, err := plugins.Load(path)
+	st, err := plugins.Load(path, limit)
 	switch {
 	case err == nil:
-		return plugins.NewRegistryFrom(st), nil
+		return restore(path, st, limit, log), nil
 	case errors.Is(err, fs.ErrNotExist):
 		return plugins.NewRegistry(), nil
 	case errors.Is(err, plugins.ErrCorrupt):
@@ -362,10 +379,32 @@ func loadRegistry(path string, log *slog.Logger) (*plugins.Registry, error) {
 	return nil, fmt.Errorf("read state file (kept as it is): %w", err)
 }
 
+// restore returns the registry of st, loaded from the state file at path.
+// A file of a clean stop is first marked running again, before the agent
+// publishes any event: a crash must not leave it claiming a clean stop at
+// st.Revision once later revisions are out. If it cannot be marked, the
+// registry continues as after a crash, past a RevisionGap.
+func restore(path string, st plugins.State, limit int64, log *slog.Logger) *plugins.Registry {
+	if !st.Running {
+		running := st
+		running.Running = true
+		if err := plugins.Save(path, running, limit); err != nil {
+			log.Warn("state file not marked running", "path", path, "err", err)
+			st = running
+		}
+	}
+	r := plugins.NewRegistryFrom(st)
+	if st.Running {
+		log.Info("state file not from a clean stop, revisions skip ahead", "path", path, "saved_revision", st.Revision, "revision", r.Revision())
+	}
+	return r
+}
+
 // sources feeds the metrics at scrape time.
-func sources(rec *register.Reconciler, reg *plugins.Registry, saver *plugins.Saver) metrics.Sources {
+func sources(rec *register.Reconciler, scanner *scan.Scanner, reg *plugins.Registry, saver *plugins.Saver) metrics.Sources {
 	s := metrics.Sources{
-		Agent: rec.Status,
+		Agent:   rec.Status,
+		Ignored: scanner.Ignored,
 		Registered: func() map[string]int {
 			n := map[string]int{}
 			for _, p := range reg.List("") {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/register"
+	"github.com/plugreg/plugreg/scan"
 )
 
 func TestFullScansEvery(t *testing.T) {
@@ -110,7 +111,7 @@ func TestParseRunDefaults(t *testing.T) {
 	if c.allowUIDs != nil {
 		t.Errorf("allowUIDs = %v, want nil: anyone may register", c.allowUIDs)
 	}
-	rec := c.reconciler(nil, nil, h, nil)
+	rec := c.reconciler(&scan.Scanner{}, nil, h, nil)
 	if rec.ProbeInterval != 30*time.Second || rec.InfoProbeInterval != 5*time.Minute || rec.ProbeFailures != 3 || rec.ProbeRate != 40 {
 		t.Errorf("liveness: connect checks every %v, GetInfo checks every %v, %d failures, %g a second; want 30s, 5m0s, 3, 40",
 			rec.ProbeInterval, rec.InfoProbeInterval, rec.ProbeFailures, rec.ProbeRate)

@@ -21,7 +21,8 @@ import (
 const serviceUsage = serviceSynopsis + `
   install [RUN FLAGS]   register the Windows service "plugreg" (automatic start,
                         restarted on failure) as 'plugreg run RUN FLAGS', with the
-                        path of this executable, and its event log source
+                        path of this executable, and its event log source;
+                        relative paths in RUN FLAGS are made absolute
   uninstall             stop the service if it runs, and remove it and its
                         event log source
   start                 start the service

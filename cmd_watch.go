@@ -30,7 +30,11 @@ type eventJSON struct {
 	Plugins  *[]pluginJSON `json:"plugins,omitempty"` // snapshot and resync only; [] when empty
 }
 
-// runWatch is `plugreg watch`.
+// runWatch is `plugreg watch`. An error before the first event, such as
+// no agent or too many watchers, ends it at once: a script gets exit
+// status 1 and the reason rather than a wait. Once it has streamed, any
+// error is taken for a restart of the agent, and retried for
+// watchReconnect.
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags := newFlagSet("watch", "[flags]", stderr)
 	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
@@ -67,7 +71,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "plugreg: lost the agent at revision %d (%v); reconnecting\n", rev, err)
 		}
 		if time.Since(lostAt) > watchReconnect {
-			return fmt.Errorf("no agent on %s for %v: %w", *apiPath, watchReconnect, err)
+			return fmt.Errorf("watch not resumed on %s for %v: %w", *apiPath, watchReconnect, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -55,3 +55,32 @@ func TestDefaultDirScanned(t *testing.T) {
 		t.Errorf("plugin dir %s not created: %v", want, err)
 	}
 }
+
+// TestMakeDefaultHome checks that %ProgramData%\plugreg is made when one
+// of the agent's paths is in it, and only then.
+func TestMakeDefaultHome(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths func(home, other string) []string
+		made  bool
+	}{
+		{"none in it", func(_, o string) []string { return []string{"", o + `\api.sock`, o + `\plugins`} }, false},
+		{"sibling with the same prefix", func(h, _ string) []string { return []string{h + `2\state.json`} }, false},
+		{"state in it", func(h, o string) []string { return []string{o + `\api.sock`, h + `\state.json`} }, true},
+		{"plugin dir deep in it", func(h, _ string) []string { return []string{h + `\plugins\csi`} }, true},
+		{"the directory itself", func(h, _ string) []string { return []string{h} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := shortTempDir(t)
+			t.Setenv("ProgramData", tmp)
+			home := defaultHome()
+			if err := makeDefaultHome(tc.paths(home, filepath.Join(tmp, "other"))...); err != nil {
+				t.Fatalf("makeDefaultHome error = %v", err)
+			}
+			fi, err := os.Stat(home)
+			if made := err == nil && fi.IsDir(); made != tc.made {
+				t.Errorf("after makeDefaultHome, %s exists = %v, want %v", home, made, tc.made)
+			}
+		})
+	}
+}

@@ -82,7 +82,9 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--api PATH
 		Unix socket of the local API (plugreg.v1.Registry), mode 0600.
 		Default: see Default paths. A socket file left by a crash is
-		replaced; when another agent serves on it, run exits with status 1.
+		replaced; when another agent serves on it, run exits with status 1,
+		and so it does when another user could replace it (see Default
+		paths).
 	--api-group GROUP
 		Make the API socket mode 0660 and owned by GROUP (name or gid), and
 		the directories created for it mode 0750 with that group. Unix only.
@@ -93,7 +95,8 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		aside as FILE.corrupt-<unix time> and never overwritten, and the
 		agent starts empty and rebuilds from the scan; a file that cannot be
 		read (permission, I/O error) is left as it is and run exits with
-		status 1.
+		status 1, and so it does when another user could replace the file
+		(see Default paths).
 	--probe-interval D
 		Time between two connect checks of a registered plugin: a connect
 		to its socket, closed at once, which fails when nobody serves it
@@ -154,9 +157,18 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		given, it follows --interval.
 	--max-plugins N
 		Sockets the agent handles at most. Sockets beyond it are refused:
-		logged once, counted in plugreg_sockets_refused_total{reason="max_plugins"},
-		never dialled; the sockets handled already keep their place.
-		Default 10000.
+		counted in plugreg_sockets_refused_total{reason="max_plugins"} (once
+		per path while it stays), never dialled, and logged with one warning
+		that gives their number and the first paths, again when the number
+		changes but at most once a minute; the sockets handled already keep
+		their place. Default 10000.
+	--max-watchers N
+		API watch streams served at once. One more fails at once with
+		RESOURCE_EXHAUSTED, "too many watchers"; a stream that ends frees
+		its slot. A watcher that stops reading costs the agent what gRPC
+		buffers for its stream (64 KiB of events, or a snapshot) and one
+		event more, however far behind it falls; it gets a resync when it
+		reads on. Default 64.
 	--allow-uid UID[,UID...]
 		Register only sockets whose file owner and serving process (peer
 		credentials) both have one of these uids. Repeatable. Default: any
@@ -174,9 +186,11 @@ when it had any):
 
 	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
 
-Exit status 0 is success. Otherwise the error is the last non-empty line
-the program wrote to stderr, cut to 512 bytes, or "exit status N" when there
-is none; a failed validate or register reaches the plugin in the kubelet's
+Exit status 0 is success. Otherwise the error is the last non-blank line
+the program wrote to stderr, with control characters turned into spaces and
+cut to 512 bytes, or "exit status N" when there is none, or "killed by
+signal NAME" (KILL, TERM, ...), then that line, when a signal ended it; a
+failed validate or register reaches the plugin in the kubelet's
 words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
 ... plugin registration failed with err: LINE". A failed deregister is
 logged, and the plugin is deregistered all the same; the deregister is
@@ -184,6 +198,13 @@ run again with backoff (1, 2, 4, ... intervals, up to --max-backoff) until
 it succeeds or a plugin of the same type and name is registered again, and
 the state file keeps it across restarts. So deregister may run more than
 once for one plugin, and should succeed for a plugin it does not know.
+
+A program that cannot start (ENOENT, EACCES, ETXTBSY, EAGAIN or ENOMEM: it
+is missing, not executable or being replaced by an upgrade, its
+interpreter is not installed yet, or fork fails) is no refusal: the handler
+is unavailable, as a gRPC handler that is down (see below), and the calls
+proceed once the program can start. The agent does not start if PATH is
+missing or not executable when it starts.
 
 register may print annotations on stdout: one JSON object of strings, such
 as {"node":"worker-1"}, at most 32 keys and 4 KiB of keys and values in all,
@@ -219,9 +240,12 @@ every call fails at once with "handler for TYPE unavailable: CAUSE". That
 is no refusal: the plugin is not told, the registration is retried with
 the usual backoff (logged once per socket, as "registration failed"), and
 it proceeds once the handler is back, without a restart of the agent. A
-plugin restored from the state file whose handler cannot be reached is
-deregistered as unhealthy, and registered again once it can be. A handler
-may return the status UNAVAILABLE itself, to the same effect.
+plugin restored from the state file whose handler cannot be reached stays
+registered and listed, with no event and no DeRegister ("restored plugin
+not checked" is logged once), and its check is retried with the same
+backoff until the handler answers; only the plugin's own answer (gone,
+changed, or refused by the handler) deregisters it. A handler may return
+the status UNAVAILABLE itself, to the same effect.
 
 Any other status but OK is a refusal. The status message, on one line
 (control characters become spaces) and cut to 512 bytes, or the code's
@@ -283,7 +307,13 @@ change in order; the events and revisions are described in package plugins.
 	--since REV
 		Resume after revision REV, with no snapshot, as long as the agent
 		still holds the events after it (otherwise the first line is a
-		resync). Default 0: start with a snapshot.
+		resync). Default 0: start with a snapshot. REV stays valid across a
+		restart of the agent: after a clean stop (SIGTERM), whose last save
+		marks the state file clean, the next run continues the revisions and
+		the events after REV follow; after kill -9 or a crash, the state file
+		may lack the last 250 ms of events, so the next run continues 2^32
+		revisions past the saved one, and a REV from before the crash gets a
+		resync first, never a gap.
 	-o text|json
 		Output format. Default text: revision, time, event, TYPE/NAME and
 		socket path (a snapshot: the number of plugins and their TYPE/NAME),
@@ -293,7 +323,8 @@ change in order; the events and revisions are described in package plugins.
 
 If the agent goes away, as in a restart, watch reconnects for up to 30 s and
 resumes after the last revision it printed, so it loses nothing. If it never
-reached an agent, it exits with status 1 at once.
+reached an agent, or the agent refused the stream because it serves
+--max-watchers already ("too many watchers"), it exits with status 1 at once.
 
 # plugreg example-plugin
 
@@ -339,12 +370,14 @@ path of this executable and `run` followed by the run flags given:
 	Windows   the service "plugreg" (automatic start, restarted 5 s after a
 	          failure) and its Application event log source "plugreg"
 
-Each restarts the agent when it fails. install checks the run flags as run
-would, writes the service file and enables the service at boot (launchd
+Each restarts the agent when it fails. install makes the relative paths in
+the run flags (--dir, --api, --state, the program or socket of --handler)
+absolute against the working directory, since the service runs in another
+(/ on unix), checks the flags as run would, writes the service file and enables the service at boot (launchd
 also starts it at once); uninstall stops and removes it; start, stop and
 status ask the service manager; when its tool fails, service shows the
 tool's error output and exits with status 1. print writes the unit, script or property
-list that install would write (on Windows, the command line) to stdout and
+list that install would write, with the same absolute paths (on Windows, the command line) to stdout and
 installs nothing, for packagers. Every action but print needs root (an
 elevated prompt on Windows). To change the flags, uninstall and install
 again. On other systems service is a usage error. `plugreg service -h`
@@ -364,11 +397,28 @@ and make cross stamp the version and commit. It takes no flags.
 	OS                --dir                           --api                                --state
 	Linux             /var/lib/plugreg/plugins        /run/plugreg/api.sock                /var/lib/plugreg/state.json
 	BSDs, illumos     /var/lib/plugreg/plugins        /var/run/plugreg/api.sock            /var/lib/plugreg/state.json
-	macOS             /usr/local/var/plugreg/plugins  /usr/local/var/run/plugreg/api.sock  /usr/local/var/plugreg/state.json
+	macOS             /var/db/plugreg/plugins         /var/run/plugreg/api.sock            /var/db/plugreg/state.json
 	Windows           %ProgramData%\plugreg\plugins   %ProgramData%\plugreg\api.sock       %ProgramData%\plugreg\state.json
 
 On Windows an unset %ProgramData% means C:\ProgramData. The defaults are in
 defaults_*.go.
+
+They are directories that the agent creates itself, writable by root alone
+(mode 0750), or on Windows by SYSTEM and Administrators alone: run creates
+%ProgramData%\plugreg with a protected DACL that grants them full control
+and no one else anything, and sets that DACL on an existing one that lets
+other users create files in it. Whatever --state and --api say, run
+refuses to start, with an error naming the directory, its owner and its
+mode, when another user could replace the state file or the API socket:
+when the directory of either is owned by a user other than root and the
+agent's own, or is writable by every user without the sticky bit, or by a
+group other than root's; when one of its parents is owned by such a user,
+or is writable by every user without the sticky bit; or when the file
+exists and is owned by such a user. On Windows: when the directory is not
+owned by SYSTEM, Administrators or the agent's user, or its DACL lets
+anyone else create or delete files in it, or the file is owned by anyone
+else. A local user can then neither plant a state file nor take the API
+socket's path between two runs of the agent (see plugins.CheckPrivate).
 
 # Containers
 

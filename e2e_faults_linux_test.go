@@ -565,7 +565,7 @@ func TestChrootStaticBinary(t *testing.T) {
 
 // stateNames returns the names of the plugins in the state file at path.
 func stateNames(path string) ([]string, error) {
-	st, err := plugins.Load(path)
+	st, err := plugins.Load(path, 0)
 	if err != nil {
 		return nil, err
 	}

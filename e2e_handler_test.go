@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,39 +131,79 @@ func TestEndToEndGRPCHandler(t *testing.T) {
 	alive(t, agent)
 }
 
-// TestEndToEndGRPCHandlerRestored: a plugin restored from the state file
-// whose gRPC handler is down when the agent starts again cannot be
-// verified: it is deregistered as unhealthy, and registered again, with
-// its annotations, once the handler is back.
+// TestEndToEndGRPCHandlerRestored: plugins restored from the state file
+// whose gRPC handler is down when the agent starts again stay registered,
+// unchanged, until the handler is back (see checkRestoredWhileHandlerDown).
 func TestEndToEndGRPCHandlerRestored(t *testing.T) {
 	e := newAgentEnv(t)
 	sock := filepath.Join(e.tmp, "handler.sock")
 	stopHandler := serveRefusingHandler(t, sock)
-	agent := e.run(t, "--handler", "T=grpc:"+sock)
-	examplePlugin(t, e.dir, "good", "--type", "T")
-	want := map[string]string{"node": "n1", "plugin": "good"}
-	annotated := func() bool {
+	args := []string{"--handler", "T=grpc:" + sock, "--max-backoff", "200ms"}
+	agent := e.run(t, args...)
+	w := start(t, "watch", "--api", e.api, "-o", "json")
+	plugs := map[string]*proc{"a": examplePlugin(t, e.dir, "a", "--type", "T"), "b": examplePlugin(t, e.dir, "b", "--type", "T")}
+	want := map[string]string{"node": "n1", "plugin": "a"}
+	eventually(t, waitTimeout, "a and b registered", func() bool {
 		ps, err := tryList(t, e.api)
-		return err == nil && len(ps) == 1 && ps[0].Name == "good" && cmp.Equal(ps[0].Annotations, want)
-	}
-	eventually(t, waitTimeout, "good registered", annotated)
+		return err == nil && len(ps) == 2 && cmp.Equal(ps[0].Annotations, want)
+	})
+	rev := waitWatchEvents(t, w, 3)[2].Revision // the snapshot, two registrations
+	before := list(t, e.api)
 	if code, _ := agent.stop(t); code != 0 {
 		t.Fatalf("agent exit %d", code)
 	}
 
 	stopHandler()
-	again := e.run(t, "--handler", "T=grpc:"+sock, "--max-backoff", "200ms")
-	eventually(t, waitTimeout, "good deregistered as unhealthy", func() bool {
-		return len(logLines(again, `"msg":"plugin unhealthy"`)) > 0
-	})
-	if ps := list(t, e.api); len(ps) != 0 {
-		t.Errorf("list = %v with the handler down, want nothing registered", names(ps))
+	checkRestoredWhileHandlerDown(t, e, args, rev, before, plugs, func() { serveRefusingHandler(t, sock) }, "--type", "T")
+}
+
+// checkRestoredWhileHandlerDown starts the agent again with args, while
+// the handler of the plugins it restores from the state file is down, at
+// revision rev, with the list before. They stay listed as they were: no
+// event, no deregistration, no notification, only "restored plugin not
+// checked", once for each. Once up brings the handler back, each is
+// "restored" and nothing else changes: a watch from rev sees no event
+// before that of a plugin registered afterwards, c (with the options
+// extra).
+func checkRestoredWhileHandlerDown(t *testing.T, e agentEnv, args []string, rev uint64, before []listed, plugs map[string]*proc, up func(), extra ...string) {
+	t.Helper()
+	again := e.run(t, args...)
+	for name := range plugs {
+		eventually(t, waitTimeout, name+" not checked", func() bool {
+			return len(logLines(again, `"msg":"restored plugin not checked"`, `"plugin":"`+name+`"`)) > 0
+		})
 	}
-	serveRefusingHandler(t, sock)
-	eventually(t, waitTimeout, "good registered again", func() bool {
-		return len(logLines(again, `"msg":"plugin healthy again"`)) > 0 && annotated()
-	})
-	if l := logLines(again, `"msg":"plugin restored"`); len(l) != 0 {
-		t.Errorf("agent logged %q with the handler down, want no plugin restored", l)
+	if ps := list(t, e.api); !cmp.Equal(before, ps) {
+		t.Errorf("list with the handler down = %+v, want as before the restart %+v", ps, before)
 	}
+	up()
+	for name := range plugs {
+		eventually(t, waitTimeout, name+" restored", func() bool {
+			return len(logLines(again, `"msg":"plugin restored"`, `"plugin":"`+name+`"`)) > 0
+		})
+	}
+	if ps := list(t, e.api); !cmp.Equal(before, ps) {
+		t.Errorf("list with the handler back = %+v, want as before the restart %+v", ps, before)
+	}
+	w := start(t, "watch", "--api", e.api, "--since", strconv.FormatUint(rev, 10), "-o", "json")
+	examplePlugin(t, e.dir, "c", extra...)
+	if evs := waitWatchEvents(t, w, 1); evs[0].Event != "registered" || evs[0].Plugin == nil || evs[0].Plugin.Name != "c" {
+		t.Errorf("events after the restart %q, want c registered first", eventLines(evs))
+	}
+	for name := range plugs {
+		for _, msg := range []string{"plugin unhealthy", "plugin deregistered", "plugin replaced", "plugin registered"} {
+			if l := logLines(again, `"msg":"`+msg+`"`, `"plugin":"`+name+`"`); len(l) != 0 {
+				t.Errorf("agent logged %q after the restart", l)
+			}
+		}
+	}
+	if l := logLines(again, `"level":"WARN","msg":"restored plugin not checked"`); len(l) != len(plugs) {
+		t.Errorf("agent warned %d times that a restored plugin was not checked, want once per plugin: %q", len(l), l)
+	}
+	for name, p := range plugs {
+		if l := logLines(p, `"msg":"registration status"`); len(l) != 1 {
+			t.Errorf("%s was told %q, want only its registration by the first agent", name, l)
+		}
+	}
+	alive(t, again)
 }

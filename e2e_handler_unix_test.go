@@ -151,11 +151,12 @@ fi
 
 	// The handler's error is its last stderr line cut to 512 bytes, and
 	// the message, longer than 512 bytes with its prefix, is cut to 512
-	// bytes and marked with its length.
+	// bytes, its original length included.
 	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: "))
 	full := "RegisterPlugin error -- plugin validation failed with err: " + validateErr
+	mark := "… (" + strconv.Itoa(len(full)) + " bytes)"
 	want := map[string]string{
-		"loud": full[:512] + "… (" + strconv.Itoa(len(full)) + " bytes)",
+		"loud": full[:512-len(mark)] + mark,
 		"junk": "RegisterPlugin error -- plugin registration failed with err: handler printed more than 65536 bytes of annotations",
 	}
 	for name, p := range refused {
@@ -209,112 +210,205 @@ fi
 	}
 }
 
+// recordingHandler is an exec handler that annotates each plugin it
+// registers with {"node":"n1","plugin":NAME}, fails every deregister while
+// a marker file exists, and records each deregister request it delivers.
+type recordingHandler struct {
+	t               *testing.T
+	e               agentEnv
+	down, delivered string
+	args            []string // the agent's flags that use it
+}
+
+func newRecordingHandler(t *testing.T, e agentEnv) *recordingHandler {
+	h := &recordingHandler{t: t, e: e, down: filepath.Join(e.tmp, "down"), delivered: filepath.Join(e.tmp, "delivered")}
+	script := handlerScript(t, e.tmp, `
+case "$1" in
+register) printf '{"node":"n1","plugin":"%s"}' "$name" ;;
+deregister)
+	[ ! -e `+h.down+` ] || { echo "handler down" >&2; exit 1; }
+	printf '%s\n' "$input" >> `+h.delivered+` ;;
+esac
+`)
+	h.args = []string{"--handler", "CSIPlugin=exec:" + script, "--max-backoff", "200ms"}
+	return h
+}
+
+// setDown makes every deregister fail (on) or succeed.
+func (h *recordingHandler) setDown(on bool) {
+	h.t.Helper()
+	var err error
+	if on {
+		err = os.WriteFile(h.down, nil, 0o600)
+	} else {
+		err = os.Remove(h.down)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// deliveredTo returns the requests of the deregistrations delivered.
+func (h *recordingHandler) deliveredTo() []plugins.ExecInput {
+	h.t.Helper()
+	b, _ := os.ReadFile(h.delivered)
+	var got []plugins.ExecInput
+	for l := range strings.Lines(string(b)) {
+		var in plugins.ExecInput
+		if err := json.Unmarshal([]byte(l), &in); err != nil {
+			h.t.Fatalf("handler got %q: %v", l, err)
+		}
+		got = append(got, in)
+	}
+	return got
+}
+
+// request is the deregister request, for reason, of the plugin called
+// name, registered at its socket dir/name.sock.
+func (h *recordingHandler) request(name, reason string) plugins.ExecInput {
+	path := filepath.Join(h.e.dir, name+".sock")
+	return plugins.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
+		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
+}
+
+// checkDelivered compares the requests delivered with want.
+func (h *recordingHandler) checkDelivered(want ...plugins.ExecInput) {
+	h.t.Helper()
+	if diff := cmp.Diff(want, h.deliveredTo()); diff != "" {
+		h.t.Errorf("handler deregistered (-want +got):\n%s", diff)
+	}
+}
+
+// pending returns the pending deregistrations in the state file, as
+// "NAME REASON".
+func (h *recordingHandler) pending() []string {
+	st, err := plugins.Load(h.e.state, 0)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var names []string
+	for _, pd := range st.Pending {
+		names = append(names, pd.Plugin.Name+" "+pd.Reason)
+	}
+	return names
+}
+
+// register starts a plugin called name and waits until it is the one
+// plugin listed.
+func (h *recordingHandler) register(name string) *proc {
+	h.t.Helper()
+	p := examplePlugin(h.t, h.e.dir, name)
+	eventually(h.t, waitTimeout, name+" registered", func() bool {
+		ps, err := tryList(h.t, h.e.api)
+		return err == nil && len(ps) == 1 && ps[0].Name == name
+	})
+	return p
+}
+
+// removeFailing registers a plugin called name, removes it while the
+// handler is down, and waits until the failed deregistration is pending in
+// the state file.
+func (h *recordingHandler) removeFailing(agent *proc, name string) {
+	h.t.Helper()
+	p := h.register(name)
+	h.setDown(true)
+	if code, _ := p.stop(h.t); code != 0 {
+		h.t.Fatalf("plugin %s: exit %d after SIGTERM", name, code)
+	}
+	eventually(h.t, waitTimeout, name+" deregistered with the handler's error", func() bool {
+		return len(logLines(agent, `"msg":"plugin deregistered"`, `"plugin":"`+name+`"`, "handler down")) > 0
+	})
+	if ps := list(h.t, h.e.api); len(ps) != 0 {
+		h.t.Errorf("list = %+v after %s was removed, want none: the plugin is gone whatever the handler said", ps, name)
+	}
+	eventually(h.t, waitTimeout, name+" pending in the state file", func() bool {
+		return slices.Equal(h.pending(), []string{name + " removed"})
+	})
+}
+
+// deliveredBy waits until agent has delivered the deregistration of the
+// plugin called name, and none is pending in the state file.
+func (h *recordingHandler) deliveredBy(agent *proc, name string) {
+	h.t.Helper()
+	eventually(h.t, waitTimeout, name+" delivered", func() bool {
+		return len(logLines(agent, `"msg":"plugin deregistration delivered"`, `"plugin":"`+name+`"`)) > 0
+	})
+	eventually(h.t, waitTimeout, "no deregistration pending in the state file", func() bool { return len(h.pending()) == 0 })
+}
+
 // TestEndToEndPendingDeregistration: an exec handler whose deregister fails
 // while a marker file exists. A plugin removed then leaves the list at
 // once, and its deregistration is delivered once the marker is gone: (a)
 // by the running agent's retries, (b) when the agent was stopped first, by
-// the next agent, from the state file.
+// the next agent, from the state file. Each request delivered is the
+// plugin as registered, annotations included, with its reason.
 func TestEndToEndPendingDeregistration(t *testing.T) {
 	e := newAgentEnv(t)
-	down := filepath.Join(e.tmp, "down")
-	delivered := filepath.Join(e.tmp, "delivered")
-	handler := handlerScript(t, e.tmp, `
-if [ "$1" = deregister ]; then
-	[ ! -e `+down+` ] || { echo "handler down" >&2; exit 1; }
-	echo "$name" >> `+delivered+`
-fi
-`)
-	args := []string{"--handler", "CSIPlugin=exec:" + handler, "--max-backoff", "200ms"}
-	setDown := func(on bool) {
-		t.Helper()
-		var err error
-		if on {
-			err = os.WriteFile(down, nil, 0o600)
-		} else {
-			err = os.Remove(down)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	deliveredTo := func() []string {
-		b, _ := os.ReadFile(delivered)
-		return strings.Fields(string(b))
-	}
-	pending := func() []string {
-		st, err := plugins.Load(e.state)
-		if err != nil {
-			return []string{err.Error()}
-		}
-		var names []string
-		for _, pd := range st.Pending {
-			names = append(names, pd.Plugin.Name+" "+pd.Reason)
-		}
-		return names
-	}
-	// removeFailing registers a plugin called name, removes it while the
-	// handler is down, and waits until the failed deregistration is pending
-	// in the state file.
-	removeFailing := func(agent *proc, name string) {
-		t.Helper()
-		p := examplePlugin(t, e.dir, name)
-		eventually(t, waitTimeout, name+" registered", func() bool {
-			ps, err := tryList(t, e.api)
-			return err == nil && len(ps) == 1 && ps[0].Name == name
-		})
-		setDown(true)
-		if code, _ := p.stop(t); code != 0 {
-			t.Fatalf("plugin %s: exit %d after SIGTERM", name, code)
-		}
-		eventually(t, waitTimeout, name+" deregistered with the handler's error", func() bool {
-			return len(logLines(agent, `"msg":"plugin deregistered"`, `"plugin":"`+name+`"`, "handler down")) > 0
-		})
-		if ps := list(t, e.api); len(ps) != 0 {
-			t.Errorf("list = %+v after %s was removed, want none: the plugin is gone whatever the handler said", ps, name)
-		}
-		eventually(t, waitTimeout, name+" pending in the state file", func() bool {
-			return slices.Equal(pending(), []string{name + " removed"})
-		})
-	}
-	deliveredBy := func(agent *proc, name string) {
-		t.Helper()
-		eventually(t, waitTimeout, name+" delivered", func() bool {
-			return len(logLines(agent, `"msg":"plugin deregistration delivered"`, `"plugin":"`+name+`"`)) > 0
-		})
-		eventually(t, waitTimeout, "no deregistration pending in the state file", func() bool { return len(pending()) == 0 })
-	}
+	h := newRecordingHandler(t, e)
 
 	// (a) The handler recovers while the agent runs.
-	agent := e.run(t, args...)
-	removeFailing(agent, "a")
+	agent := e.run(t, h.args...)
+	h.removeFailing(agent, "a")
 	eventually(t, waitTimeout, "a failed retry", func() bool {
 		return len(logLines(agent, `"msg":"deregistration not delivered"`)) > 0
 	})
-	if got := deliveredTo(); len(got) != 0 {
-		t.Fatalf("handler got deregister for %q while down", got)
+	if got := h.deliveredTo(); len(got) != 0 {
+		t.Fatalf("handler got deregister for %+v while down", got)
 	}
-	setDown(false)
-	deliveredBy(agent, "a")
-	if got := deliveredTo(); !slices.Equal(got, []string{"a"}) {
-		t.Errorf("handler deregistered %q, want a once", got)
-	}
+	h.setDown(false)
+	h.deliveredBy(agent, "a")
+	h.checkDelivered(h.request("a", plugins.ReasonRemoved))
 	if n := len(logLines(agent, `"level":"WARN","msg":"deregistration not delivered"`)); n != 1 {
 		t.Errorf("%d Warn lines for a's failed retries, want 1", n)
 	}
 
 	// (b) The agent stops before the handler recovers.
-	removeFailing(agent, "b")
+	h.removeFailing(agent, "b")
 	if code, _ := agent.stop(t); code != 0 {
 		t.Fatalf("agent exit %d", code)
 	}
-	if got := pending(); !slices.Equal(got, []string{"b removed"}) {
+	if got := h.pending(); !slices.Equal(got, []string{"b removed"}) {
 		t.Fatalf("state file after the agent stopped: pending %q, want b removed", got)
 	}
-	setDown(false)
-	again := e.run(t, args...)
-	deliveredBy(again, "b")
-	if got := deliveredTo(); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("handler deregistered %q, want a, then b, once each", got)
+	h.setDown(false)
+	again := e.run(t, h.args...)
+	h.deliveredBy(again, "b")
+	h.checkDelivered(h.request("a", plugins.ReasonRemoved), h.request("b", plugins.ReasonRemoved))
+	alive(t, again)
+}
+
+// TestEndToEndPendingDeregistrationReplaced: while the agent is stopped,
+// the socket of plugin c comes to answer as plugin d. The next agent
+// deregisters c as replaced, which fails with the handler down, registers
+// d, and once the handler recovers delivers c's deregistration: the plugin
+// as registered, annotations included, and reason "replaced".
+func TestEndToEndPendingDeregistrationReplaced(t *testing.T) {
+	e := newAgentEnv(t)
+	h := newRecordingHandler(t, e)
+	agent := e.run(t, h.args...)
+	c := h.register("c")
+	if code, _ := agent.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	h.setDown(true)
+	if code, _ := c.stop(t); code != 0 {
+		t.Fatalf("plugin c: exit %d after SIGTERM", code)
+	}
+	d := examplePlugin(t, e.dir, "d", "--socket", filepath.Join(e.dir, "c.sock"))
+	eventually(t, waitTimeout, "d serving", func() bool { return len(logLines(d, `"msg":"serving"`)) > 0 })
+
+	again := e.run(t, h.args...)
+	eventually(t, waitTimeout, "c pending as replaced in the state file", func() bool {
+		return slices.Equal(h.pending(), []string{"c replaced"})
+	})
+	if got := h.deliveredTo(); len(got) != 0 {
+		t.Fatalf("handler got deregister for %+v while down", got)
+	}
+	h.setDown(false)
+	h.deliveredBy(again, "c")
+	h.checkDelivered(h.request("c", plugins.ReasonReplaced))
+	if ps := list(t, e.api); len(ps) != 1 || ps[0].Name != "d" {
+		t.Errorf("list = %v, want d", names(ps))
 	}
 	alive(t, again)
 }

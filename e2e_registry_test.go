@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
+	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
 // End-to-end tests of the registry as a service: watch, get, the state
@@ -206,7 +209,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	}
 
 	// The state file holds the three plugins, and the last revision.
-	st, err := plugins.Load(e.state)
+	st, err := plugins.Load(e.state, 0)
 	if err != nil {
 		t.Fatalf("state file after agent A stopped: %v", err)
 	}
@@ -358,7 +361,7 @@ func TestEndToEndCorruptState(t *testing.T) {
 	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	var st plugins.State
 	eventually(t, waitTimeout, "a valid state file with the plugin", func() bool {
-		st, err = plugins.Load(e.state)
+		st, err = plugins.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == 1
 	})
 	if p := st.Plugins[0]; p.Name != "csi.example.com" || st.Revision != 1 {
@@ -372,19 +375,37 @@ func TestEndToEndCorruptState(t *testing.T) {
 	}
 }
 
-// TestEndToEndKillLoop kills the agent with SIGKILL at random moments while
-// plugins come and go, and checks after every kill that the state file is
-// either absent (never written yet) or a valid document whose revision
-// never goes back.
+// TestEndToEndKillLoop kills the agent with SIGKILL while plugins come and
+// go, over a registry of 200 plugins served by the test, whose state file
+// (about 530 KB) takes the agent milliseconds to write. A third of the
+// kills land as soon as a save is seen under way (killOnSave), the others
+// at random moments. After every kill the state file is absent (never
+// written yet) or a complete document as Save writes it (stateCheck),
+// never a truncated or mixed one, and its revision never goes back. The
+// kills must have left at least one torn temporary file: proof that some
+// landed in the middle of a write, which a file written in place would
+// not have survived.
 func TestEndToEndKillLoop(t *testing.T) {
 	const (
 		iterations = 15
 		churners   = 6
+		large      = 200 // plugins served by the test, each with a large record
 	)
 	e := newAgentEnv(t)
 	bin := plugregBin(t)
 	if err := os.MkdirAll(e.dir, 0o750); err != nil {
 		t.Fatal(err)
+	}
+	served := serveLargePlugins(t, e.dir, large)
+
+	// A clean run registers the large plugins and saves them.
+	a := e.run(t)
+	eventually(t, 60*time.Second, "state file with the large plugins", func() bool {
+		st, err := plugins.Load(e.state, 0)
+		return err == nil && len(st.Plugins) == large
+	})
+	if code, _ := a.stop(t); code != 0 {
+		t.Fatalf("agent: exit %d after SIGTERM, want 0", code)
 	}
 
 	// Six plugins come and go, each a process with a fresh name.
@@ -393,103 +414,278 @@ func TestEndToEndKillLoop(t *testing.T) {
 	var started sync.Map // name -> struct{}
 	defer func() { stopChurn(); churn.Wait() }()
 	for slot := range churners {
-		churn.Go(func() {
-			for n := 0; ctx.Err() == nil; n++ {
-				name := fmt.Sprintf("churn%d-%d.example.com", slot, n)
-				// spawn, not start: t.Fatal is for the test's goroutine, and
-				// each process is reaped here.
-				p, err := spawn(exec.Command(bin, "example-plugin", "--dir", e.dir, "--name", name, "--log-format", "json"))
-				if err != nil {
-					t.Errorf("start %s: %v", name, err)
-					return
-				}
-				started.Store(name, struct{}{})
-				select {
-				case <-ctx.Done():
-				case <-p.exited: // it failed early: start the next one
-					continue
-				case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond): // how long it lives
-				}
-				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-					p.cmd.Process.Kill() // no SIGTERM here (Windows)
-				}
-				select {
-				case <-p.exited:
-				case <-time.After(10 * time.Second):
-					t.Errorf("example-plugin %s still running 10 s after SIGTERM", name)
-					p.cmd.Process.Kill()
-					<-p.exited
-				}
-			}
-		})
+		churn.Go(func() { churnPlugins(ctx, t, bin, e.dir, slot, &started) })
 	}
-
-	var (
-		valid   int
-		prevRev uint64
-		revs    []uint64
-	)
-	t0 := time.Now()
-	for i := range iterations {
-		a := start(t, e.runArgs()...)
-		if i%3 == 2 { // a third of the kills come after the start-up for sure
-			waitAPI(t, a, e.api)
-		}
-		select { // how long it lives: not a synchronisation
-		case <-a.exited:
-		case <-time.After(time.Duration(50+rand.IntN(351)) * time.Millisecond):
-		}
-		a.cmd.Process.Kill()
-		<-a.exited
-		if a.cmd.ProcessState.Exited() {
-			t.Fatalf("iteration %d: agent exited by itself with status %d, not killed:\n%s", i, a.cmd.ProcessState.ExitCode(), a.out)
-		}
-		st, err := plugins.Load(e.state)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if valid > 0 {
-				t.Errorf("iteration %d: state file gone after it existed", i)
-			}
-			revs = append(revs, 0)
-		case err != nil:
-			t.Errorf("iteration %d: state file after kill -9: %v", i, err)
-		default:
-			valid++
-			revs = append(revs, st.Revision)
-			if st.Revision < prevRev {
-				t.Errorf("iteration %d: state file at revision %d, after %d before", i, st.Revision, prevRev)
-			}
-			prevRev = st.Revision
-		}
-	}
-	loop := time.Since(t0)
+	k := killLoop(t, e, iterations, &stateCheck{path: e.state, known: knownPlugin(served, &started)})
 	stopChurn()
 	churn.Wait()
 	n := 0
 	started.Range(func(any, any) bool { n++; return true })
-	t.Logf("state file valid after %d of %d kills in %v; revisions %v; %d plugin processes", valid, iterations, loop.Round(time.Millisecond), revs, n)
-	if valid == 0 {
-		t.Fatalf("state file never written in %d runs", iterations)
+	t.Logf("state file complete after %d of %d kills in %v (%d kills on a save seen under way; %d torn temporary files); sizes %v; revision %d; %d churning plugin processes",
+		k.valid, iterations, k.took.Round(time.Millisecond), k.onSave, len(k.torn), k.sizes, k.rev, n)
+	if len(k.torn) == 0 {
+		t.Errorf("no kill left a torn temporary file: none landed in the middle of a write")
 	}
 	if aside, _ := filepath.Glob(e.state + ".corrupt-*"); len(aside) > 0 {
 		t.Errorf("state file found corrupt and moved aside: %q", aside)
 	}
 
 	// A last clean run removes the temporary files the kills left, and
-	// ends with every plugin gone.
-	a := e.run(t)
+	// ends with the large plugins alone.
+	a = e.run(t)
 	eventually(t, waitTimeout, "no temporary state files", func() bool {
 		tmps, _ := filepath.Glob(e.state + ".tmp-*")
 		return len(tmps) == 0
 	})
-	eventually(t, waitTimeout, "empty registry", func() bool { return len(list(t, e.api)) == 0 })
+	eventually(t, waitTimeout, "the large plugins alone", func() bool {
+		st, err := plugins.Load(e.state, 0)
+		return err == nil && len(st.Plugins) == large && st.Revision >= k.rev
+	})
 	if code, _ := a.stop(t); code != 0 {
 		t.Errorf("agent: exit %d after SIGTERM, want 0", code)
 	}
-	st, err := plugins.Load(e.state)
-	if err != nil || len(st.Plugins) != 0 || st.Revision < prevRev {
-		t.Errorf("state file after a clean stop: %d plugins at revision %d, %v; want none at revision >= %d", len(st.Plugins), st.Revision, err, prevRev)
+}
+
+// killStats is what a killLoop saw.
+type killStats struct {
+	valid  int             // kills after which the state file was complete
+	onSave int             // kills as soon as a save was seen under way
+	torn   map[string]bool // temporary files found torn after a kill
+	sizes  []int           // of the state file after each kill
+	rev    uint64          // the state file's revision after the last kill
+	took   time.Duration
+}
+
+// killLoop starts the agent of e iterations times and kills it with
+// SIGKILL: a third of the times as soon as a save is seen under way
+// (killOnSave), the others at a random moment, from the start or after its
+// API is up. After each kill it checks the state file with check, and that
+// its revision never goes back.
+func killLoop(t *testing.T, e agentEnv, iterations int, check *stateCheck) killStats {
+	t.Helper()
+	k := killStats{torn: map[string]bool{}}
+	t0 := time.Now()
+	for i := range iterations {
+		before, _ := os.Stat(e.state)
+		temps, _ := filepath.Glob(e.state + ".tmp-*")
+		a := start(t, e.runArgs()...)
+		switch i % 3 {
+		case 0: // anywhere from the start-up on
+			liveFor(a, 50+rand.IntN(351))
+		case 1: // as soon as a save is under way
+			if killOnSave(a, e.state, before, temps, 5*time.Second) {
+				k.onSave++
+			}
+		case 2: // after the start-up for sure
+			waitAPI(t, a, e.api)
+			liveFor(a, 50+rand.IntN(351))
+		}
+		a.cmd.Process.Kill()
+		<-a.exited
+		if a.cmd.ProcessState.Exited() {
+			t.Fatalf("iteration %d: agent exited by itself with status %d, not killed:\n%s", i, a.cmd.ProcessState.ExitCode(), a.out)
+		}
+		for _, tmp := range tornTemps(e.state) {
+			k.torn[tmp] = true
+		}
+		st, size, err := check.check()
+		switch {
+		case err != nil:
+			t.Errorf("iteration %d (%d kills on a save so far): state file after kill -9: %v", i, k.onSave, err)
+		case size < 0:
+			if k.valid > 0 {
+				t.Errorf("iteration %d: state file gone after it existed", i)
+			}
+		default:
+			k.valid++
+			k.sizes = append(k.sizes, size)
+			if st.Revision < k.rev {
+				t.Errorf("iteration %d: state file at revision %d, after %d before", i, st.Revision, k.rev)
+			}
+			k.rev = st.Revision
+		}
 	}
+	k.took = time.Since(t0)
+	return k
+}
+
+// knownPlugin returns a check of a plugin record in the state file: one of
+// served, as served, or a plugin named in started.
+func knownPlugin(served map[string]plugins.Plugin, started *sync.Map) func(plugins.Plugin) error {
+	return func(p plugins.Plugin) error {
+		if want, ok := served[p.Name]; ok {
+			if got := (plugins.Plugin{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: p.Versions}); !cmp.Equal(got, want) {
+				return fmt.Errorf("record of %s differs from what it serves (-want +got):\n%s", p.Name, cmp.Diff(want, got))
+			}
+			return nil
+		}
+		if _, ok := started.Load(p.Name); !ok {
+			return fmt.Errorf("plugin %q was never served", p.Name)
+		}
+		return nil
+	}
+}
+
+// serveLargePlugins serves n example plugins in dir from the test process,
+// each with records near the largest a plugin may report (a 1 KiB endpoint
+// and 16 versions of 64 bytes), until the test ends. It returns them by
+// name, as the agent records them.
+func serveLargePlugins(t *testing.T, dir string, n int) map[string]plugins.Plugin {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	served := make(map[string]plugins.Plugin, n)
+	for i := range n {
+		p := plugins.Plugin{
+			Name:       fmt.Sprintf("large%03d.example.com", i),
+			Type:       "CSIPlugin",
+			Endpoint:   fmt.Sprintf("/large/%03d/", i) + strings.Repeat("e", plugins.MaxEndpointBytes-len("/large/000/")),
+			SocketPath: filepath.Join(dir, fmt.Sprintf("large%03d.sock", i)),
+		}
+		for j := range plugins.MaxVersions {
+			v := fmt.Sprintf("1.%d.0-", j)
+			p.Versions = append(p.Versions, v+strings.Repeat("x", plugins.MaxVersionBytes-len(v)))
+		}
+		served[p.Name] = p
+		l, err := example.Listen(p.SocketPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, SupportedVersions: p.Versions}}
+		wg.Go(func() {
+			if err := srv.ServeListener(ctx, l); err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
+		})
+	}
+	return served
+}
+
+// churnPlugins starts example-plugin processes in dir one after another,
+// each with a fresh name recorded in started, living 100 to 400 ms, until
+// ctx is done. It runs in its own goroutine.
+func churnPlugins(ctx context.Context, t *testing.T, bin, dir string, slot int, started *sync.Map) {
+	for n := 0; ctx.Err() == nil; n++ {
+		name := fmt.Sprintf("churn%d-%d.example.com", slot, n)
+		// spawn, not start: t.Fatal is for the test's goroutine, and
+		// each process is reaped here.
+		p, err := spawn(exec.Command(bin, "example-plugin", "--dir", dir, "--name", name, "--log-format", "json"))
+		if err != nil {
+			t.Errorf("start %s: %v", name, err)
+			return
+		}
+		started.Store(name, struct{}{})
+		select {
+		case <-ctx.Done():
+		case <-p.exited: // it failed early: start the next one
+			continue
+		case <-time.After(time.Duration(100+rand.IntN(300)) * time.Millisecond): // how long it lives
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			p.cmd.Process.Kill() // no SIGTERM here (Windows)
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("example-plugin %s still running 10 s after SIGTERM", name)
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+}
+
+// liveFor lets a run for ms milliseconds, or until it exits: how long it
+// lives before its kill, not a synchronisation.
+func liveFor(a *proc, ms int) {
+	select {
+	case <-a.exited:
+	case <-time.After(time.Duration(ms) * time.Millisecond):
+	}
+}
+
+// killOnSave kills a as soon as a save of the state file at path is seen
+// under way: a temporary file that is not among temps, or the file at path
+// not the one described by before (nil: none), by identity, size or
+// modification time. It polls every millisecond, as the write of a large
+// registry takes several, for at most d or until a exits, and reports
+// whether it saw a save. The caller kills a anyway.
+func killOnSave(a *proc, path string, before os.FileInfo, temps []string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		select {
+		case <-a.exited:
+			return false
+		default:
+		}
+		fi, err := os.Stat(path)
+		changed := (err == nil) != (before != nil) || err == nil &&
+			(!os.SameFile(fi, before) || fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime()))
+		now, _ := filepath.Glob(path + ".tmp-*")
+		if changed || slices.ContainsFunc(now, func(s string) bool { return !slices.Contains(temps, s) }) {
+			a.cmd.Process.Kill()
+			return true
+		}
+	}
+	return false
+}
+
+// stateCheck checks the state file at path after each kill: there is
+// none, or it is a complete document as Save writes it: Load reads it, it
+// is byte for byte the document of the state it holds, and known accepts
+// each of its plugins. A file unchanged since the last check is checked
+// once.
+type stateCheck struct {
+	path  string
+	known func(plugins.Plugin) error
+	doc   []byte        // the file last found complete
+	st    plugins.State // the state doc holds
+}
+
+// check checks the file, and returns the state it holds and its size (-1:
+// no file).
+func (c *stateCheck) check() (plugins.State, int, error) {
+	data, err := os.ReadFile(c.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return plugins.State{}, -1, nil
+	case err != nil:
+		return plugins.State{}, 0, err
+	case c.doc != nil && bytes.Equal(data, c.doc):
+		return c.st, len(data), nil
+	}
+	st, err := plugins.Load(c.path, 0)
+	if err != nil {
+		return st, len(data), fmt.Errorf("%d bytes: %w", len(data), err)
+	}
+	doc, err := st.MarshalJSON()
+	if err != nil {
+		return st, len(data), err
+	}
+	if !bytes.Equal(doc, data) {
+		return st, len(data), fmt.Errorf("%d bytes, not the %d-byte document of the state they hold", len(data), len(doc))
+	}
+	for _, p := range st.Plugins {
+		if err := c.known(p); err != nil {
+			return st, len(data), err
+		}
+	}
+	c.doc, c.st = data, st
+	return st, len(data), nil
+}
+
+// tornTemps returns the temporary files of the state file at path that do
+// not hold a whole state document, as a save killed in the middle leaves
+// them: a prefix of a document Save writes ends with "\n}\n" only if it is
+// the whole document, as no other line of it is a "}" alone.
+func tornTemps(path string) []string {
+	temps, _ := filepath.Glob(path + ".tmp-*")
+	var torn []string
+	for _, tmp := range temps {
+		if data, err := os.ReadFile(tmp); err == nil && !bytes.HasSuffix(data, []byte("\n}\n")) {
+			torn = append(torn, tmp)
+		}
+	}
+	return torn
 }
 
 func TestEndToEndMetrics(t *testing.T) {

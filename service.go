@@ -3,9 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/plugins"
 )
 
 // serviceName is the name of plugreg's service on every OS: the Windows
@@ -24,8 +29,10 @@ type serviceArgs struct {
 
 // parseServiceArgs parses the arguments of `plugreg service`, before any
 // call to the service manager. -h gives errHelp. The flags of `plugreg run`
-// given to install or print are checked as `plugreg run` would check them,
-// and must hold no control characters: a service file cannot keep them.
+// given to install or print must hold no control characters (a service
+// file cannot keep them); their relative paths are made absolute against
+// the working directory (see absRunArgs), and then they are checked as
+// `plugreg run` would check them.
 func parseServiceArgs(args []string) (serviceArgs, error) {
 	if len(args) == 0 {
 		return serviceArgs{}, usagef("service: no action given; want install, uninstall, start, stop, status or print")
@@ -38,19 +45,26 @@ func parseServiceArgs(args []string) (serviceArgs, error) {
 		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 			return serviceArgs{}, usagef("service %s: unexpected argument %q; give only the flags of 'plugreg run', such as --dir DIR", action, rest[0])
 		}
-		for _, a := range rest {
-			if err := checkServiceWord(a); err != nil {
-				return serviceArgs{}, usagef("service %s: %v", action, err)
-			}
+		if err := checkServiceWords(rest); err != nil {
+			return serviceArgs{}, usagef("service %s: %v", action, err)
 		}
-		if err := checkRunArgs(rest); err != nil {
+		// The service runs in another directory (/ on unix, the system
+		// directory on Windows): a relative path would name another file.
+		runArgs, err := absRunArgs(rest)
+		if err != nil {
+			return serviceArgs{}, fmt.Errorf("service %s: %w", action, err)
+		}
+		if err := checkServiceWords(runArgs); err != nil { // the working directory's name
+			return serviceArgs{}, usagef("service %s: %v", action, err)
+		}
+		if err := checkRunArgs(runArgs); err != nil {
 			var ue *usageError
 			if errors.As(err, &ue) {
 				return serviceArgs{}, usagef("service %s: %s", action, ue.msg)
 			}
 			return serviceArgs{}, fmt.Errorf("service %s: %w", action, err)
 		}
-		return serviceArgs{action: action, runArgs: rest}, nil
+		return serviceArgs{action: action, runArgs: runArgs}, nil
 	case "uninstall", "start", "stop", "status":
 		if len(rest) > 0 {
 			return serviceArgs{}, usagef("service %s: unexpected argument %q", action, rest[0])
@@ -77,4 +91,85 @@ func checkServiceWord(s string) error {
 		}
 	}
 	return nil
+}
+
+// checkServiceWords returns the error of checkServiceWord for the first
+// word of words it refuses.
+func checkServiceWords(words []string) error {
+	for _, w := range words {
+		if err := checkServiceWord(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// absRunArgs returns a copy of args, flags of `plugreg run`, in which the
+// relative paths in the values of the path flags (see absFlagValue) are
+// made absolute against the working directory. It reads the flags as the
+// flag package does, up to the first argument that is not one of them,
+// which parsing the flags then refuses.
+func absRunArgs(args []string) ([]string, error) {
+	_, flags := runFlags(io.Discard)
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "-" || a == "--" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, value, inline := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		f := flags.Lookup(name)
+		if f == nil {
+			break
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && !inline {
+			continue
+		}
+		at := i
+		if !inline {
+			if i++; i == len(out) {
+				break
+			}
+			at, value = i, out[i]
+		}
+		abs, err := absFlagValue(name, value)
+		if err != nil {
+			return nil, fmt.Errorf("flag -%s: %w", name, err)
+		}
+		if inline {
+			abs = a[:len(a)-len(value)] + abs
+		}
+		out[at] = abs
+	}
+	return out, nil
+}
+
+// absFlagValue returns value, the value of the flag name of `plugreg
+// run`, with the path it holds made absolute: the path of --dir, --api and
+// --state, and the program or socket of --handler TYPE=exec:PATH or
+// TYPE=grpc:SOCKET. An empty path, such as --state "" (no state file),
+// and the values of other flags are returned as they are.
+func absFlagValue(name, value string) (string, error) {
+	switch name {
+	case "dir", "api", "state":
+		return absPath(value)
+	case "handler":
+		typ, spec, ok := strings.Cut(value, "=")
+		kind, path, ok2 := strings.Cut(spec, ":")
+		if !ok || !ok2 || (kind != plugins.KindExec && kind != plugins.KindGRPC) {
+			return value, nil // parsing the flag refuses it
+		}
+		abs, err := absPath(path)
+		return typ + "=" + kind + ":" + abs, err
+	}
+	return value, nil
+}
+
+// absPath returns path made absolute against the working directory, or
+// path itself when it is absolute already or empty.
+func absPath(path string) (string, error) {
+	if path == "" || filepath.IsAbs(path) {
+		return path, nil
+	}
+	return filepath.Abs(path)
 }

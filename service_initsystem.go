@@ -239,7 +239,7 @@ func (is initSystem) usage() string {
 	var b strings.Builder
 	b.WriteString(serviceSynopsis)
 	fmt.Fprintf(&b, "\n  install [RUN FLAGS]   write the %s that runs 'plugreg run RUN FLAGS'", is.kind)
-	b.WriteString(indent + "with the path of this executable to")
+	b.WriteString(indent + "(relative paths made absolute) with the path of this executable to")
 	writeCommands(&b, "", []command{{args: []string{is.path}}})
 	writeCommands(&b, indent+"then run:", is.install)
 	b.WriteString("\n  uninstall             ")

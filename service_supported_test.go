@@ -4,6 +4,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,6 +32,29 @@ func TestServiceCommandUsage(t *testing.T) {
 		code := exitCode(run(t.Context(), tc.args, &stdout, &stderr), &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 			t.Errorf("plugreg %q: exit %d, stdout %q, stderr %q; want exit %d with %q in stderr", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+// TestServicePrintAbsolute: `service print` writes the paths of the run
+// flags made absolute against the working directory, since the service
+// runs in another.
+func TestServicePrintAbsolute(t *testing.T) {
+	cwd := shortTempDir(t) // a handler socket path must fit in sun_path
+	t.Chdir(cwd)
+	if err := os.WriteFile("h.exe", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"service", "print", "--dir", "plugins", "--state=state.json", "--api", "api.sock",
+		"--handler", "T=exec:h.exe", "--handler=U=grpc:./u.sock"}
+	code := exitCode(run(t.Context(), args, &stdout, &stderr), &stderr)
+	if code != 0 || stderr.Len() != 0 {
+		t.Fatalf("plugreg %q: exit %d, stderr %q, want exit 0", args, code, stderr.String())
+	}
+	for _, p := range []string{"plugins", "state.json", "api.sock", "h.exe", "u.sock"} {
+		if abs := filepath.Join(cwd, p); !strings.Contains(stdout.String(), abs) {
+			t.Errorf("plugreg %q writes no %s:\n%s", args, abs, stdout.String())
 		}
 	}
 }

@@ -18,6 +18,10 @@ import (
 // (and, on Windows, under wine).
 
 func TestParseServiceArgs(t *testing.T) {
+	abs, err := filepath.Abs(filepath.Join("a b", "$x%y")) // absolute on every OS
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -25,10 +29,10 @@ func TestParseServiceArgs(t *testing.T) {
 		wantErr string // in the usage error; "" for none
 	}{
 		{"install", []string{"install"}, serviceArgs{action: "install", runArgs: []string{}}, ""},
-		{"install with run flags", []string{"install", "--dir", `D:\plugins`, "--interval=2s"},
-			serviceArgs{action: "install", runArgs: []string{"--dir", `D:\plugins`, "--interval=2s"}}, ""},
-		{"print with run flags", []string{"print", "--dir", "/a b/$x%y"},
-			serviceArgs{action: "print", runArgs: []string{"--dir", "/a b/$x%y"}}, ""},
+		{"install with run flags", []string{"install", "--dir", abs, "--interval=2s"},
+			serviceArgs{action: "install", runArgs: []string{"--dir", abs, "--interval=2s"}}, ""},
+		{"print with run flags", []string{"print", "--dir", abs},
+			serviceArgs{action: "print", runArgs: []string{"--dir", abs}}, ""},
 		{"uninstall", []string{"uninstall"}, serviceArgs{action: "uninstall"}, ""},
 		{"start", []string{"start"}, serviceArgs{action: "start"}, ""},
 		{"stop", []string{"stop"}, serviceArgs{action: "stop"}, ""},

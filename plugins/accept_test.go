@@ -166,6 +166,12 @@ func TestDefaultAccept(t *testing.T) {
 	}
 }
 
+// FuzzParseAccept feeds arbitrary strings to ParseAccept and a version to
+// match. An error comes with a nil result. What is accepted has a type and
+// patterns, every pattern is well-formed for path.Match (against "" and the
+// version), the type and patterns joined again give back the input
+// unchanged, which parses again to the same result, and Validate never
+// fails with path.ErrBadPattern.
 func FuzzParseAccept(f *testing.F) {
 	for _, s := range []string{
 		"CSIPlugin=1.*",

@@ -12,15 +12,28 @@ import (
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
+// DefaultMaxWatchers is how many Watch streams an [APIServer] serves at
+// once unless told otherwise.
+const DefaultMaxWatchers = 64
+
 // APIServer serves a Registry as the plugreg.v1.Registry gRPC service.
 type APIServer struct {
 	plugregv1.UnimplementedRegistryServer
 	reg *Registry
+	// watchSlots holds a token per Watch stream being served; its capacity
+	// is the most there may be.
+	watchSlots chan struct{}
 }
 
-// NewAPIServer returns a server for reg; register it with
-// plugregv1.RegisterRegistryServer.
-func NewAPIServer(reg *Registry) *APIServer { return &APIServer{reg: reg} }
+// NewAPIServer returns a server for reg that serves at most maxWatchers
+// Watch streams at once (DefaultMaxWatchers if maxWatchers <= 0); register
+// it with plugregv1.RegisterRegistryServer.
+func NewAPIServer(reg *Registry, maxWatchers int) *APIServer {
+	if maxWatchers <= 0 {
+		maxWatchers = DefaultMaxWatchers
+	}
+	return &APIServer{reg: reg, watchSlots: make(chan struct{}, maxWatchers)}
+}
 
 // List returns the registered plugins, of one type if the request names it.
 func (s *APIServer) List(_ context.Context, req *plugregv1.ListRequest) (*plugregv1.ListResponse, error) {
@@ -46,23 +59,43 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 
 // Watch streams the registry's events, as [Registry.Watch] does from
 // req.since_revision, until the client goes away (the stream then ends
-// with its context's status) or the registry is closed (Unavailable). A
-// client that reads slowly holds up only its own stream: it gets a resync
-// event once it falls QueueSize events behind.
+// with its context's status) or the registry is closed (Unavailable). Past
+// the server's maxWatchers streams at once, it fails at once with
+// ResourceExhausted.
+//
+// A client that reads slowly holds up only its own stream. The server
+// holds for it what gRPC buffers for the stream (64 KiB of messages, or
+// one larger message such as a snapshot) and the one event that waits for
+// that buffer; the events after it wait in the registry's history. Once
+// the client falls QueueSize events behind, its next event is a Resync,
+// made when the stream can take it.
 func (s *APIServer) Watch(req *plugregv1.WatchRequest, stream grpc.ServerStreamingServer[plugregv1.Event]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	events := s.reg.Watch(ctx, req.GetSinceRevision())
-	defer func() {
-		cancel()
-		for range events { // until the watch has ended: no goroutine outlives the call
+	select {
+	case s.watchSlots <- struct{}{}:
+		defer func() { <-s.watchSlots }()
+	default:
+		return status.Errorf(codes.ResourceExhausted, "too many watchers (%d, --max-watchers); try again later", cap(s.watchSlots))
+	}
+	ctx := stream.Context()
+	w := s.reg.subscribe(req.GetSinceRevision())
+	if w == nil {
+		return status.Error(codes.Unavailable, "registry closed")
+	}
+	defer s.reg.unsubscribe(w)
+	for {
+		ev, ok := s.reg.wait(ctx, w)
+		if !ok {
+			break
 		}
-	}()
-	for ev := range events {
+		resync := ev.Kind == Resync
 		if err := stream.Send(EventToProto(ev)); err != nil {
 			return err
 		}
+		if resync {
+			s.reg.resyncs.Add(1)
+		}
 	}
-	if err := stream.Context().Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
 	return status.Error(codes.Unavailable, "registry closed")

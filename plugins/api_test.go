@@ -17,14 +17,15 @@ import (
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
-// startAPI serves r's API on a unix socket and returns a client. When the
-// test ends the server stops and waits for its handlers.
-func startAPI(t *testing.T, r *plugins.Registry) plugregv1.RegistryClient {
+// startAPI serves r's API, with at most maxWatchers Watch streams (0: the
+// default), on a unix socket and returns a client. When the test ends the
+// server stops and waits for its handlers.
+func startAPI(t *testing.T, r *plugins.Registry, maxWatchers int, opts ...grpc.ServerOption) plugregv1.RegistryClient {
 	t.Helper()
 	path := filepath.Join(socketDir(t), "api.sock")
 	l := listen(t, path)
-	srv := grpc.NewServer(grpc.WaitForHandlers(true))
-	plugregv1.RegisterRegistryServer(srv, plugins.NewAPIServer(r))
+	srv := grpc.NewServer(append(opts, grpc.WaitForHandlers(true))...)
+	plugregv1.RegisterRegistryServer(srv, plugins.NewAPIServer(r, maxWatchers))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	cc, err := plugins.Dial(path)
@@ -75,7 +76,7 @@ func recvEvent(t *testing.T, s grpc.ServerStreamingClient[plugregv1.Event]) plug
 func TestAPIWatch(t *testing.T) {
 	r := plugins.NewRegistry()
 	r.Apply(plugins.Registered, plugin(1), "", t0)
-	client := startAPI(t, r)
+	client := startAPI(t, r, 0)
 	ctx := t.Context()
 
 	s, err := client.Watch(ctx, &plugregv1.WatchRequest{})
@@ -134,7 +135,7 @@ func TestAPIWatch(t *testing.T) {
 // what it missed, and it ends with the registry's contents.
 func TestAPIWatchSlowClient(t *testing.T) {
 	r := plugins.NewRegistry()
-	client := startAPI(t, r)
+	client := startAPI(t, r, 0)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
@@ -221,5 +222,71 @@ func TestAPIWatchSlowClient(t *testing.T) {
 	}
 	if _, err := slow.Recv(); status.Code(err) != codes.Canceled && !errors.Is(err, io.EOF) {
 		t.Errorf("slow stream after cancel: Recv = %v, want Canceled", err)
+	}
+}
+
+// TestAPIWatchLimit serves at most n Watch streams at once: one more fails
+// at once with ResourceExhausted, and a stream that ends frees its slot.
+func TestAPIWatchLimit(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("max %d", n), func(t *testing.T) {
+			r := plugins.NewRegistry()
+			ended := make(chan error, 2*n+4) // a value per Watch handler that returned
+			client := startAPI(t, r, n, grpc.StreamInterceptor(
+				func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+					err := handler(srv, ss)
+					ended <- err
+					return err
+				}))
+			// watch starts a stream and returns once it has its snapshot,
+			// or failed.
+			watch := func() (context.CancelFunc, error) {
+				ctx, cancel := context.WithCancel(t.Context())
+				s, err := client.Watch(ctx, &plugregv1.WatchRequest{})
+				if err == nil {
+					_, err = s.Recv()
+				}
+				return cancel, err
+			}
+			exhausted := func(when string) {
+				t.Helper()
+				cancel, err := watch()
+				defer cancel()
+				want := fmt.Sprintf("too many watchers (%d, --max-watchers); try again later", n)
+				if status.Code(err) != codes.ResourceExhausted || status.Convert(err).Message() != want {
+					t.Fatalf("%s: watch = %v, want ResourceExhausted: %s", when, err, want)
+				}
+				if err := <-ended; status.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("%s: the refused handler returned %v", when, err)
+				}
+			}
+
+			cancels := make([]context.CancelFunc, n)
+			for i := range cancels {
+				cancel, err := watch()
+				if err != nil {
+					t.Fatalf("watch %d of %d = %v", i+1, n, err)
+				}
+				cancels[i] = cancel
+			}
+			exhausted(fmt.Sprintf("with %d streams", n))
+			if got := r.Watchers(); got != n {
+				t.Errorf("Watchers() = %d, want %d: a refused stream must not watch", got, n)
+			}
+
+			cancels[0]()
+			if err := <-ended; status.Code(err) != codes.Canceled {
+				t.Fatalf("the canceled stream's handler returned %v, want Canceled", err)
+			}
+			cancel, err := watch()
+			if err != nil {
+				t.Fatalf("watch after a stream ended = %v, want its slot", err)
+			}
+			cancels[0] = cancel
+			exhausted("with the freed slot taken again")
+			for _, cancel := range cancels {
+				cancel()
+			}
+		})
 	}
 }

@@ -20,7 +20,7 @@ func BenchmarkSave(b *testing.B) {
 	st := r.State()
 	path := filepath.Join(b.TempDir(), "state.json")
 	for b.Loop() {
-		if err := Save(path, st); err != nil {
+		if err := Save(path, st, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

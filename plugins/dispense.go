@@ -15,16 +15,16 @@ import (
 // (Windows paths included), and the authority is "localhost", which every
 // HTTP/2 server accepts. Like grpc.NewClient, Dial does not connect: the
 // first call does, and gRPC reconnects after failures.
-func Dial(path string) (*grpc.ClientConn, error) {
+func Dial(path string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", path)
 	}
-	return grpc.NewClient("passthrough:///plugin",
+	return grpc.NewClient("passthrough:///plugin", append([]grpc.DialOption{
 		grpc.WithContextDialer(dialer),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
-	)
+	}, opts...)...)
 }
 
 // Dispense returns a client connection to the endpoint of the plugin of

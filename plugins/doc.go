@@ -28,8 +28,15 @@ owns it.
 program for each call: PATH validate|register|deregister, with the plugin
 as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
 versions, and reason for deregister). Exit status 0 is success; otherwise
-the error is the last non-empty line of its stderr (at most 512 bytes), or
-"exit status N". Its environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin,
+the call is refused, and the error is the last non-blank line of its
+stderr, with control characters turned into spaces and cut to 512 bytes,
+or "exit status N"; a program ended by a signal says "killed by signal
+NAME" (KILL, TERM, ...), then that line. A program that cannot start
+(ENOENT, EACCES, ETXTBSY, EAGAIN, ENOMEM: missing, not executable, being
+replaced, out of processes or memory) is no refusal: the call fails with
+an error wrapping [ErrHandlerUnavailable], "handler for TYPE unavailable:
+program PATH: CAUSE", as for a gRPC handler that is down, and the caller
+retries it. Its environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin,
 LANG=C and PLUGREG_ACTION (the action); on Windows PATH and SystemRoot name
 the system root. When the call's context is done the program is killed
 with its whole process group (on Windows, the program alone), and what it
@@ -66,15 +73,21 @@ The Registry is event-sourced. Every change goes through [Registry.Apply]
 as an [Event] of one [EventKind] (registered, deregistered, replaced,
 rejected, unhealthy, healthy) and gets the next revision. Removing a
 plugin that is not there is a no-op without an event. The last
-[HistorySize] events are kept.
+[HistorySize] events are kept. Whatever a plugin sent, everything the
+Registry holds can be encoded, as protobuf and as the state file: a
+rejected plugin and its message are bounded ([BoundPlugin], [BoundText]:
+valid UTF-8, 512 bytes a string), and a registered one that breaks a rule
+of the state file is not stored (FuzzRegistryEncodes checks both).
 
 [Registry.Watch] streams a Snapshot, then every change in order; a watcher
 that passes the revision it last saw resumes from the history without a
-snapshot. Apply never waits for a watcher: each has its own bounded queue
-([QueueSize]) and its own goroutine, and one that falls behind loses its
-queue and gets a Resync snapshot instead, at a revision after which the
-events follow without gap or repeat. The goroutine ends with the watch's
-context.
+snapshot. Apply never waits for a watcher: each is a position in the
+history, with its own goroutine, and holds one event at a time, so a
+watcher that stops reading costs the same however far behind it falls.
+One that falls [QueueSize] events behind, or whose next event the
+history drops, gets a Resync snapshot instead, at a revision after which
+the events follow without gap or repeat. The goroutine ends with the
+watch's context.
 
 [Registry.Dispense] hands out a shared gRPC connection to a plugin's
 endpoint ([Dial]), closed when no registered plugin uses that endpoint any
@@ -82,7 +95,9 @@ more.
 
 [APIServer] serves the Registry as the plugreg.v1.Registry gRPC service on
 the agent's API socket ([ListenAPI]), for `plugreg list`, `plugreg watch`
-and other clients. The API has no authentication: the socket's permissions
+and other clients. It serves a bounded number of Watch streams at once
+(--max-watchers, [DefaultMaxWatchers]); one more fails with
+ResourceExhausted. The API has no authentication: the socket's permissions
 are its access control.
 
 # State file
@@ -92,10 +107,22 @@ deregistrations) as a versioned JSON document, atomically: temporary file,
 fsync, rename, directory fsync.
 [Load] reads it back; a file that is not a valid document matches
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
-anything. [NewRegistryFrom] restores a Registry from a State, revision
-included, so watchers can resume across an agent restart. A [Saver] keeps
-the file up to date, coalescing bursts of changes into few writes, at
-least 250 ms apart: a change is on disk within about 250 ms. What
+anything. Both take one size limit, [StateLimit] of the agent's
+--max-plugins: every record keeps the limits of a registered plugin, so
+it takes at most [MaxRecordBytes], and the largest state (--max-plugins
+plugins and [MaxPending] pending deregistrations) fits. Save refuses to
+write more than the limit and Load to read more, so what Save wrote
+always loads. A [Saver] keeps the file up to date, coalescing bursts of
+changes into few writes, at least 250 ms apart: a change is on disk within
+about 250 ms. Every write marks the State [State.Running] but the last one,
+when the agent stops cleanly, which marks the file clean.
+[NewRegistryFrom] restores a Registry from a State, revision included, so
+watchers can resume across an agent restart: after a clean stop the
+revisions go on where they were, and a watcher resumes with no Resync.
+After a crash the file may lack the last events the agent published, so
+the restored Registry continues [RevisionGap] (1<<32) past the saved
+revision, beyond any the crashed agent used: a watcher resuming from one
+of them gets a Resync, never other events under revisions it has seen. What
 the agent does with each restored plugin (verify it, or deregister it) is
 package register's.
 

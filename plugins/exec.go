@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Bounds of an Exec call.
@@ -32,9 +34,18 @@ const (
 // may print annotations on stdout: one JSON object of strings (nothing or
 // only space: none); anything else, or annotations beyond
 // [CheckAnnotations], is a registration failure. Any other exit status
-// ends the call with
-// an error whose text is the last non-empty line the program wrote to
-// stderr, cut to 512 bytes, or "exit status N" when there is none.
+// ends the call with a refusal whose text is the last non-blank line the
+// program wrote to stderr, with control characters turned into spaces and
+// cut to 512 bytes, or "exit status N" when there is none. A program ended
+// by a signal is refused with "killed by signal NAME" (e.g. KILL), then ":
+// " and that line if there is one.
+//
+// A program that cannot start (missing, not executable, being replaced,
+// or the system out of processes or memory: ENOENT, EACCES, ETXTBSY,
+// EAGAIN, ENOMEM) is no refusal: the call fails with an error that wraps
+// [ErrHandlerUnavailable] and reads "handler for TYPE unavailable:
+// program PATH: CAUSE", as a GRPC handler that is down does, and the
+// caller retries it.
 //
 // The program gets a fixed environment, nothing of the agent's: on unix
 // PATH=/usr/sbin:/usr/bin:/sbin:/bin and LANG=C, on Windows PATH and
@@ -140,7 +151,13 @@ func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) 
 	cmd.WaitDelay = execWaitDelay
 	setGroup(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		if startUnavailable(err) {
+			return nil, &unavailableError{typ: e.Type, cause: "program " + e.Path + ": " + bare(err).Error(), err: err}
+		}
+		return nil, fmt.Errorf("run handler %s: %w", e.Path, err)
+	}
+	err = cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) {
 		// The program exited, as it said, but left something holding its
 		// output: that goes with it.
@@ -157,26 +174,52 @@ func (e *Exec) run(ctx context.Context, action string, p Plugin, reason string) 
 		return nil, fmt.Errorf("handler %s %s killed: %w", e.Path, action, ctx.Err())
 	}
 	if _, ok := errors.AsType[*exec.ExitError](err); ok {
-		if line := lastLine(stderr.b); line != "" {
-			return nil, errors.New(line)
-		}
-		return nil, fmt.Errorf("exit status %d", cmd.ProcessState.ExitCode())
+		return nil, errors.New(exitText(cmd.ProcessState, stderr.b))
 	}
 	return nil, fmt.Errorf("run handler %s: %w", e.Path, err)
 }
 
-// lastLine returns the last line of b that is not empty or blank, cut by
-// cutHandlerErr.
+// exitText is the error text of a program that ended with st and wrote
+// stderr: "killed by signal NAME" when a signal ended it, followed by ": "
+// and the last line of stderr if there is one; else that line, or "exit
+// status N" when there is none. It is cut by cutHandlerErr.
+func exitText(st *os.ProcessState, stderr []byte) string {
+	line := lastLine(stderr)
+	sig := signalName(st)
+	switch {
+	case sig != "" && line != "":
+		return cutHandlerErr("killed by signal " + sig + ": " + line)
+	case sig != "":
+		return "killed by signal " + sig
+	case line != "":
+		return line
+	}
+	return fmt.Sprintf("exit status %d", st.ExitCode())
+}
+
+// lastLine returns the last line of b that is not blank once cleaned by
+// handlerText.
 func lastLine(b []byte) string {
-	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+	lines := strings.Split(string(b), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
-		line := strings.TrimSpace(lines[i])
-		if line == "" {
-			continue
+		if line := handlerText(lines[i]); line != "" {
+			return line
 		}
-		return cutHandlerErr(line)
 	}
 	return ""
+}
+
+// handlerText is s, text from a handler, as an error's text: invalid UTF-8
+// replaced by U+FFFD, each control character (ESC, CR, NUL and the like)
+// by a space, space trimmed at both ends, and cut by cutHandlerErr.
+func handlerText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	return cutHandlerErr(strings.TrimSpace(s))
 }
 
 // headBuffer keeps the first MaxExecOutput bytes written to it and

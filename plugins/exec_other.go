@@ -3,6 +3,8 @@
 package plugins
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,3 +25,13 @@ func setGroup(cmd *exec.Cmd) {}
 
 // killGroup kills p only; what it started keeps running.
 func killGroup(p *os.Process) error { return p.Kill() }
+
+// startUnavailable reports whether err, from starting an Exec program,
+// says the program cannot run now but may later: it is missing, or may
+// not be run.
+func startUnavailable(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)
+}
+
+// signalName returns "": no signal ends a process here.
+func signalName(*os.ProcessState) string { return "" }

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,13 +87,24 @@ func TestExecErrors(t *testing.T) {
 		{"no stderr", "echo on stdout; exit 3", "exit status 3"},
 		{"crlf", "printf 'refused\\r\\n' >&2; exit 1", "refused"},
 		{"long line", "head -c 2000 /dev/zero | tr '\\0' x >&2; exit 1", strings.Repeat("x", 512)},
+		{"10 KB line, cut on a character boundary", "printf x >&2; yes é | head -n 5000 | tr -d '\\n' >&2; echo >&2; exit 1", "x" + strings.Repeat("é", 255)},
+		{"escape sequences", "printf '\\033[31mrefused\\033[0m here\\n' >&2; exit 1", "[31mrefused [0m here"},
+		{"lone carriage return", "printf 'progress 50%%\\rrefused: x\\n' >&2; exit 1", "progress 50% refused: x"},
+		{"NUL", "printf 'a\\000b\\n' >&2; exit 1", "a b"},
+		{"invalid UTF-8", "printf 'bad \\377\\376 bytes\\n' >&2; exit 1", "bad \uFFFD bytes"},
+		{"only control characters on the last line", "echo reason >&2; printf '\\033\\a\\n' >&2; exit 1", "reason"},
+		{"killed by a signal", "kill -KILL $$", "killed by signal KILL"},
+		{"killed by a signal after saying why", "echo 'out of \\033 luck' >&2; kill -TERM $$", "killed by signal TERM: out of   luck"},
 		{"megabytes, last line kept", "i=0; while [ $i -lt 40 ]; do head -c 100000 /dev/zero | tr '\\0' y; echo; i=$((i+1)); done >&2; echo 'the reason' >&2; exit 1", "the reason"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := script(t, tc.body).Validate(t.Context(), execPlugin)
 			if err == nil || err.Error() != tc.want {
-				t.Errorf("Validate = %v, want %q", err, tc.want)
+				t.Errorf("Validate = %q, want %q", err, tc.want)
+			}
+			if errors.Is(err, ErrHandlerUnavailable) {
+				t.Errorf("Validate = %v, which matches ErrHandlerUnavailable: a program that ran refuses", err)
 			}
 		})
 	}
@@ -203,3 +216,120 @@ func checkGone(t *testing.T, pidFile string) {
 
 // Exec is a Handler.
 var _ Handler = (*Exec)(nil)
+
+// TestExecStartUnavailable: a program that cannot start is no refusal:
+// every call fails with an error wrapping ErrHandlerUnavailable and the
+// errno, "handler for CSIPlugin unavailable: program PATH: CAUSE"; once the
+// program can start, calls succeed. Each errno is provoked for real: a
+// missing file or interpreter (ENOENT), a file without an execute bit,
+// which root cannot run either (EACCES), and a file open for writing
+// (ETXTBSY).
+func TestExecStartUnavailable(t *testing.T) {
+	const ok = "#!/bin/sh\nexit 0\n"
+	tests := []struct {
+		name  string
+		errno syscall.Errno
+		// make makes path a program that cannot start; it returns a func
+		// that makes it one that can.
+		make func(t *testing.T, path string) (restore func())
+	}{
+		{"missing", syscall.ENOENT, func(t *testing.T, path string) func() {
+			return func() { writeProgram(t, path, ok, 0o755) }
+		}},
+		{"missing interpreter", syscall.ENOENT, func(t *testing.T, path string) func() {
+			writeProgram(t, path, "#!/nonexistent/sh\nexit 0\n", 0o755)
+			return func() { writeProgram(t, path, ok, 0o755) }
+		}},
+		{"not executable", syscall.EACCES, func(t *testing.T, path string) func() {
+			writeProgram(t, path, ok, 0o644)
+			return func() {
+				if err := os.Chmod(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"open for writing", syscall.ETXTBSY, func(t *testing.T, path string) func() {
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			if _, err := f.WriteString(ok); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "handler")
+			restore := tc.make(t, path)
+			e := &Exec{Type: "CSIPlugin", Path: path}
+			ctx := t.Context()
+			_, rerr := e.Register(ctx, execPlugin)
+			for call, err := range map[string]error{
+				"Validate":   e.Validate(ctx, execPlugin),
+				"Register":   rerr,
+				"DeRegister": e.DeRegister(ctx, execPlugin, ReasonRemoved),
+			} {
+				want := "handler for CSIPlugin unavailable: program " + path + ": " + tc.errno.Error()
+				if err == nil || err.Error() != want {
+					t.Errorf("%s = %v, want %q", call, err, want)
+				}
+				if !errors.Is(err, ErrHandlerUnavailable) || !errors.Is(err, tc.errno) {
+					t.Errorf("%s = %v, want an error wrapping ErrHandlerUnavailable and %v", call, err, tc.errno)
+				}
+			}
+			restore()
+			if err := e.Validate(ctx, execPlugin); err != nil {
+				t.Errorf("Validate once the program can start = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// writeProgram writes a program with body and mode to path, replacing any.
+func writeProgram(t *testing.T, path, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartUnavailable: which errors of a program's start make its handler
+// unavailable, to be tried again, rather than a refusal. EAGAIN and ENOMEM
+// (fork fails) cannot be provoked in a test without starving the machine.
+func TestStartUnavailable(t *testing.T) {
+	startErr := func(errno syscall.Errno) error {
+		return &fs.PathError{Op: "fork/exec", Path: "/usr/local/bin/handler", Err: errno}
+	}
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{startErr(syscall.ENOENT), true},
+		{startErr(syscall.EACCES), true},
+		{startErr(syscall.ETXTBSY), true},
+		{startErr(syscall.EAGAIN), true},
+		{startErr(syscall.ENOMEM), true},
+		{syscall.EAGAIN, true},
+		{startErr(syscall.ENOEXEC), false},
+		{startErr(syscall.E2BIG), false},
+		{startErr(syscall.EMFILE), false},
+		{startErr(syscall.EPERM), false},
+		{errors.New("no such file or directory"), false},
+		{context.Canceled, false},
+	}
+	for _, tc := range tests {
+		if got := startUnavailable(tc.err); got != tc.want {
+			t.Errorf("startUnavailable(%v) = %t, want %t", tc.err, got, tc.want)
+		}
+	}
+}

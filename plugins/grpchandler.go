@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
-	"unicode"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -18,10 +16,10 @@ import (
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
-// ErrHandlerUnavailable is wrapped by the error of a GRPC call that did
-// not get an answer from the handler: the handler is down, not yet
-// listening, or returned UNAVAILABLE itself. It is no refusal: the caller
-// retries later.
+// ErrHandlerUnavailable is wrapped by the error of a handler call that did
+// not get an answer from the handler: a GRPC handler is down, not yet
+// listening, or returned UNAVAILABLE itself; an Exec program could not
+// start. It is no refusal: the caller retries later.
 var ErrHandlerUnavailable = errors.New("plugins: handler unavailable")
 
 // Bounds of a GRPC's connection.
@@ -147,16 +145,10 @@ func (g *GRPC) callErr(err error) error {
 	return errors.New(statusText(st))
 }
 
-// statusText is the text of a status for an error: its message on one
-// line, bounded by cutHandlerErr, or its code's name when it is empty.
+// statusText is the text of a status for an error: its message cleaned
+// by handlerText, or its code's name when that is empty.
 func statusText(st *status.Status) string {
-	msg := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(st.Message(), "\uFFFD"))
-	msg = cutHandlerErr(strings.TrimSpace(msg))
+	msg := handlerText(st.Message())
 	if msg == "" {
 		return st.Code().String()
 	}

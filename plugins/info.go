@@ -7,12 +7,14 @@ import (
 )
 
 // Limits on what a plugin may report in GetInfo. Real plugins send one to
-// four short versions; the limits keep a hostile plugin
-// from making the agent store, log and persist large values.
+// four versions of at most 30 bytes (DRA's are gRPC service names such as
+// "v1beta1.DRAPlugin") and a socket path as the endpoint; the limits keep a
+// hostile plugin from making the agent store, log and persist large values,
+// and bound the state file (see [StateLimit]).
 const (
-	MaxVersions      = 64
+	MaxVersions      = 16
 	MaxVersionBytes  = 64
-	MaxEndpointBytes = 4096
+	MaxEndpointBytes = 1024 // far above any OS's socket path limit
 	maxTypeBytes     = 253
 )
 

@@ -1,8 +1,11 @@
 package plugins
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -25,9 +28,9 @@ func TestValidateInfo(t *testing.T) {
 		{"empty type", "", "a", "/e", nil, "plugin type is empty"},
 		{"control in type", "CSI\nPlugin", "a", "/e", nil, "plugin type contains control character U+000A at byte 3"},
 		{"bad name", "T", "a\x00b", "/e", nil, "plugin name contains control character U+0000 at byte 1"},
-		{"long endpoint", "T", "a", strings.Repeat("e", MaxEndpointBytes+1), nil, "endpoint is 4097 bytes, longer than 4096"},
-		{"too many versions", "T", "a", "/e", many, "plugin reported 65 supported versions, more than 64"},
-		{"long version", "T", "a", "/e", []string{"1", strings.Repeat("v", 65)}, "supported version 2 is 65 bytes, longer than 64"},
+		{"long endpoint", "T", "a", strings.Repeat("e", MaxEndpointBytes+1), nil, fmt.Sprintf("endpoint is %d bytes, longer than %d", MaxEndpointBytes+1, MaxEndpointBytes)},
+		{"too many versions", "T", "a", "/e", many, fmt.Sprintf("plugin reported %d supported versions, more than %d", MaxVersions+1, MaxVersions)},
+		{"long version", "T", "a", "/e", []string{"1", strings.Repeat("v", MaxVersionBytes+1)}, fmt.Sprintf("supported version 2 is %d bytes, longer than %d", MaxVersionBytes+1, MaxVersionBytes)},
 		{"empty version", "T", "a", "/e", []string{""}, "supported version 1 is empty"},
 		{"binary version", "T", "a", "/e", []string{"\xff"}, "supported version 1 is not valid UTF-8"},
 	} {
@@ -43,35 +46,76 @@ func TestValidateInfo(t *testing.T) {
 	}
 }
 
-// FuzzValidateInfo: never panics, and whatever it accepts is within the
-// limits the agent relies on to bound memory, logs and the state file.
+// FuzzValidateInfo checks ValidateInfo against each field's own rules.
+// Whatever it accepts has a type of at most maxTypeBytes, a name of at
+// most maxNameBytes, an endpoint of at most MaxEndpointBytes, at most
+// MaxVersions versions of at most MaxVersionBytes each, and every one of
+// these strings non-empty, valid UTF-8 and free of control characters (C0,
+// DEL and C1). And an accepted input with one character of one of its
+// strings replaced by a control character is refused for that character.
+// The versions are versionList split at commas, repeated n times.
 func FuzzValidateInfo(f *testing.F) {
-	f.Add("CSIPlugin", "hostpath.csi.k8s.io", "/run/csi.sock", "1.0.0", 1)
-	f.Add("DevicePlugin", "example.com/gpu", "/x", "v1beta1", 64)
-	f.Add("T", "a\x7f", "", "", 0)
-	f.Fuzz(func(t *testing.T, typ, name, endpoint, version string, n int) {
-		n = n % (MaxVersions + 4)
-		if n < 0 {
-			n = -n
-		}
-		versions := make([]string, n)
-		for i := range versions {
-			versions[i] = version
+	f.Add("CSIPlugin", "hostpath.csi.k8s.io", "/run/csi.sock", "1.0.0", 1, uint(0))
+	f.Add("DRAPlugin", "gpu.example.com", "/x", "v1.DRAPlugin,v1beta1.DRAPlugin", 1, uint(7))
+	f.Add("DevicePlugin", "example.com/gpu", "/x", "v1beta1", MaxVersions, uint(3))
+	f.Add("T", "a\x7f", "/e", "", 0, uint(0))
+	f.Add("T", "é", "/é", "é", 1, uint(2))
+	// One byte or one version over each limit.
+	f.Add(strings.Repeat("t", maxTypeBytes+1), "a", "/e", "1", 1, uint(0))
+	f.Add("T", strings.Repeat("n", maxNameBytes+1), "/e", "1", 1, uint(0))
+	f.Add("T", "a", "/"+strings.Repeat("e", MaxEndpointBytes), "1", 1, uint(0))
+	f.Add("T", "a", "/e", strings.Repeat("v", MaxVersionBytes+1), 1, uint(0))
+	f.Add("T", "a", "/e", "1", MaxVersions+1, uint(0))
+	f.Fuzz(func(t *testing.T, typ, name, endpoint, versionList string, n int, at uint) {
+		var versions []string
+		if versionList != "" {
+			versions = slices.Repeat(strings.Split(versionList, ","), min(max(n, 0), MaxVersions+1))
 		}
 		if ValidateInfo(typ, name, endpoint, versions) != nil {
 			return
 		}
-		total := len(typ) + len(name) + len(endpoint)
+		if len(versions) > MaxVersions {
+			t.Fatalf("accepted %d versions, more than %d", len(versions), MaxVersions)
+		}
+		type field struct {
+			s     string
+			limit int
+		}
+		fields := []field{{typ, maxTypeBytes}, {name, maxNameBytes}, {endpoint, MaxEndpointBytes}}
 		for _, v := range versions {
-			total += len(v)
+			fields = append(fields, field{v, MaxVersionBytes})
 		}
-		if total > maxTypeBytes+maxNameBytes+MaxEndpointBytes+MaxVersions*MaxVersionBytes {
-			t.Fatalf("accepted %d bytes of info", total)
-		}
-		for _, s := range append([]string{typ, name, endpoint}, versions...) {
-			if !utf8.ValidString(s) || s == "" {
-				t.Fatalf("accepted %q", s)
+		for _, fd := range fields {
+			if fd.s == "" || len(fd.s) > fd.limit || !utf8.ValidString(fd.s) || strings.ContainsFunc(fd.s, unicode.IsControl) {
+				t.Fatalf("accepted %q: want non-empty UTF-8 of at most %d bytes without control characters", fd.s, fd.limit)
 			}
 		}
+		// One control character in one of the strings.
+		i := int(at % uint(len(fields)))
+		fields[i].s = withControl(fields[i].s, at/uint(len(fields)), fields[i].limit)
+		vs := make([]string, len(versions))
+		for j := range vs {
+			vs[j] = fields[3+j].s
+		}
+		err := ValidateInfo(fields[0].s, fields[1].s, fields[2].s, vs)
+		if err == nil || !strings.Contains(err.Error(), "control character") {
+			t.Fatalf("ValidateInfo with %q = %v, want a control character refused", fields[i].s, err)
+		}
 	})
+}
+
+// withControl returns s, valid UTF-8, with its k-th character (modulo
+// their number) replaced by a control character chosen by k, one that
+// keeps s within limit bytes.
+func withControl(s string, k uint, limit int) string {
+	controls := []string{"\x00", "\t", "\n", "\x1b", "\x7f", "\u0080", "\u0085", "\u009f"}
+	runes := []rune(s)
+	r := int(k % uint(len(runes)))
+	start := len(string(runes[:r]))
+	size := utf8.RuneLen(runes[r])
+	c := controls[int(k/uint(len(runes))%uint(len(controls)))]
+	if len(s)-size+len(c) > limit {
+		c = "\x7f" // one byte: never longer than what it replaces
+	}
+	return s[:start] + c + s[start+size:]
 }

@@ -225,7 +225,7 @@ func TestSaverPending(t *testing.T) {
 			t.Errorf("Writes() = %d after AddPending, want 2", n)
 		}
 		wantSaved(t, s.Path, r)
-		if got, _ := Load(s.Path); len(got.Pending) != 1 {
+		if got, _ := Load(s.Path, 0); len(got.Pending) != 1 {
 			t.Errorf("state file holds pending %v, want one entry", got.Pending)
 		}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -29,10 +30,25 @@ const (
 	// HistorySize is how many of the latest events a Registry keeps so
 	// that a watcher can resume where it left off (see [Registry.Watch]).
 	HistorySize = 4096
-	// QueueSize is how many events may wait for one watcher. A watcher
-	// that falls further behind loses its queue and gets a Resync instead.
+	// QueueSize is how many events may wait for one watcher, in the
+	// history: a watcher holds no copies of them. A watcher that falls
+	// further behind skips them and gets a Resync instead.
 	QueueSize = 1024
 )
+
+// RevisionGap is how far past its saved revision a Registry restored from
+// a Running State continues (see [NewRegistryFrom]): after an unclean
+// stop, the agent may have published events its state file does not hold,
+// and their revisions must not be reused for other events.
+//
+// The Saver writes each change within about 250 ms, so a crash loses the
+// events of those 250 ms; while writes fail, the events since the last
+// successful write, however long the fault lasts. 1<<32 events is more
+// than the agent publishes in that time: at 10,000 events a second, far
+// more than registrations over gRPC and the liveness checks make, writes
+// would have to fail for five days. Revisions stay below 1<<53, which any
+// JSON reader holds exactly, for two million unclean stops.
+const RevisionGap = 1 << 32
 
 // Registry is the in-memory set of registered plugins, one per registration
 // socket, kept as a sequence of events: every change made with Apply gets
@@ -75,10 +91,15 @@ func NewRegistry() *Registry {
 	}
 }
 
-// NewRegistryFrom returns a Registry holding the plugins of s at
-// s.Revision: the next event gets revision s.Revision+1. Its history is
-// empty, so a watcher that resumes from s.Revision gets the new events, and
-// one that resumes from an earlier revision gets a Resync. If s lists two
+// NewRegistryFrom returns a Registry holding the plugins of s. After a
+// clean stop (s.Running is false) it is at s.Revision: the next event gets
+// revision s.Revision+1, so a watcher that resumes from s.Revision gets the
+// new events. A Running State, saved while the agent ran, may be older than
+// the agent's last events: the Registry is then at s.Revision+RevisionGap,
+// past every revision the stopped agent published, so that a watcher that
+// resumes from one of them gets a Resync rather than other events under
+// revisions it has seen. The history is empty, so a watcher that resumes
+// from an earlier revision gets a Resync too. If s lists two
 // plugins at one socket path, the later one wins; [Load] never returns such
 // a State. The pending deregistrations of s are restored too, numbered
 // from Seq 1 in their order in s; of two for one plugin type and name the
@@ -100,6 +121,9 @@ func NewRegistryFrom(s State) *Registry {
 		r.pending[pd.Plugin.Key()] = pd
 	}
 	r.rev = s.Revision
+	if s.Running {
+		r.rev += min(RevisionGap, math.MaxUint64-s.Revision)
+	}
 	return r
 }
 
@@ -112,7 +136,16 @@ func NewRegistryFrom(s State) *Registry {
 //     none is, nothing happens: Apply returns ok == false and no event is
 //     made, so late or repeated removals never reach watchers.
 //   - Rejected changes nothing but is an event with a revision, carrying p
-//     and errMsg, the message sent to the plugin.
+//     and errMsg, the message sent to the plugin, both bounded
+//     ([BoundPlugin], [BoundText]) whatever the plugin sent.
+//
+// Whatever p holds, every event, List and State of the Registry can be
+// encoded (as protobuf and as the state file): a Registered or Healthy p
+// that breaks a rule of the state file ([ValidateInfo], [CheckAnnotations],
+// a socket path that is empty, longer than scan.MaxSocketPath or not valid
+// UTF-8) is not stored, and Apply returns ok == false. Callers validate
+// before they register, so this never drops a plugin that a handler
+// accepted.
 //
 // now is the event's time. Apply stores a copy of p, so later changes to
 // p.Versions do not reach the Registry. It never waits for a watcher or
@@ -122,6 +155,14 @@ func NewRegistryFrom(s State) *Registry {
 func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time) (ev Event, ok bool) {
 	if !kind.change() {
 		panic(fmt.Sprintf("plugins: Apply of event kind %q", kind))
+	}
+	switch kind {
+	case Registered, Healthy:
+		if checkPlugin(p) != nil {
+			return Event{}, false
+		}
+	case Rejected:
+		p, errMsg = BoundPlugin(p), BoundText(errMsg)
 	}
 	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 	ev = Event{Kind: kind, Time: now, Plugin: p}
@@ -198,28 +239,14 @@ func (r *Registry) record(ev Event) {
 	r.head = (r.head + 1) % len(r.history)
 }
 
-// eventsAfterLocked returns the events after revision since, oldest first,
-// and reports whether the history holds all of them.
-func (r *Registry) eventsAfterLocked(since uint64) ([]Event, bool) {
-	n := uint64(len(r.history)) // the history holds revisions r.rev-n+1 .. r.rev
-	if since > r.rev || since < r.rev-n {
-		return nil, false
-	}
-	k := int(r.rev - since)
-	evs := make([]Event, 0, k)
-	for i := len(r.history) - k; i < len(r.history); i++ {
-		evs = append(evs, r.history[(r.head+i)%len(r.history)])
-	}
-	return evs, true
-}
-
 // snapshotLocked returns a Snapshot or Resync event of the registry.
 func (r *Registry) snapshotLocked(kind EventKind) Event {
 	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.listLocked("")}
 }
 
-// Revision returns the revision of the latest event: 0 for a new Registry,
-// State.Revision for a restored one until the first Apply.
+// Revision returns the revision of the latest event: 0 for a new Registry;
+// for a restored one, until the first Apply, the revision NewRegistryFrom
+// restored it at.
 func (r *Registry) Revision() uint64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -303,7 +330,9 @@ func (r *Registry) Len() int {
 
 // State returns the registry's contents and revision, read at one instant,
 // as a State for [Save]. The Plugins are copies sorted like List; the
-// Pending are copies sorted like [Registry.Pending], with Seq 0.
+// Pending are copies sorted like [Registry.Pending], with Seq 0. Its
+// Running is false; the [Saver] sets it in every write but the last one of
+// a clean stop.
 func (r *Registry) State() State {
 	s, _ := r.stateAndChanges()
 	return s

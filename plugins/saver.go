@@ -30,7 +30,9 @@ const (
 // bursts: at most one write is in flight, and the changes that arrive
 // during a write, or in the 250 ms after it (longer after a slow write),
 // are saved together by the next one. A change is on disk within about
-// 250 ms, and when Run returns. It reads the registry
+// 250 ms, and when Run returns; a crash loses the changes of those 250 ms,
+// or of a fault that makes writes fail, and the file says so (see Run). It
+// reads the registry
 // with [Registry.State], so it never holds the registry's lock while
 // writing, and neither Apply nor AddPending and DropPending ever wait for
 // it.
@@ -40,17 +42,24 @@ const (
 type Saver struct {
 	Registry *Registry
 	Path     string
+	Limit    int64        // the file's size limit, as Save takes it: StateLimit of --max-plugins
 	Log      *slog.Logger // nil: discard
 
-	save   func(path string, s State) error // Save; tests replace it
+	save   func(path string, s State, limit int64) error // Save; tests replace it
 	writes atomic.Uint64
 	errors atomic.Uint64
 }
 
 // Run saves the registry once at the start, then after every change, until
-// ctx is done; then it saves once more if anything changed since the last
-// successful write, and returns that write's error, or nil. Before the
-// first write it removes temporary files that a crash left next to Path.
+// ctx is done; then it saves once more, and returns that write's error, or
+// nil. Every write but that last one is of a Running State (see
+// [State.Running]): the agent may publish more events before the next
+// write. The last one marks the file clean: the next agent continues at its
+// revision, and watchers resume without a Resync. So cancel ctx only once
+// nothing changes the registry any more. If the last write fails, the file
+// stays marked running, and the next agent continues after a RevisionGap.
+// Before the first write Run removes temporary files that a crash left
+// next to Path.
 //
 // A failed write is logged once per fault (Error level, with the path),
 // whatever the error's text while the fault lasts, and retried after a delay that doubles from one second to 30
@@ -75,9 +84,10 @@ func (s *Saver) Run(ctx context.Context) error {
 		wait    *time.Timer
 		waitC   <-chan time.Time // not nil while the next write waits: the gap after a write, or a retry's delay
 	)
-	write := func() error {
+	write := func(final bool) error {
 		st, changes := s.Registry.stateAndChanges()
-		if err := save(s.Path, st); err != nil {
+		st.Running = !final
+		if err := save(s.Path, st, s.Limit); err != nil {
 			s.errors.Add(1)
 			return err
 		}
@@ -93,7 +103,7 @@ func (s *Saver) Run(ctx context.Context) error {
 	for {
 		if dirty && waitC == nil {
 			t0 := time.Now()
-			if err := write(); err != nil {
+			if err := write(false); err != nil {
 				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
 				// One fault, one Error: later failures of the same
 				// fault may fail at another step, with another text.
@@ -115,10 +125,7 @@ func (s *Saver) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			if !dirty && s.Registry.changeCount() == saved {
-				return nil
-			}
-			return write()
+			return write(true)
 		case <-s.Registry.changed:
 			if s.Registry.changeCount() != saved {
 				dirty = true

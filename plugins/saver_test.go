@@ -50,12 +50,12 @@ func TestSaverCoalesces(t *testing.T) {
 		gate := make(chan struct{})
 		var saved []uint64 // revisions written
 		s := &Saver{Registry: r, Path: path}
-		s.save = func(path string, st State) error {
+		s.save = func(path string, st State, _ int64) error {
 			if len(saved) == 0 {
 				<-gate
 			}
 			saved = append(saved, st.Revision)
-			return Save(path, st)
+			return Save(path, st, 0)
 		}
 		stop := startSaver(t, s)
 		synctest.Wait() // the first write waits at the gate
@@ -134,7 +134,8 @@ func TestSaverPaces(t *testing.T) {
 }
 
 // TestSaverIdle checks that a Saver writes once at the start and not
-// again without changes, not even when it stops.
+// again without changes, until it stops: the last write marks the file
+// clean.
 func TestSaverIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistryFrom(State{Revision: 9, Plugins: []Plugin{csiHostpath}})
@@ -144,8 +145,8 @@ func TestSaverIdle(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
-		if n := s.Writes(); n != 1 {
-			t.Errorf("Writes() = %d, want 1", n)
+		if n := s.Writes(); n != 2 {
+			t.Errorf("Writes() = %d, want 2", n)
 		}
 		wantSaved(t, s.Path, r)
 	})
@@ -182,7 +183,7 @@ func TestSaverRetry(t *testing.T) {
 		)
 		fails := []error{errors.New("disk full"), errors.New("disk full"), errors.New("read-only"), errors.New("read-only")}
 		s := &Saver{Registry: r, Path: path, Log: logger(&buf)}
-		s.save = func(path string, st State) error {
+		s.save = func(path string, st State, _ int64) error {
 			mu.Lock()
 			at = append(at, time.Since(start))
 			n := len(at)
@@ -190,7 +191,7 @@ func TestSaverRetry(t *testing.T) {
 			if n <= len(fails) {
 				return fails[n-1]
 			}
-			return Save(path, st)
+			return Save(path, st, 0)
 		}
 		stop := startSaver(t, s)
 		synctest.Wait()
@@ -208,12 +209,13 @@ func TestSaverRetry(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 
-		want := []time.Duration{0, 1 * time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, time.Hour}
+		// The last write is the final one, at the stop.
+		want := []time.Duration{0, 1 * time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, time.Hour, time.Hour}
 		if diff := cmp.Diff(want, at); diff != "" {
 			t.Errorf("times of the writes (-want +got):\n%s", diff)
 		}
-		if w, e := s.Writes(), s.Errors(); w != 2 || e != 4 {
-			t.Errorf("Writes(), Errors() = %d, %d; want 2, 4", w, e)
+		if w, e := s.Writes(), s.Errors(); w != 3 || e != 4 {
+			t.Errorf("Writes(), Errors() = %d, %d; want 3, 4", w, e)
 		}
 		// One fault, one Error, even when its text changes.
 		wantLog := `level=ERROR msg="state not saved" path=` + path + ` err="disk full" retry=1s
@@ -233,7 +235,7 @@ func TestSaverRetryMax(t *testing.T) {
 		start := time.Now()
 		var at []time.Duration
 		s := &Saver{Registry: NewRegistry(), Path: filepath.Join(tempDir(t), "state.json")}
-		s.save = func(string, State) error {
+		s.save = func(string, State, int64) error {
 			at = append(at, time.Since(start))
 			return errors.New("no")
 		}
@@ -276,14 +278,17 @@ func TestSaverRemovesTemps(t *testing.T) {
 	})
 }
 
-// wantSaved checks that the state file at path holds r's state.
+// wantSaved checks that the state file at path holds r's state, marked
+// running or clean (TestSaverMarksClean checks the mark).
 func wantSaved(t *testing.T, path string, r *Registry) {
 	t.Helper()
-	got, err := Load(path)
+	got, err := Load(path, 0)
 	if err != nil {
 		t.Fatalf("Load = %v", err)
 	}
-	if diff := cmp.Diff(r.State(), got); diff != "" {
+	want := r.State()
+	want.Running = got.Running
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("state file (-want +got):\n%s", diff)
 	}
 }

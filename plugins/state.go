@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -25,9 +24,6 @@ const StateVersion = 1
 // exists but cannot be used: not JSON, another version, or records that
 // break the Registry's rules. [QuarantineCorrupt] moves such a file aside.
 var ErrCorrupt = errors.New("plugins: corrupt state file")
-
-// maxStateBytes bounds the state file that Load reads.
-const maxStateBytes = 16 << 20
 
 // maxReasonBytes bounds an unknown reason that an error quotes.
 const maxReasonBytes = 32
@@ -75,16 +71,28 @@ const maxQuarantineSuffix = 1000
 // registered, plus the reason its handler's DeRegister was given (one of
 // the Reason constants); at most one per plugin type and name.
 //
-// Unknown fields are an error. "annotations" and "pendingDeregistrations"
-// are optional and left out when there are none, so they need no new
-// StateVersion: files written before they existed load as they are, and so
-// do files without them in an agent that does not know them (a file with
-// them is corrupt to that agent, which rebuilds from the scan). Any other
-// new field needs a new StateVersion.
+// The last save of a clean stop adds "clean": true after "revision": the
+// agent published nothing after that revision (see Running).
+//
+// Unknown fields are an error. "clean", "annotations" and
+// "pendingDeregistrations" are optional and left out when false or empty,
+// so they need no new StateVersion: files written before they existed load
+// as they are (a file without "clean" as one of an agent that did not stop
+// cleanly), and so do files without them in an agent that does not know
+// them (a file with them is corrupt to that agent, which rebuilds from the
+// scan). Any other new field needs a new StateVersion.
 type State struct {
 	Version  int    // StateVersion; Save writes StateVersion whatever this says
 	Revision uint64 // of the latest event included
-	Plugins  []Plugin
+	// Running marks a State saved while its agent ran, so that the agent
+	// may have published events after Revision that the file does not
+	// hold; [NewRegistryFrom] then skips revisions (see RevisionGap). The
+	// file of a State that is not Running says "clean": true, which only
+	// the last save of a clean stop writes ([Saver]); a file without it,
+	// from a running or crashed agent or from an agent that did not know
+	// the field, loads as Running.
+	Running bool
+	Plugins []Plugin
 	// Pending are the handler deregistrations not delivered yet (see
 	// Registry.AddPending), nil when there are none. Their Seq is not
 	// saved: Load gives 0.
@@ -94,9 +102,13 @@ type State struct {
 // stateDoc is the JSON form of a State, which Load decodes; writeState
 // encodes the same fields.
 type stateDoc struct {
-	Version  int            `json:"version"`
-	Revision uint64         `json:"revision"`
-	Plugins  []pluginRecord `json:"plugins"`
+	Version  int    `json:"version"`
+	Revision uint64 `json:"revision"`
+	// Clean is left out when false, so that a file without it (written
+	// while the agent ran, or by an agent that did not know the field)
+	// stays readable by any agent, and means "not clean".
+	Clean   bool           `json:"clean,omitempty"`
+	Plugins []pluginRecord `json:"plugins"`
 	// Pending is left out when empty, so that a file without any stays
 	// readable by an agent that does not know the field.
 	Pending []pendingRecord `json:"pendingDeregistrations,omitempty"`
@@ -181,7 +193,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&d); err != nil {
 		return err
 	}
-	*s = State{Version: d.Version, Revision: d.Revision, Plugins: make([]Plugin, len(d.Plugins))}
+	*s = State{Version: d.Version, Revision: d.Revision, Running: !d.Clean, Plugins: make([]Plugin, len(d.Plugins))}
 	for i, r := range d.Plugins {
 		s.Plugins[i] = r.plugin()
 	}
@@ -237,19 +249,23 @@ func checkPending(pd PendingDeregistration) error {
 	return nil
 }
 
-// checkPlugin returns an error if p breaks a rule of the state file.
+// checkPlugin returns an error if p breaks a rule of the state file: those
+// of a registered plugin, which keep a record within MaxRecordBytes.
 func checkPlugin(p Plugin) error {
-	if p.SocketPath == "" {
+	switch {
+	case p.SocketPath == "":
 		return errors.New("empty socket path")
-	}
-	if !utf8.ValidString(p.SocketPath) {
+	case len(p.SocketPath) > scan.MaxSocketPath:
+		return fmt.Errorf("socket path of %d bytes, longer than %d", len(p.SocketPath), scan.MaxSocketPath)
+	case !utf8.ValidString(p.SocketPath):
 		return fmt.Errorf("socket path %q is not valid UTF-8", p.SocketPath)
 	}
-	if err := ValidateName(p.Name); err != nil {
-		return fmt.Errorf("at %q: %w", p.SocketPath, err)
+	endpoint := p.Endpoint
+	if endpoint == "" {
+		endpoint = p.SocketPath // what an agent fills in when a plugin reports none
 	}
-	if !utf8.ValidString(p.Type) || !utf8.ValidString(p.Endpoint) || slices.ContainsFunc(p.Versions, notUTF8) {
-		return fmt.Errorf("at %q: type, endpoint or a version is not valid UTF-8", p.SocketPath)
+	if err := ValidateInfo(p.Type, p.Name, endpoint, p.Versions); err != nil {
+		return fmt.Errorf("at %q: %w", p.SocketPath, err)
 	}
 	if err := CheckAnnotations(p.Annotations); err != nil {
 		return fmt.Errorf("at %q: %w", p.SocketPath, err)
@@ -260,35 +276,81 @@ func checkPlugin(p Plugin) error {
 	return nil
 }
 
-func notUTF8(s string) bool { return !utf8.ValidString(s) }
-
 // Save writes s to the file at path, atomically: it writes a temporary file
 // in the same directory, flushes it to disk, renames it over path, and
 // flushes the directory (not on Windows, where the rename writes through).
-// A crash leaves either the old file or the new one, and at worst a
-// temporary file named path+".tmp-*". The file's mode is 0600. On failure
-// the temporary file is removed and the file at path is unchanged.
+// A crash, or a power cut, leaves either the old file or the new one, and
+// at worst a temporary file named path+".tmp-*" that Load never reads and
+// a [Saver] removes when it starts. The file's mode is 0600. On failure
+// the temporary file is removed, and the file at path is the old one
+// unless the failure came after the rename (flushing the directory).
 //
-// Save refuses a State that Load would reject.
-func Save(path string, s State) (err error) {
+// Save refuses a State that Load would reject: one that breaks a rule of
+// the Registry, or whose file would be larger than limit, in bytes (0 or
+// less: MinStateLimit). Pass the limit Load will be given, the
+// [StateLimit] of the agent's --max-plugins; a State of at most that many
+// plugins always fits.
+func Save(path string, s State, limit int64) error {
+	return save(path, s, limit, osSaveFS())
+}
+
+// saveFS is the file system as save uses it: the operating system's
+// (osSaveFS), or a test's that fails, or stops as a crash would, at a
+// chosen step.
+type saveFS struct {
+	mkdirAll   func(dir string) error
+	createTemp func(dir, pattern string) (tempFile, error) // as os.CreateTemp
+	replace    func(oldpath, newpath string) error         // rename, replacing newpath
+	syncDir    func(dir string) error
+	remove     func(path string) error
+}
+
+// tempFile is the temporary file of save: an *os.File, or a test's.
+type tempFile interface {
+	io.Writer
+	Name() string
+	Sync() error
+	Close() error
+}
+
+// osSaveFS returns the saveFS of the operating system.
+func osSaveFS() saveFS {
+	return saveFS{
+		mkdirAll: func(dir string) error { return os.MkdirAll(dir, 0o750) },
+		createTemp: func(dir, pattern string) (tempFile, error) {
+			f, err := os.CreateTemp(dir, pattern) // mode 0600
+			if err != nil {
+				return nil, err
+			}
+			return f, nil
+		},
+		replace: replaceFile,
+		syncDir: syncDir,
+		remove:  os.Remove,
+	}
+}
+
+// save is Save on the file system fsys.
+func save(path string, s State, limit int64, fsys saveFS) (err error) {
 	if err := s.check(); err != nil {
 		return fmt.Errorf("save %s: invalid state: %w", path, err)
 	}
 	dir, base := filepath.Dir(path), filepath.Base(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := fsys.mkdirAll(dir); err != nil {
 		return fmt.Errorf("save %s: create directory: %w", path, bare(err))
 	}
-	f, err := os.CreateTemp(dir, base+".tmp-*") // mode 0600
+	f, err := fsys.createTemp(dir, base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("save %s: create temporary file: %w", path, bare(err))
 	}
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
-			os.Remove(tmp) // gone already if the rename succeeded
+			fsys.remove(tmp) // gone already if the rename succeeded
 		}
 	}()
-	if err := writeState(f, s); err != nil {
+	limit = orMinStateLimit(limit)
+	if err := writeState(&limitWriter{w: f, left: limit, limit: limit}, s); err != nil {
 		f.Close()
 		return fmt.Errorf("save %s: write temporary file: %w", path, bare(err))
 	}
@@ -299,24 +361,30 @@ func Save(path string, s State) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("save %s: close temporary file: %w", path, bare(err))
 	}
-	if err := replaceFile(tmp, path); err != nil {
+	if err := fsys.replace(tmp, path); err != nil {
 		return fmt.Errorf("save %s: rename temporary file: %w", path, bare(err))
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsys.syncDir(dir); err != nil {
 		return fmt.Errorf("save %s: sync directory: %w", path, bare(err))
 	}
 	return nil
 }
 
 // writeState writes the state document of s to w, as
-// json.MarshalIndent(s, "", "  ") would, then a newline. It encodes one
+// json.MarshalIndent(s, "", "  ") would without escaping HTML, then a
+// newline. It encodes one
 // record at a time, so that the document of thousands of plugins is never
 // held in memory whole, twice (compact, then indented).
 func writeState(w io.Writer, s State) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
-	fmt.Fprintf(bw, "{\n  \"version\": %d,\n  \"revision\": %d,\n  \"plugins\": ", StateVersion, s.Revision)
+	fmt.Fprintf(bw, "{\n  \"version\": %d,\n  \"revision\": %d,\n", StateVersion, s.Revision)
+	if !s.Running {
+		bw.WriteString("  \"clean\": true,\n")
+	}
+	bw.WriteString("  \"plugins\": ")
 	var rec bytes.Buffer
-	enc := json.NewEncoder(&rec) // escapes HTML, as json.Marshal does
+	enc := json.NewEncoder(&rec)
+	enc.SetEscapeHTML(false) // "<" stays one byte: see MaxRecordBytes
 	enc.SetIndent("    ", "  ")
 	list := func(n int, record func(i int) any) error {
 		if n == 0 {
@@ -356,6 +424,36 @@ func writeState(w io.Writer, s State) error {
 	return bw.Flush()
 }
 
+// orMinStateLimit returns limit, or MinStateLimit if limit is 0 or less.
+func orMinStateLimit(limit int64) int64 {
+	if limit <= 0 {
+		return MinStateLimit
+	}
+	return limit
+}
+
+// errTooLarge is the error of a limitWriter past its limit.
+type errTooLarge struct{ limit int64 }
+
+func (e errTooLarge) Error() string {
+	return fmt.Sprintf("state larger than %d bytes (raise --max-plugins)", e.limit)
+}
+
+// limitWriter writes to w until limit bytes are written, then fails.
+type limitWriter struct {
+	w     io.Writer
+	left  int64 // of limit
+	limit int64
+}
+
+func (lw *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > lw.left {
+		return 0, errTooLarge{lw.limit}
+	}
+	lw.left -= int64(len(p))
+	return lw.w.Write(p)
+}
+
 // bare strips the path from an *fs.PathError or *os.LinkError, whose
 // temporary file name would make every error message different.
 func bare(err error) error {
@@ -374,27 +472,31 @@ func bare(err error) error {
 // object, an unknown field, or a record that [Save] would refuse — gives an
 // error matching [ErrCorrupt]. The Plugins of the result are never nil;
 // its Pending are nil when there are none.
-func Load(path string) (State, error) {
+//
+// A file larger than limit bytes (0 or less: MinStateLimit) is
+// corrupt, and is not read past the limit; see [Save].
+func Load(path string, limit int64) (State, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return State{}, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	limit = orMinStateLimit(limit)
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return State{}, &fs.PathError{Op: "load", Path: path, Err: err}
 	}
-	s, err := decodeState(data)
+	s, err := decodeState(data, limit)
 	if err != nil {
 		return State{}, &fs.PathError{Op: "load", Path: path, Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
 	}
 	return s, nil
 }
 
-// decodeState parses and checks a state document.
-func decodeState(data []byte) (State, error) {
-	if len(data) > maxStateBytes {
-		return State{}, fmt.Errorf("larger than %d bytes", maxStateBytes)
+// decodeState parses and checks a state document of at most limit bytes.
+func decodeState(data []byte, limit int64) (State, error) {
+	if int64(len(data)) > limit {
+		return State{}, fmt.Errorf("larger than %d bytes (the limit of --max-plugins)", limit)
 	}
 	// The version first, so that a newer document is reported as such and
 	// not as one with unknown fields.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,10 +67,10 @@ func TestSaveLoad(t *testing.T) {
 	dir := tempDir(t)
 	path := filepath.Join(dir, "state.json")
 	want := testState()
-	if err := Save(path, want); err != nil {
+	if err := Save(path, want, 0); err != nil {
 		t.Fatalf("Save = %v", err)
 	}
-	got, err := Load(path)
+	got, err := Load(path, 0)
 	if err != nil {
 		t.Fatalf("Load = %v", err)
 	}
@@ -84,10 +85,10 @@ func TestSaveLoad(t *testing.T) {
 	want.Revision++
 	want.Plugins = want.Plugins[1:]
 	want.Pending = nil
-	if err := Save(path, want); err != nil {
+	if err := Save(path, want, 0); err != nil {
 		t.Fatalf("second Save = %v", err)
 	}
-	if got, err = Load(path); err != nil {
+	if got, err = Load(path, 0); err != nil {
 		t.Fatalf("Load = %v", err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -99,7 +100,8 @@ func TestSaveLoad(t *testing.T) {
 }
 
 // TestSaveFormat pins the document; changing it needs a new StateVersion.
-// A pending deregistration is the plugin's record and the reason.
+// A pending deregistration is the plugin's record and the reason; a State
+// that is not Running says "clean": true.
 func TestSaveFormat(t *testing.T) {
 	registered := csiHostpath
 	registered.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045987654321, Birth: 1767323045000000001}
@@ -111,9 +113,10 @@ func TestSaveFormat(t *testing.T) {
 		state State
 		want  string
 	}{
-		{"a plugin", State{Revision: 7, Plugins: []Plugin{registered}}, `{
+		{"a plugin, clean", State{Revision: 7, Plugins: []Plugin{registered}}, `{
   "version": 1,
   "revision": 7,
+  "clean": true,
   "plugins": [
     {
       "name": "hostpath.csi.k8s.io",
@@ -135,7 +138,7 @@ func TestSaveFormat(t *testing.T) {
   ]
 }
 `},
-		{"a pending deregistration", State{Revision: 7, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy, Seq: 9}}}, `{
+		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy, Seq: 9}}}, `{
   "version": 1,
   "revision": 7,
   "plugins": [],
@@ -168,7 +171,7 @@ func TestSaveFormat(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(tempDir(t), "state.json")
-			if err := Save(path, tc.state); err != nil {
+			if err := Save(path, tc.state, 0); err != nil {
 				t.Fatalf("Save = %v", err)
 			}
 			got, err := os.ReadFile(path)
@@ -183,8 +186,9 @@ func TestSaveFormat(t *testing.T) {
 }
 
 // TestLoadOptionalFields loads documents of version 1 with and without the
-// optional "annotations" and "pendingDeregistrations": files written
-// before they existed load as they are.
+// optional "clean", "annotations" and "pendingDeregistrations": files
+// written before they existed load as they are, as Running without
+// "clean": true.
 func TestLoadOptionalFields(t *testing.T) {
 	const record = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
 	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"`
@@ -193,8 +197,10 @@ func TestLoadOptionalFields(t *testing.T) {
 	annotated := a
 	annotated.Annotations = map[string]string{"node": "n1"}
 	state := func(ps []Plugin, pending []PendingDeregistration) State {
-		return State{Version: 1, Revision: 3, Plugins: ps, Pending: pending}
+		return State{Version: 1, Revision: 3, Running: true, Plugins: ps, Pending: pending}
 	}
+	clean := state([]Plugin{}, nil)
+	clean.Running = false
 	tests := []struct {
 		name, doc string
 		want      State
@@ -202,6 +208,8 @@ func TestLoadOptionalFields(t *testing.T) {
 		{"plugin without annotations", `{"version": 1, "revision": 3, "plugins": [` + record + `}]}`, state([]Plugin{a}, nil)},
 		{"plugin with annotations", `{"version": 1, "revision": 3, "plugins": [` + record + `, "annotations": {"node": "n1"}}]}`, state([]Plugin{annotated}, nil)},
 		{"pending absent", `{"version": 1, "revision": 3, "plugins": []}`, state([]Plugin{}, nil)},
+		{"clean", `{"version": 1, "revision": 3, "clean": true, "plugins": []}`, clean},
+		{"clean false", `{"version": 1, "revision": 3, "clean": false, "plugins": []}`, state([]Plugin{}, nil)},
 		{"pending empty", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": []}`, state([]Plugin{}, nil)},
 		{"pending null", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": null}`, state([]Plugin{}, nil)},
 		{"pending one", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": [` + record + `, "reason": "removed"}]}`,
@@ -213,7 +221,7 @@ func TestLoadOptionalFields(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s, err := Load(path)
+			s, err := Load(path, 0)
 			if err != nil {
 				t.Fatalf("Load = %v", err)
 			}
@@ -226,10 +234,10 @@ func TestLoadOptionalFields(t *testing.T) {
 
 func TestSaveEmpty(t *testing.T) {
 	path := filepath.Join(tempDir(t), "state.json")
-	if err := Save(path, NewRegistry().State()); err != nil {
+	if err := Save(path, NewRegistry().State(), 0); err != nil {
 		t.Fatalf("Save = %v", err)
 	}
-	got, err := Load(path)
+	got, err := Load(path, 0)
 	if err != nil {
 		t.Fatalf("Load = %v", err)
 	}
@@ -282,7 +290,7 @@ func TestSaveInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tempDir(t)
 			path := filepath.Join(dir, "state.json")
-			err := Save(path, tc.s)
+			err := Save(path, tc.s, 0)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 				t.Errorf("Save = %v, want an error naming %s and saying %q", err, path, tc.want)
 			}
@@ -301,7 +309,7 @@ func TestSaveFailure(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	err := Save(path, testState())
+	err := Save(path, testState(), 0)
 	if err == nil {
 		t.Fatal("Save over a directory succeeded")
 	}
@@ -314,7 +322,7 @@ func TestSaveFailure(t *testing.T) {
 
 	// A missing directory is created.
 	missing := filepath.Join(dir, "missing", "state.json")
-	if err := Save(missing, testState()); err != nil {
+	if err := Save(missing, testState(), 0); err != nil {
 		t.Errorf("Save in a missing directory = %v, want it created", err)
 	}
 	// A directory that cannot be created: a regular file is in the way.
@@ -322,14 +330,14 @@ func TestSaveFailure(t *testing.T) {
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = Save(filepath.Join(blocker, "state.json"), testState())
+	err = Save(filepath.Join(blocker, "state.json"), testState(), 0)
 	if err == nil || !strings.Contains(err.Error(), "create directory") || strings.Contains(err.Error(), ".tmp-") {
 		t.Errorf("Save under a regular file = %v, want a create directory error without the temporary name", err)
 	}
 }
 
 func TestLoadMissing(t *testing.T) {
-	_, err := Load(filepath.Join(tempDir(t), "state.json"))
+	_, err := Load(filepath.Join(tempDir(t), "state.json"), 0)
 	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) {
 		t.Errorf("Load of a missing file = %v, want fs.ErrNotExist", err)
 	}
@@ -389,7 +397,7 @@ func TestLoadCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Load(path)
+			_, err := Load(path, 0)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Load = %v, want ErrCorrupt", err)
 			}
@@ -406,20 +414,35 @@ func TestLoadCorrupt(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Load(path); err != nil {
-			t.Errorf("Load(%s) = %v", data, err)
+		if _, err := Load(path, 0); err != nil {
+			t.Errorf("Load(%s, 0) = %v", data, err)
 		}
 	}
 }
 
 func TestLoadTooLarge(t *testing.T) {
 	path := filepath.Join(tempDir(t), "state.json")
-	data := `{"version": 1, "revision": 3, "plugins": []}` + strings.Repeat(" ", maxStateBytes)
+	head := `{"version": 1, "revision": 3, "plugins": []}`
+	data := head + strings.Repeat(" ", MinStateLimit+1-len(head))
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("Load of %d bytes = %v, want ErrCorrupt, larger than", len(data), err)
+	for _, limit := range []int64{0, MinStateLimit} {
+		if _, err := Load(path, limit); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
+			t.Errorf("Load of %d bytes, limit %d = %v, want ErrCorrupt, larger than", len(data), limit, err)
+		}
+	}
+
+	// A limit of its own, exactly.
+	data = head + strings.Repeat(" ", 100)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, int64(len(data))); err != nil {
+		t.Errorf("Load of %d bytes, limit %d = %v, want it loaded", len(data), len(data), err)
+	}
+	if _, err := Load(path, int64(len(data)-1)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load of %d bytes, limit %d = %v, want ErrCorrupt", len(data), len(data)-1, err)
 	}
 }
 
@@ -476,7 +499,7 @@ func TestQuarantineCorrupt(t *testing.T) {
 // writes the declared stateDoc, and a newline: what Save must write.
 func indentedDoc(t *testing.T, s State) string {
 	t.Helper()
-	d := stateDoc{Version: StateVersion, Revision: s.Revision, Plugins: make([]pluginRecord, len(s.Plugins))}
+	d := stateDoc{Version: StateVersion, Revision: s.Revision, Clean: !s.Running, Plugins: make([]pluginRecord, len(s.Plugins))}
 	for i, p := range s.Plugins {
 		d.Plugins[i] = recordOf(p)
 	}
@@ -490,6 +513,11 @@ func indentedDoc(t *testing.T, s State) string {
 	return string(b) + "\n"
 }
 
+// FuzzLoad feeds arbitrary bytes to Load as a state file. Load must not
+// panic, and must either refuse them with ErrCorrupt or accept a State that
+// Save writes as the indented JSON of its document, that Load then reads
+// back unchanged, and that a Registry restored from it (NewRegistryFrom)
+// gives back, sorted, as its State.
 func FuzzLoad(f *testing.F) {
 	for _, s := range []State{{}, testState()} {
 		data, err := s.MarshalJSON()
@@ -511,7 +539,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, err := Load(path)
+		s, err := Load(path, 0)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Load = %v, want nil or ErrCorrupt", err)
@@ -519,7 +547,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		// What Load accepts, Save writes and Load reads back unchanged.
-		if err := Save(path, s); err != nil {
+		if err := Save(path, s, 0); err != nil {
 			t.Fatalf("Save of a loaded state = %v", err)
 		}
 		// Save streams the document record by record; it is the one
@@ -531,15 +559,19 @@ func FuzzLoad(f *testing.F) {
 		if diff := cmp.Diff(indentedDoc(t, s), string(written)); diff != "" {
 			t.Fatalf("Save wrote (-json.MarshalIndent of the stateDoc +written):\n%s", diff)
 		}
-		got, err := Load(path)
+		got, err := Load(path, 0)
 		if err != nil {
 			t.Fatalf("Load after Save = %v", err)
 		}
 		if diff := cmp.Diff(s, got); diff != "" {
 			t.Fatalf("Load after Save (-want +got):\n%s", diff)
 		}
-		// And a Registry restored from it gives it back.
+		// And a Registry restored from it gives it back, past the
+		// RevisionGap if it is Running.
 		r := NewRegistryFrom(s)
+		if s.Running {
+			s.Running, s.Revision = false, s.Revision+min(RevisionGap, math.MaxUint64-s.Revision)
+		}
 		slices.SortFunc(s.Plugins, comparePlugins)
 		slices.SortFunc(s.Pending, comparePending)
 		if diff := cmp.Diff(s, r.State()); diff != "" {

@@ -18,7 +18,7 @@ func TestSaveMode(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Save(path, testState()); err != nil {
+	if err := Save(path, testState(), 0); err != nil {
 		t.Fatalf("Save = %v", err)
 	}
 	fi, err := os.Stat(path)

@@ -14,33 +14,24 @@ import (
 // order, with revisions increasing by one.
 //
 // The channel is closed when ctx is done or the Registry is closed. A
-// watcher that does not keep up never blocks Apply or other watchers: up to
-// QueueSize events wait for it; when one more arrives its queue, and the
-// event it was being offered, are dropped, and it gets a Resync snapshot
-// instead, followed by the events after it. So a watcher that stalls and
-// then reads on receives a Resync as its next event. A Resync replaces all
-// that the watcher knew; no event is missed or repeated around it.
+// watcher that does not keep up never blocks Apply or other watchers, and
+// holds no copies of the events it has yet to get: they wait in the
+// history. It may fall QueueSize events behind, plus the backlog it
+// resumed with, as long as the history still holds its next event; when
+// it falls further, the event it was being offered and those after it are
+// dropped, and it gets a Resync snapshot instead, followed by the events
+// after it. So a watcher that stalls and then reads on receives a Resync
+// as its next event. A Resync replaces all that the watcher knew; no event
+// is missed or repeated around it.
 //
 // Every received event is the watcher's own copy.
 func (r *Registry) Watch(ctx context.Context, since uint64) <-chan Event {
 	out := make(chan Event)
-	w := &watcher{limit: QueueSize, wake: make(chan struct{}, 1)}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	w := r.subscribe(since)
+	if w == nil {
 		close(out)
 		return out
 	}
-	if since == 0 {
-		w.queue = []Event{r.snapshotLocked(Snapshot)}
-	} else if evs, ok := r.eventsAfterLocked(since); ok {
-		w.queue = evs
-		w.limit += len(evs) // the backlog does not count against QueueSize
-	} else {
-		w.queue = []Event{r.snapshotLocked(Resync)}
-	}
-	r.watchers[w] = struct{}{}
-	r.mu.Unlock()
 	go r.pump(ctx, w, out)
 	return out
 }
@@ -56,26 +47,55 @@ func (r *Registry) Watchers() int {
 // they fell behind or resumed from a revision the history no longer held.
 func (r *Registry) Resyncs() uint64 { return r.resyncs.Load() }
 
-// watcher is one Watch's queue. Apply appends to it under the registry's
-// lock; the watch's pump goroutine takes from it.
+// watcher is one watch's place in the registry's sequence of events: the
+// events it has yet to get are those of the history after cursor, so that
+// what a watcher holds does not grow with how far behind it is. Apply calls
+// push under the registry's lock; the watch's goroutine calls next.
 type watcher struct {
 	mu       sync.Mutex
-	queue    []Event // waiting to be sent, oldest first
-	limit    int     // longest queue before an overflow
-	overflow bool    // queue dropped: the pump must send a Resync next
+	first    Event  // the Snapshot or Resync the watch starts with, until taken; Kind "" for none
+	cursor   uint64 // revision of the last event taken, or of first
+	limit    uint64 // events it may fall behind cursor before an overflow
+	overflow bool   // it fell behind: next makes a Resync instead of taking events
 	wake     chan struct{}
 }
 
-// push queues ev, or marks the watcher overflowed, and wakes its pump. It
-// never blocks.
+// subscribe adds a watcher that starts after revision since (see Watch);
+// it returns nil if the registry is closed.
+func (r *Registry) subscribe(since uint64) *watcher {
+	w := &watcher{limit: QueueSize, wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	switch {
+	case since == 0:
+		w.first, w.cursor = r.snapshotLocked(Snapshot), r.rev
+	case since <= r.rev && r.rev-since <= uint64(len(r.history)):
+		w.cursor = since
+		w.limit += r.rev - since // the backlog does not count against QueueSize
+	default:
+		w.first, w.cursor = r.snapshotLocked(Resync), r.rev
+	}
+	r.watchers[w] = struct{}{}
+	return w
+}
+
+// unsubscribe removes w: Apply no longer pushes to it.
+func (r *Registry) unsubscribe(w *watcher) {
+	r.mu.Lock()
+	delete(r.watchers, w)
+	r.mu.Unlock()
+}
+
+// push tells w that ev was recorded, and marks it overflowed if it fell
+// too far behind, or if the history no longer holds its next event. It
+// never blocks. The caller holds the registry's lock and has recorded ev.
 func (w *watcher) push(ev Event) {
 	w.mu.Lock()
-	switch {
-	case w.overflow: // a Resync will cover ev
-	case len(w.queue) >= w.limit:
-		w.queue, w.overflow = nil, true
-	default:
-		w.queue = append(w.queue, ev)
+	if behind := ev.Revision - w.cursor; !w.overflow && (behind > w.limit || behind > HistorySize) {
+		w.first, w.overflow = Event{}, true
 	}
 	w.mu.Unlock()
 	select {
@@ -84,34 +104,84 @@ func (w *watcher) push(ev Event) {
 	}
 }
 
+// overflowed reports whether w has a Resync to take instead of events.
 func (w *watcher) overflowed() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.overflow
 }
 
+// next takes w's next event: its first, a copy of the history's event
+// after w.cursor, or a Resync, made now, if w overflowed. It reports false
+// if there is nothing to take.
+func (r *Registry) next(w *watcher) (Event, bool) {
+	// The registry's read lock keeps Apply out, so a Resync is at a
+	// revision after which nothing is pushed yet: the events that follow
+	// it start at ev.Revision+1. (While w.overflow was set, push ignored
+	// every event, and those are in the Resync.)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.overflow:
+		w.overflow, w.cursor, w.limit = false, r.rev, QueueSize
+		return r.snapshotLocked(Resync), true // listLocked made copies
+	case w.first.Kind != "":
+		ev := w.first
+		w.first = Event{}
+		return ev, true
+	case w.cursor == r.rev:
+		return Event{}, false
+	}
+	w.cursor++
+	return r.eventLocked(w.cursor).clone(), true
+}
+
+// eventLocked returns the history's event at revision rev, which the
+// history holds.
+func (r *Registry) eventLocked(rev uint64) Event {
+	n := len(r.history) // the history holds revisions r.rev-n+1 .. r.rev
+	return r.history[(r.head+n-1-int(r.rev-rev))%n]
+}
+
+// wait returns w's next event, waiting for one. It reports false once ctx
+// is done or the registry is closed.
+func (r *Registry) wait(ctx context.Context, w *watcher) (Event, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return Event{}, false
+		case <-r.done:
+			return Event{}, false
+		default:
+		}
+		if ev, ok := r.next(w); ok {
+			return ev, true
+		}
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			return Event{}, false
+		case <-r.done:
+			return Event{}, false
+		}
+	}
+}
+
 // pump sends w's events to out until ctx is done or the registry is closed,
-// then unregisters w and closes out.
+// then unsubscribes w and closes out. It holds one event at a time for
+// the reader, and drops it for a Resync if w overflows meanwhile.
 func (r *Registry) pump(ctx context.Context, w *watcher, out chan<- Event) {
 	defer func() {
-		r.mu.Lock()
-		delete(r.watchers, w)
-		r.mu.Unlock()
+		r.unsubscribe(w)
 		close(out)
 	}()
 	for {
-		ev, ok := r.next(w)
+		ev, ok := r.wait(ctx, w)
 		if !ok {
-			select {
-			case <-w.wake:
-				continue
-			case <-ctx.Done():
-				return
-			case <-r.done:
-				return
-			}
+			return
 		}
-		ev = ev.clone()
 	send:
 		for {
 			select {
@@ -131,35 +201,4 @@ func (r *Registry) pump(ctx context.Context, w *watcher, out chan<- Event) {
 			}
 		}
 	}
-}
-
-// next takes the next event for w off its queue, or makes a Resync if w
-// overflowed. It reports false if there is nothing to send.
-func (r *Registry) next(w *watcher) (Event, bool) {
-	w.mu.Lock()
-	if !w.overflow {
-		defer w.mu.Unlock()
-		if len(w.queue) == 0 {
-			return Event{}, false
-		}
-		ev := w.queue[0]
-		w.queue[0] = Event{}
-		w.queue = w.queue[1:]
-		if len(w.queue) == 0 {
-			w.queue = nil
-		}
-		return ev, true
-	}
-	w.mu.Unlock()
-
-	// The registry's read lock keeps Apply out, so the snapshot is at a
-	// revision after which nothing is queued yet: the events that follow
-	// it start at ev.Revision+1. (While w.overflow was set, push dropped
-	// every event, and those are in the snapshot.)
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.queue, w.overflow = nil, false
-	return r.snapshotLocked(Resync), true
 }

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -195,32 +196,44 @@ func TestWatchResume(t *testing.T) {
 }
 
 // TestWatchHistory checks the edge of the history: a watcher can resume
-// from the revision before the oldest event kept, not from an earlier one,
-// and a backlog longer than QueueSize does not overflow.
+// from the revision before the oldest event kept, not from an earlier one;
+// a backlog longer than QueueSize does not overflow while the history
+// holds it; a watcher whose next event the history drops gets a Resync.
 func TestWatchHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistry()
 		applied := registerN(r, HistorySize+50)
-		rev := r.Revision()
-		oldest := rev - HistorySize + 1 // revision of the oldest event kept
+		oldest := r.Revision() - HistorySize + 1 // revision of the oldest event kept
 
-		ch := r.Watch(t.Context(), oldest-1)
-		more := registerN(r, 10) // arrive while the backlog waits
-		want := append(slices.Clone(applied[oldest-1:]), more...)
-		got := recvN(t, ch, len(want))
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("Watch(%d) (-want +got):\n%s", oldest-1, diff)
+		const more = 10
+		since := oldest - 1 + more
+		ch := r.Watch(t.Context(), since)
+		later := registerN(r, more) // arrive while the backlog waits
+		want := append(slices.Clone(applied[since:]), later...)
+		if diff := cmp.Diff(want, recvN(t, ch, len(want))); diff != "" {
+			t.Errorf("Watch(%d) (-want +got):\n%s", since, diff)
 		}
 		noEvent(t, ch)
 
-		ch = r.Watch(t.Context(), oldest-2)
+		oldest = r.Revision() - HistorySize + 1
+		ch = r.Watch(t.Context(), oldest-1)
+		synctest.Wait() // it holds the oldest event for the reader
+		registerN(r, 2) // the history drops the event after it
 		wantResync := Event{Revision: r.Revision(), Kind: Resync, Time: t0, Plugins: r.List("")}
+		if diff := cmp.Diff(wantResync, recv(t, ch)); diff != "" {
+			t.Errorf("Watch(%d), then the history dropped its next event: (-want +got):\n%s", oldest-1, diff)
+		}
+		noEvent(t, ch)
+
+		oldest = r.Revision() - HistorySize + 1
+		ch = r.Watch(t.Context(), oldest-2)
+		wantResync = Event{Revision: r.Revision(), Kind: Resync, Time: t0, Plugins: r.List("")}
 		if diff := cmp.Diff(wantResync, recv(t, ch)); diff != "" {
 			t.Errorf("Watch(%d): (-want +got):\n%s", oldest-2, diff)
 		}
 		noEvent(t, ch)
-		if n := r.Resyncs(); n != 1 {
-			t.Errorf("Resyncs() = %d, want 1", n)
+		if n := r.Resyncs(); n != 2 {
+			t.Errorf("Resyncs() = %d, want 2", n)
 		}
 	})
 }
@@ -528,6 +541,63 @@ func TestWatchEventsAreCopies(t *testing.T) {
 		}
 		if diff := cmp.Diff([]Plugin{csiHostpath, sriov}, r.List("")); diff != "" {
 			t.Errorf("List (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// heapBytes returns the bytes of live heap objects after a collection.
+func heapBytes() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestWatchStuckMemory has watchers that never read, at 1,000 plugins and
+// a full history. Resuming from the oldest event kept, each holds the one
+// event offered to its reader, not a copy of its backlog; once it falls
+// behind, it holds one Resync.
+func TestWatchStuckMemory(t *testing.T) {
+	const plugins, watchers = 1000, 50
+	synctest.Test(t, func(t *testing.T) {
+		r := NewRegistry()
+		churn := func(n int) {
+			for i := range n {
+				p := csiHostpath
+				p.SocketPath = fmt.Sprintf("/reg/%d.sock", i%plugins)
+				r.Apply(Registered, p, "", t0)
+			}
+		}
+		churn(plugins + HistorySize)
+		base := heapBytes()
+		snapshot := r.List("")
+		snapshotBytes := heapBytes() - base
+		runtime.KeepAlive(snapshot)
+
+		base = heapBytes()
+		since := r.Revision() - HistorySize
+		chs := make([]<-chan Event, watchers)
+		for i := range chs {
+			chs[i] = r.Watch(t.Context(), since)
+		}
+		synctest.Wait()
+		perWatcher := float64(heapBytes()-base) / watchers
+		t.Logf("a watcher resumed %d events behind, at %d plugins, holds %.0f bytes", HistorySize, plugins, perWatcher)
+		if perWatcher > 16<<10 {
+			t.Errorf("a stuck watcher resumed %d events behind holds %.0f bytes, want at most 16 KiB", HistorySize, perWatcher)
+		}
+
+		churn(HistorySize + 1) // every watcher falls behind
+		synctest.Wait()
+		perWatcher = float64(heapBytes()-base) / watchers
+		t.Logf("a stuck watcher that fell behind holds %.0f bytes; one snapshot takes %d", perWatcher, snapshotBytes)
+		if perWatcher > 1.5*float64(snapshotBytes) {
+			t.Errorf("a stuck watcher that fell behind holds %.0f bytes, want at most 1.5 snapshots of %d", perWatcher, snapshotBytes)
+		}
+		for _, ch := range chs {
+			if ev := recv(t, ch); ev.Kind != Resync {
+				t.Errorf("stuck watcher's next event is %s at revision %d, want a resync", ev.Kind, ev.Revision)
+			}
 		}
 	})
 }

@@ -93,12 +93,16 @@ func (l *loop) registerFailed(res *Result) {
 		l.fdExhausted("registration failed", a...)
 		return
 	}
+	msg := "registration failed"
+	if pathChanged(err) {
+		msg = "socket refused: path changed between scan and dial"
+	}
 	if retry == 0 || l.reported[op.Path]&reportedFailed != 0 {
-		l.log.Debug("registration failed", a...)
+		l.log.Debug(msg, a...)
 		return
 	}
 	l.reported[op.Path] |= reportedFailed
-	l.log.Warn("registration failed", a...)
+	l.log.Warn(msg, a...)
 }
 
 // deregistered records a deregistration, which always succeeds: the
@@ -124,14 +128,31 @@ func (l *loop) deregistered(res *Result) {
 	l.log.Info(msg, append(a, "reason", op.Reason.String())...)
 }
 
-// verified records the check of a plugin restored from the state file.
+// verified records the check of a plugin restored from the state file. A
+// check its handler could not answer (statecache.ErrUnchecked) leaves the
+// plugin registered and is retried: a Warn the first time for the
+// socket, Debug after that.
 func (l *loop) verified(res *Result) {
-	l.cache.Done(res.Op, plugins.Plugin{}, res.Err)
-	if res.Err != nil {
+	op := res.Op
+	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, res.Err)) * l.interval
+	switch {
+	case errors.Is(res.Err, statecache.ErrUnchecked):
+		a := append(attrs(res), "attempt", op.Attempt, "err", errText(res.Err))
+		if retry > 0 {
+			a = append(a, "retry", retry)
+		}
+		if l.reported[op.Path]&reportedFailed != 0 {
+			l.log.Debug("restored plugin not checked", a...)
+			return
+		}
+		l.reported[op.Path] |= reportedFailed
+		l.log.Warn("restored plugin not checked", a...)
+	case res.Err != nil:
 		l.log.Info("restored plugin not verified", append(attrs(res), "err", errText(res.Err))...)
-		return
+	default:
+		delete(l.reported, op.Path)
+		l.log.Info("plugin restored", attrs(res)...)
 	}
-	l.log.Info("plugin restored", attrs(res)...)
 }
 
 // probed records a liveness check: a Probe (GetInfo) or a Ping (connect),

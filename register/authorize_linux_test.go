@@ -14,6 +14,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -96,7 +97,7 @@ func TestAllowUIDs(t *testing.T) {
 			h.Add("CSIPlugin", &plugins.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}})
 			c := &Client{Handlers: h, AllowUIDs: tc.allow}
 
-			p, err := c.Register(t.Context(), path)
+			p, err := c.Register(t.Context(), path, scan.ID{})
 			var st *pluginregistration.RegistrationStatus
 			select {
 			case st = <-plugin.status: // sent before the plugin replies to Register's call
@@ -182,7 +183,7 @@ func TestAllowUIDsUnreadable(t *testing.T) {
 	if err == nil || errors.As(err, new(*notAllowedError)) {
 		t.Errorf("authorize over a pipe = %v, want a failure to read credentials", err)
 	}
-	if _, err := c.Register(t.Context(), filepath.Join(filepath.Dir(path), "gone.sock")); !errors.Is(err, os.ErrNotExist) || isRejection(err) {
+	if _, err := c.Register(t.Context(), filepath.Join(filepath.Dir(path), "gone.sock"), scan.ID{}); !errors.Is(err, os.ErrNotExist) || isRejection(err) {
 		t.Errorf("Register of a missing socket = %v, want ErrNotExist, not a rejection", err)
 	}
 }

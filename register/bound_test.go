@@ -20,27 +20,11 @@ import (
 	"github.com/plugreg/plugreg/scan"
 )
 
-func TestCut(t *testing.T) {
-	long := strings.Repeat("é", 400) // 800 bytes, 2 per rune
-	for _, tc := range []struct {
-		name, in, want string
-	}{
-		{"short", "csi.example.com", "csi.example.com"},
-		{"at the bound", strings.Repeat("x", maxText), strings.Repeat("x", maxText)},
-		{"over", strings.Repeat("x", maxText+1), strings.Repeat("x", maxText) + "… (513 bytes)"},
-		{"at a rune boundary", long, strings.Repeat("é", maxText/2) + "… (800 bytes)"},
-		{"invalid UTF-8", "a\xffb", "a\uFFFDb"},
-	} {
-		if got := cut(tc.in); got != tc.want {
-			t.Errorf("cut(%s) = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 // junkPlugin answers every GetInfo with another junk type, name, endpoint
-// and version of 12 KB each (the reply stays under MaxInfoBytes), or every
-// other time with an error status whose message is 12 KB of junk: a plugin
-// that tries to make the agent store, log and publish without bound.
+// and version of 12 KB each, and junkVersions more short versions (the
+// reply stays under MaxInfoBytes), or every other time with an error
+// status whose message is 12 KB of junk: a plugin that tries to make the
+// agent store, log and publish without bound.
 type junkPlugin struct {
 	pluginregistration.UnimplementedRegistrationServer
 	calls atomic.Int64
@@ -52,8 +36,16 @@ func (j *junkPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (
 	if n%2 == 0 {
 		return nil, status.Error(codes.Unavailable, junk)
 	}
-	return &pluginregistration.PluginInfo{Type: junk, Name: junk, Endpoint: junk, SupportedVersions: []string{junk}}, nil
+	versions := []string{junk}
+	for i := range junkVersions {
+		versions = append(versions, fmt.Sprint(i))
+	}
+	return &pluginregistration.PluginInfo{Type: junk, Name: junk, Endpoint: junk, SupportedVersions: versions}, nil
 }
+
+// junkVersions is how many short versions a junkPlugin adds to its junk
+// one: more than a valid plugin may report.
+const junkVersions = 4 * plugins.MaxVersions
 
 func (j *junkPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
 	return &pluginregistration.RegistrationStatusResponse{}, nil
@@ -105,9 +97,10 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 	wctx, stopWatch := context.WithCancel(ctx)
 	var events []plugins.Event
 	watched := make(chan struct{})
+	watch := reg.Watch(wctx, 0) // subscribed before Run starts: no event is missed
 	go func() {
 		defer close(watched)
-		for ev := range reg.Watch(wctx, 0) {
+		for ev := range watch {
 			events = append(events, ev)
 		}
 	}()
@@ -157,9 +150,12 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 			if ev.Plugin.SocketPath != filepath.Join(dir, "junk.sock") {
 				t.Errorf("rejected event names socket %q, want %s", ev.Plugin.SocketPath, filepath.Join(dir, "junk.sock"))
 			}
-			for _, s := range []string{ev.Plugin.Name, ev.Plugin.Type, ev.Plugin.Endpoint, ev.Error} {
-				if len(s) > maxText+32 {
-					t.Errorf("rejected event holds %d bytes of plugin text, want at most %d", len(s), maxText+32)
+			if n := len(ev.Plugin.Versions); n == 0 || n > plugins.MaxVersions {
+				t.Errorf("rejected event holds %d of the %d versions sent, want 1 to %d: no more than a valid plugin may have", n, 1+junkVersions, plugins.MaxVersions)
+			}
+			for _, s := range append([]string{ev.Plugin.Name, ev.Plugin.Type, ev.Plugin.Endpoint, ev.Error}, ev.Plugin.Versions...) {
+				if len(s) > plugins.MaxText+32 {
+					t.Errorf("rejected event holds %d bytes of plugin text, want at most %d", len(s), plugins.MaxText+32)
 				}
 			}
 		}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -70,6 +72,15 @@ type Client struct {
 	// never paced.
 	Pace func() <-chan struct{}
 
+	// Dirs are the plugin directories, as the scanner resolved them
+	// (scan.Scanner.Dirs). The scan follows no symlink below them, and
+	// neither does a connect: a socket whose path, below the plugin
+	// directory it is in, goes through a symlink (a directory swapped for
+	// one since the scan) is refused before the connect, or dropped right
+	// after it, and nothing is sent to it. Sockets in no plugin directory
+	// are checked for the socket file alone.
+	Dirs []string
+
 	Log *slog.Logger // nil: discard
 }
 
@@ -81,14 +92,20 @@ func (c *Client) log() *slog.Logger {
 }
 
 // Register registers the plugin serving the pluginregistration v1 API on
-// the socket at path. A rejection (no handler, failed validation, failed
+// the socket at path, which the scan saw as id (scan.Entry.ID). The socket
+// connected to must be that one, reached through no symlink below c.Dirs:
+// another one, a socket replaced or a directory swapped for a symlink since
+// the scan, is refused before any call (pathChanged); the scan sees the
+// change, and a new socket is a new incarnation to register. A zero id
+// only checks that the socket file is the same before and after the
+// connect. A rejection (no handler, failed validation, failed
 // registration) was reported to the plugin and wraps a *RejectError; any
 // other error is transient (a socket that is not ready yet, a plugin that
 // is slow or gone, a handler call that timed out, a handler that is
 // unavailable: plugins.ErrHandlerUnavailable). Both are wrapped in an
 // *OpError.
-func (c *Client) Register(ctx context.Context, path string) (plugins.Plugin, error) {
-	conn, rc, err := c.connect(ctx, path, scan.ID{}, nil)
+func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error) {
+	conn, rc, err := c.connect(ctx, path, id, nil)
 	if err != nil {
 		return plugins.Plugin{SocketPath: path}, err
 	}
@@ -198,7 +215,7 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 // (dialPaced).
 func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, socketStat, error) {
 	var conn net.Conn
-	file, err := connectChecked(path, want, func() (err error) {
+	file, err := connectChecked(c.dirOf(path), path, want, func() (err error) {
 		if pace != nil {
 			conn, err = dialPaced(path, pace)
 		} else {
@@ -217,39 +234,67 @@ func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func(
 
 // connectChecked runs connect, a connect by path to the socket at path,
 // and returns what the socket file is. The connect went by path, so it
-// must have reached the socket expected, not one swapped in (a symlink, or
-// another socket): want, the identity a registered plugin's socket had
-// when the scanner saw it, must be the socket file's after the connect;
-// with a zero want, the socket file must be the same before and after.
-// Errors are *OpErrors.
-func connectChecked(path string, want scan.ID, connect func() error) (socketStat, error) {
+// must have reached the socket expected, not one swapped in: the socket
+// file and each directory of path below root (the plugin directory path
+// is in; "" for none) are checked before the connect, and again after it.
+// No directory may be a symlink, and the socket file must be the same
+// both times and, with a non-zero want, the one the scan saw as want. A
+// check that fails before the connect prevents it. Errors are *OpErrors.
+func connectChecked(root, path string, want scan.ID, connect func() error) (socketStat, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
-	if want != (scan.ID{}) {
-		if err := connect(); err != nil {
-			return socketStat{}, &OpError{"dial", path, err}
-		}
-		file, err := socketFile(path)
-		if err == nil && !file.is(want) {
-			err = errNotRegistered
-		}
-		if err != nil {
-			return socketStat{}, &OpError{"dial", path, err}
-		}
-		return file, nil
+	file, err := socketAt(root, path)
+	if err == nil && want != (scan.ID{}) && !file.is(want) {
+		err = errNotRegistered
 	}
-	file, err := socketFile(path)
 	if err != nil {
 		return socketStat{}, &OpError{"dial", path, err}
 	}
 	if err := connect(); err != nil {
 		return socketStat{}, &OpError{"dial", path, err}
 	}
-	if again, err := socketFile(path); err != nil || again != file {
+	if again, err := socketAt(root, path); err != nil || again != file {
 		return socketStat{}, &OpError{"dial", path, errors.Join(errSwapped, err)}
 	}
 	return file, nil
+}
+
+// socketAt returns what the socket file at path is, once each directory of
+// path below root was found to be a directory, not a symlink.
+func socketAt(root, path string) (socketStat, error) {
+	if root != "" {
+		// The first name below root is at least one byte long.
+		for i := len(root) + 1; i < len(path); i++ {
+			if os.IsPathSeparator(path[i]) {
+				if err := realDir(path[:i]); err != nil {
+					return socketStat{}, err
+				}
+			}
+		}
+	}
+	return socketFile(path)
+}
+
+// dirOf returns the directory of c.Dirs that path is in (the longest, if
+// they nest), or "" if none.
+func (c *Client) dirOf(path string) string {
+	var root string
+	for _, d := range c.Dirs {
+		if len(d) > len(root) && len(path) > len(d) && strings.HasPrefix(path, d) &&
+			(os.IsPathSeparator(path[len(d)]) || os.IsPathSeparator(d[len(d)-1])) {
+			root = d
+		}
+	}
+	return root
+}
+
+// pathChanged reports whether err, from Register, says that the socket at
+// the path is not the one the scan saw: a directory on the path is a
+// symlink now, or the socket file is another. Nothing was sent to the
+// socket connected to, if any.
+func pathChanged(err error) bool {
+	return errors.Is(err, errSymlinked) || errors.Is(err, errNotRegistered) || errors.Is(err, errSwapped)
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the
@@ -278,9 +323,10 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // the plugin must answer GetInfo as it did then, and its handler must still
 // accept it (the agent may run with other --accept flags now). An error
 // wrapping statecache.ErrChanged means the plugin answered differently or
-// is no longer accepted; any other error, that it did not answer, or that
-// its handler did not (a timeout, plugins.ErrHandlerUnavailable). The
-// plugin is not notified: it already was, by the earlier run.
+// is no longer accepted; one wrapping statecache.ErrUnchecked, that its
+// handler did not answer (a timeout, plugins.ErrHandlerUnavailable), which
+// says nothing of the plugin; any other error, that the plugin did not
+// answer. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	path := old.SocketPath
 	p, err := c.infoAgain(ctx, old, "verify", nil)
@@ -295,12 +341,12 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	defer cancel()
 	unlock, err := c.Handlers.Lock(hctx, p.Type, p.Name)
 	if err != nil {
-		return &OpError{"verify", path, err}
+		return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrUnchecked, err)}
 	}
 	defer unlock()
 	if err := validate(hctx, h, p); err != nil {
 		if transient(ctx, hctx, err) {
-			return &OpError{"verify", path, err}
+			return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrUnchecked, err)}
 		}
 		return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
 	}

@@ -135,14 +135,17 @@
 // timeout, a plugin that is not ready, credentials that cannot be read, a
 // handler that is unavailable (an error wrapping
 // plugins.ErrHandlerUnavailable: a gRPC handler that is down, not
-// listening yet, or answered UNAVAILABLE). A failure is never reported to
+// listening yet, or answered UNAVAILABLE; an exec handler whose program
+// cannot start, being missing, not executable or replaced, or fork
+// failing). A failure is never reported to
 // the plugin, and is counted as "failed".
 // Both are retried with the backoff of the state cache (1, 2, 4, ...
 // intervals, capped at MaxBackoff) while the socket exists; the
 // "rejected" event and its Info log line come once per incarnation of the
 // socket, whatever the message, not at every retry. A plugin that hangs holds one of the MaxInFlight
 // slots until its timeout and delays no other. Sockets beyond MaxPlugins
-// are refused: logged once, counted, never dialled.
+// are refused: counted, never dialled, and logged with one warning that
+// gives their number (again when it changes, at most once a minute).
 //
 // # Liveness
 //
@@ -189,9 +192,13 @@
 //   - same identity, another answer or no longer accepted (with
 //     AllowUIDs, a uid no longer allowed counts as that): a "replaced"
 //     event, then a normal registration;
-//   - same identity, no answer from the plugin or from its handler (a
-//     timeout, a handler unavailable): "unhealthy", then "healthy" once
-//     a registration succeeds;
+//   - same identity, the same answer, but its handler does not answer (a
+//     timeout, a handler unavailable): it stays registered and listed,
+//     with no event and no DeRegister, and is verified again with the
+//     backoff of the state cache until the handler answers; the log says
+//     "restored plugin not checked", a warning the first time;
+//   - same identity, no answer from the plugin: "unhealthy", then
+//     "healthy" once a registration succeeds;
 //   - the socket gone, or a new socket at the path, while the agent was
 //     down: a "deregistered" event, then a normal registration of the new
 //     socket, if there is one.
@@ -219,16 +226,22 @@
 // # Symlinks
 //
 // The socket connected to is the socket scanned. The scan never follows
-// symlinks, and neither does the client: before it connects by path to
-// register, it lstats the path, which must be a socket, and after, it
-// lstats it again, which must give the same socket file (device and inode;
-// on Windows, a socket still). A GetInfo check of a registered plugin
-// lstats it once, after the connect, against the device and inode the scan
-// saw. A symlink swapped in at the path is a failed attempt, retried until
-// the scan sees the socket gone. A connect check does not look at the
-// file: a socket replaced is the scan's to see, within an interval. With
-// AllowUIDs, the owner is the one read at the connect, and the serving
-// process's credentials come from the connection itself.
+// symlinks below the plugin directories, and neither does the client: a
+// registration, a verification and a GetInfo check connect by path, and
+// before and after the connect the client lstats each directory of the
+// path below its plugin directory (Client.Dirs), none of which may be a
+// symlink, and the socket file, whose identity must be the one the scan
+// saw: device, inode and times, compared as the scan compares them (on
+// Windows, a socket still). A failed check before the connect prevents
+// it, and one after drops the connection unused: a socket behind a
+// directory swapped for a symlink, or bound at the path since the scan, is
+// sent nothing. For a registration it is a failed attempt, logged as
+// "socket refused: path changed between scan and dial" and retried until
+// the scan sees the change; a new socket is a new incarnation. A connect
+// check does not look at the file: a socket replaced is the scan's to
+// see, within an interval. With AllowUIDs, the owner is the one read at
+// the connect, and the serving process's credentials come from the
+// connection itself.
 //
 // # Logs
 //

@@ -1,6 +1,10 @@
 package register
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/plugreg/plugreg/scan"
+)
 
 // ErrNoHandler is wrapped in the error of Client.RetryDeregister when the
 // plugin's type has no handler any more (the agent was started again with
@@ -12,17 +16,21 @@ var ErrNoHandler = errors.New("register: no handler for the plugin type")
 var (
 	errNotSocket = errors.New("not a socket (a symlink is never followed)")
 	errSwapped   = errors.New("the socket file changed while connecting")
-	// errNotRegistered is a check that connected to a socket file other
-	// than the one registered (replaced; the scan sees it too).
-	errNotRegistered = errors.New("the socket file is not the one registered")
+	// errNotRegistered is a socket file other than the one the scan saw
+	// (replaced; the scan sees it too), at a registration or a check.
+	errNotRegistered = errors.New("the socket file is not the one scanned")
+	// errSymlinked is a directory below the plugin directory, on the way
+	// to the socket, that is a symlink now: the scan never followed it.
+	errSymlinked = errors.New("a directory on the path is a symlink (a symlink is never followed)")
 )
 
 // socketStat is what the agent knows of a socket file it connects to: its
-// identity (zero where socketFile does not read it) and owner.
+// identity, as the scan builds it (zero where socketFile does not read
+// it), and owner.
 type socketStat struct {
-	dev, ino uint64
-	uid      uint32
-	hasUID   bool
+	id     scan.ID
+	uid    uint32
+	hasUID bool
 }
 
 // OpError is a failed step of an operation on one socket.

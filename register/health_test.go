@@ -20,7 +20,7 @@ import (
 // what the test sends on the call's channel; the other operations succeed.
 type chanRegistrar struct{ calls chan chan error }
 
-func (f chanRegistrar) Register(ctx context.Context, path string) (plugins.Plugin, error) {
+func (f chanRegistrar) Register(ctx context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	reply := make(chan error)
 	f.calls <- reply
 	return plugins.Plugin{Name: "a", Type: "T", Endpoint: path, SocketPath: path}, <-reply

@@ -163,21 +163,26 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	for i := range 500 {
 		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
 	}
-	r.tick()
-	// All 500 are tried, at most MaxInFlight at a time, and fail.
+	// All 500 are tried, at most MaxInFlight at a time, and fail. The
+	// scans run while the sockets appear, so the outcomes may come before
+	// the tick that makes sure the last sockets are seen: the tick is sent
+	// while they are read, or the loop, blocked on r.applied, takes none.
+	ticks := r.ticks
 	peak := 0
-	for failed := 0; failed < 500; {
+	for failed, n := map[string]bool{}, 0; len(failed) < 500; {
 		select {
+		case ticks <- time.Now():
+			ticks = nil
 		case res := <-r.applied:
 			if res.Err == nil {
 				t.Fatalf("hung plugin registered: %+v", res)
 			}
-			failed++
-			if failed%8 == 0 { // a dump of every stack costs: sample
+			failed[res.Op.Path] = true
+			if n++; n%8 == 0 { // a dump of every stack costs: sample
 				peak = max(peak, operationGoroutines())
 			}
 		case <-time.After(eventTimeout):
-			t.Fatalf("%d of 500 hung plugins failed", failed)
+			t.Fatalf("%d of 500 hung plugins failed", len(failed))
 		}
 	}
 	// The agent's own goroutines: one per operation in flight, none left

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,6 +49,15 @@ type recorder struct {
 	// deregFails is how many DeRegister calls fail ("handler down") before
 	// they succeed again; guarded by mu.
 	deregFails int
+	// deregs holds every DeRegister call, the whole plugin and the reason,
+	// failed or not, in order; guarded by mu.
+	deregs []deregCall
+}
+
+// deregCall is one DeRegister call a recorder received.
+type deregCall struct {
+	Plugin plugins.Plugin
+	Reason string
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -85,11 +95,20 @@ func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason stri
 	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
+	r.deregs = append(r.deregs, deregCall{p, reason})
 	if r.deregFails > 0 {
 		r.deregFails--
 		return errors.New("handler down")
 	}
 	return nil
+}
+
+// deregistrations returns the DeRegister calls received so far.
+func (r *recorder) deregistrations() []deregCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.deregs)
 }
 
 // expect receives the next handler events and compares them.
@@ -141,13 +160,20 @@ func unixDir(t *testing.T) string {
 // changed by configure before Run starts.
 func newRig(t *testing.T, configure ...func(*Client)) *rig {
 	t.Helper()
+	return newRigFrom(t, plugins.NewRegistry(), configure...)
+}
+
+// newRigFrom is newRig with the registry reg, such as one an earlier agent
+// left in its state file.
+func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*Client)) *rig {
+	t.Helper()
 	dir := unixDir(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc, err := scan.New([]string{dir}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, dir: dir, handler: newRecorder(t), registry: plugins.NewRegistry(),
+	r := &rig{t: t, dir: dir, handler: newRecorder(t), registry: reg,
 		ticks: make(chan time.Time), applied: make(chan Result, 100), done: make(chan error, 1)}
 	h := plugins.NewHandlers()
 	h.Add("CSIPlugin", r.handler)
@@ -155,7 +181,7 @@ func newRig(t *testing.T, configure ...func(*Client)) *rig {
 	for _, f := range configure {
 		f(r.client)
 	}
-	rec := &Reconciler{Scan: sc.Scan, Registrar: r.client, Registry: r.registry,
+	rec := &Reconciler{Scan: scansEndWithTest(t, sc.Scan), Registrar: r.client, Registry: r.registry,
 		Interval: time.Second, ticks: r.ticks, Log: log,
 		applied: func(res Result) { r.applied <- res }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -624,7 +650,7 @@ func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
 func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
 	c := &Client{Handlers: plugins.NewHandlers()}
 	path := "/" + strings.Repeat("x", scan.MaxSocketPath)
-	_, err := c.Register(context.Background(), path)
+	_, err := c.Register(context.Background(), path, scan.ID{})
 	var tl *scan.PathTooLongError
 	if !errors.As(err, &tl) || tl.Limit != scan.MaxSocketPath {
 		t.Fatalf("Register(long path) = %v, want a PathTooLongError naming the limit", err)
@@ -684,6 +710,10 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	r.handler.mu.Unlock()
 	if fails != 0 {
 		t.Errorf("delivered with %d failures to come", fails)
+	}
+	call := deregCall{registered, plugins.ReasonRemoved}
+	if diff := cmp.Diff([]deregCall{call, call, call, call}, r.handler.deregistrations()); diff != "" {
+		t.Errorf("DeRegister calls (-want +got):\n%s", diff)
 	}
 	if got := r.registry.Pending(); got != nil {
 		t.Errorf("pending %+v after delivery, want none", got)
@@ -754,5 +784,55 @@ func TestIntegrationFailedRollbackIsPending(t *testing.T) {
 	got := r.registry.Pending()
 	if len(got) != 1 || got[0].Plugin.Name != "a" || got[0].Plugin.Endpoint != "/e" || got[0].Reason != plugins.ReasonRolledBack {
 		t.Errorf("pending %+v, want a at /e, rolled back", got)
+	}
+}
+
+// TestIntegrationRetriedDeregistrationIsTheOneThatFailed: a pending
+// deregistration, of each reason, reaches the handler's DeRegister with
+// its reason and the plugin as it was registered, annotations included:
+// from the running agent's registry, and from the state file an earlier
+// agent saved.
+func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
+	for _, reason := range []string{plugins.ReasonRemoved, plugins.ReasonReplaced, plugins.ReasonUnhealthy, plugins.ReasonRolledBack} {
+		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e/a", SocketPath: "/p/a.sock",
+			SocketID: scan.ID{Dev: 1, Ino: 2}, Versions: []string{"1.0.0", "1.1.0"},
+			RegisteredAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+			Annotations:  plugins.Annotations{"node": "n1", "volume-" + reason: "v1"}}
+		t.Run(reason+"/running", func(t *testing.T) {
+			r := newRig(t)
+			if _, err := r.registry.AddPending(p, reason); err != nil {
+				t.Fatal(err)
+			}
+			checkRetried(t, r, p, reason)
+		})
+		t.Run(reason+"/restarted", func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			if err := plugins.Save(path, plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}}, plugins.MinStateLimit); err != nil {
+				t.Fatal(err)
+			}
+			st, err := plugins.Load(path, plugins.MinStateLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRetried(t, newRigFrom(t, plugins.NewRegistryFrom(st)), p, reason)
+		})
+	}
+}
+
+// checkRetried ticks r until its pending deregistration of p is delivered,
+// and checks that the handler's one DeRegister call was of p for reason.
+func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason string) {
+	t.Helper()
+	r.tick()
+	r.handler.expect("deregister " + p.Name + " " + p.Endpoint + " " + reason)
+	if res := r.retried(); !res.Delivered || res.Err != nil {
+		t.Fatalf("retry: delivered %t, err %v; want delivered", res.Delivered, res.Err)
+	}
+	r.stop()
+	if diff := cmp.Diff([]deregCall{{p, reason}}, r.handler.deregistrations()); diff != "" {
+		t.Errorf("DeRegister calls (-want +got):\n%s", diff)
+	}
+	if got := r.registry.Pending(); got != nil {
+		t.Errorf("pending %+v after delivery, want none", got)
 	}
 }

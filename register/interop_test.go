@@ -25,13 +25,30 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // The registration client is hand-written (register/unary), so it is
 // checked against a gRPC server that is not grpc-go: a plugin on Python's
 // grpcio, whose HTTP/2 and gRPC framing come from gRPC's C core. `make
 // interop` runs these tests; they skip, with the reason, where no Python
-// with grpcio is found (apt-get install python3-grpcio, or .ci/interop/setup).
+// with grpcio is found (apt-get install python3-grpcio, or .ci/interop/setup),
+// unless PLUGREG_INTEROP_REQUIRED is 1, as `make interop` sets it: then
+// a skip fails the test.
+
+// requireInterop makes a skip of t a failure when PLUGREG_INTEROP_REQUIRED
+// is 1, so that a run meant to check interoperability cannot pass without
+// checking it.
+func requireInterop(t *testing.T) {
+	if os.Getenv("PLUGREG_INTEROP_REQUIRED") != "1" {
+		return
+	}
+	t.Cleanup(func() {
+		if t.Skipped() {
+			t.Error("interop: skipped, but PLUGREG_INTEROP_REQUIRED=1 requires this test to run")
+		}
+	})
+}
 
 // interopPython returns a Python interpreter that imports grpc: the one in
 // $PLUGREG_PYTHON, else Debian's /usr/bin/python3, else python3 on PATH.
@@ -145,6 +162,7 @@ func (p *pyPlugin) next(t *testing.T) pyEvent {
 // TestInteropPythonGRPC registers, probes and rejects plugins served by
 // Python's grpcio.
 func TestInteropPythonGRPC(t *testing.T) {
+	requireInterop(t)
 	py := interopPython(t)
 	dir := unixDir(t)
 	h := plugins.NewHandlers()
@@ -153,7 +171,7 @@ func TestInteropPythonGRPC(t *testing.T) {
 
 	t.Run("registers and answers probes", func(t *testing.T) {
 		p := startPyPlugin(t, py, dir, "ok")
-		got, err := c.Register(t.Context(), p.path)
+		got, err := c.Register(t.Context(), p.path, scan.ID{})
 		if err != nil {
 			t.Fatalf("Register: %v", err)
 		}
@@ -208,7 +226,7 @@ func TestInteropPythonGRPC(t *testing.T) {
 
 	t.Run("error status", func(t *testing.T) {
 		p := startPyPlugin(t, py, dir, "error")
-		_, err := c.Register(t.Context(), p.path)
+		_, err := c.Register(t.Context(), p.path, scan.ID{})
 		if st, _ := status.FromError(errors.Unwrap(err)); st.Code() != codes.PermissionDenied || st.Message() != "no info for you" || isRejection(err) {
 			t.Errorf("Register = %v, want a failure with PermissionDenied \"no info for you\", not a rejection", err)
 		}
@@ -223,7 +241,7 @@ func TestInteropPythonGRPC(t *testing.T) {
 	} {
 		t.Run(tc.mode+" reply", func(t *testing.T) {
 			p := startPyPlugin(t, py, dir, tc.mode)
-			_, err := c.Register(t.Context(), p.path)
+			_, err := c.Register(t.Context(), p.path, scan.ID{})
 			var rej *RejectError
 			if !errors.As(err, &rej) || rej.Msg != tc.msg {
 				t.Fatalf("Register = %v, want the rejection %q", err, tc.msg)
@@ -253,6 +271,7 @@ func TestInteropGoGRPC(t *testing.T) {
 		serveGoPlugin(t, path)
 		return
 	}
+	requireInterop(t)
 	dir := unixDir(t)
 	path := filepath.Join(dir, "go.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInteropGoGRPC$", "-test.count=1")

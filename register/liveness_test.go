@@ -105,7 +105,12 @@ func TestClientLivenessChecks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, tc.name[:4]+".sock")
 			calls, read := tc.serve(t, path)
-			c := &Client{GetInfoTimeout: 200 * time.Millisecond}
+			// The timeout ends the Probe of the plugin that never answers;
+			// a plugin that answers has as long as the test waits.
+			c := &Client{GetInfoTimeout: eventTimeout}
+			if tc.probe == "fail" {
+				c.GetInfoTimeout = 200 * time.Millisecond
+			}
 			p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
 
 			outcome := func(err error) string {

@@ -24,9 +24,13 @@ import (
 // TestPacedProbe runs the paced GetInfo check against real plugins: it
 // sends its request and reads the reply at a beat; without beats, it
 // reads it halfway to its deadline, and still fails at its deadline, or
-// when its context ends.
+// when its context ends. A check that must not end at its deadline has as
+// long as the test waits; one that must has pacedTimeout, time enough to
+// send its request on a loaded machine, and the one that reads halfway has
+// twice that, so that it ends a pacedTimeout before its deadline. The cases
+// run in parallel, so the test takes one pacedTimeout.
 func TestPacedProbe(t *testing.T) {
-	dir := unixDir(t)
+	const pacedTimeout = 2 * time.Second
 	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
 	other := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"2.0.0"}}
 	p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", Versions: []string{"1.0.0"}}
@@ -34,30 +38,32 @@ func TestPacedProbe(t *testing.T) {
 		rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) })
 	}
 	for _, tc := range []struct {
-		name   string
-		serve  func(t *testing.T, path string)
-		beat   bool // beats come, once the check waits for one
-		cancel bool // the context ends once the check waits for the beat
-		want   func(error) bool
+		name    string
+		serve   func(t *testing.T, path string)
+		beat    bool // beats come, once the check waits for one
+		cancel  bool // the context ends once the check waits for the beat
+		timeout time.Duration
+		want    func(error) bool
 	}{
 		{"answers as registered", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
-			true, false, func(err error) bool { return err == nil }},
+			true, false, eventTimeout, func(err error) bool { return err == nil }},
 		{"answers differently", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: other}) },
-			true, false, func(err error) bool { return errors.Is(err, statecache.ErrChanged) }},
+			true, false, eventTimeout, func(err error) bool { return errors.Is(err, statecache.ErrChanged) }},
 		{"answers, no beat", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
-			false, false, func(err error) bool { return err == nil }},
+			false, false, 2 * pacedTimeout, func(err error) bool { return err == nil }},
 		{"never answers, beat", silent,
-			true, false, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
+			true, false, pacedTimeout, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
 		{"never answers, no beat", silent,
-			false, false, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
+			false, false, pacedTimeout, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
 		{"context ends", silent,
-			false, true, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Canceled }},
+			false, true, eventTimeout, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Canceled }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(dir, tc.name[:5]+".sock")
+			t.Parallel()
+			path := filepath.Join(unixDir(t), "p.sock")
 			tc.serve(t, path)
 			b := newBeat()
-			c := &Client{GetInfoTimeout: 300 * time.Millisecond, Pace: b.next}
+			c := &Client{GetInfoTimeout: tc.timeout, Pace: b.next}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			done := make(chan error, 1)
@@ -83,8 +89,11 @@ func TestPacedProbe(t *testing.T) {
 			if oe, ok := errors.AsType[*OpError](err); err != nil && (!ok || oe.Path != path) {
 				t.Errorf("Probe error %#v, want an *OpError naming %s", err, path)
 			}
-			if tc.cancel && time.Since(start) >= c.GetInfoTimeout {
-				t.Errorf("Probe returned after %v, not when its context ended", time.Since(start))
+			switch d := time.Since(start); {
+			case tc.cancel && d >= c.GetInfoTimeout:
+				t.Errorf("Probe returned after %v, not when its context ended", d)
+			case !tc.beat && err == nil && d >= c.GetInfoTimeout:
+				t.Errorf("Probe returned after %v, at its deadline, not halfway to it", d)
 			}
 		})
 	}
@@ -93,8 +102,12 @@ func TestPacedProbe(t *testing.T) {
 // TestChecksOfAReplacedSocket checks that a GetInfo check of a
 // registered plugin, given the identity its socket had when it was
 // scanned, fails once another socket took that path, even one that
-// answers alike, paced or not. (A connect check does not look at the
-// file: the scan sees the new socket.)
+// answers alike, paced or not, and even one that got the old one's inode
+// (ext4 hands it back at once; tmpfs does not): the identity compared is
+// the scan's, times included. The old socket's times are set an hour back,
+// as a socket registered a while ago has them, so that the two differ
+// beyond the file system's timestamp granularity. (A connect check does
+// not look at the file: the scan sees the new socket.)
 func TestChecksOfAReplacedSocket(t *testing.T) {
 	dir := unixDir(t)
 	path := filepath.Join(dir, "p.sock")
@@ -116,6 +129,10 @@ func TestChecksOfAReplacedSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
 	old := idOf()
 	l.Close()
 	if err := os.Remove(path); err != nil {
@@ -123,9 +140,10 @@ func TestChecksOfAReplacedSocket(t *testing.T) {
 	}
 	grpcPlugin(t, path, &infoPlugin{info: info})
 	now := idOf()
-	if now.Dev == old.Dev && now.Ino == old.Ino {
-		t.Skip("the new socket got the old one's inode")
+	if now == old {
+		t.Fatalf("the new socket has the old one's identity %+v", now)
 	}
+	t.Logf("the new socket got the old one's inode: %v", now.Dev == old.Dev && now.Ino == old.Ino)
 	b := newBeat()
 	b.start(t)
 	for _, c := range []*Client{{}, {Pace: b.next}} {

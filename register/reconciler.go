@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,10 +19,11 @@ import (
 
 // Registrar runs the operations of the reconciler. Client is the real one.
 type Registrar interface {
-	// Register registers the plugin at the socket path. An error wrapping
-	// a *RejectError is a rejection; any error is retried with backoff
-	// while the socket exists.
-	Register(ctx context.Context, path string) (plugins.Plugin, error)
+	// Register registers the plugin at the socket path, which the scan saw
+	// as id: a socket other than that one is not registered. An error
+	// wrapping a *RejectError is a rejection; any error is retried with
+	// backoff while the socket exists.
+	Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error)
 	// Deregister deregisters a registered plugin; reason says why
 	// (statecache.Reason's text). The plugin leaves the Registry whatever
 	// it returns, and an error is logged. A handler call that failed is
@@ -34,7 +37,10 @@ type Registrar interface {
 	// pd stays pending, and is retried with backoff.
 	RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (delivered bool, err error)
 	// Verify checks a plugin restored from the state file; an error
-	// wrapping statecache.ErrChanged means it answers differently now.
+	// wrapping statecache.ErrChanged means it answers differently now,
+	// one wrapping statecache.ErrUnchecked that the check could not be
+	// made (its handler did not answer): it stays, and is checked again
+	// with backoff.
 	Verify(ctx context.Context, p plugins.Plugin) error
 	// Probe checks that a registered plugin still answers GetInfo; an
 	// error wrapping statecache.ErrChanged means it answers differently.
@@ -78,8 +84,10 @@ type Reconciler struct {
 	MaxInFlight int           // operations at once, retried deregistrations included; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
 	// MaxPlugins bounds the sockets the agent handles (0:
-	// DefaultMaxPlugins). Sockets beyond it are refused: logged once,
-	// counted, never dialled; the ones handled already keep their place.
+	// DefaultMaxPlugins). Sockets beyond it are refused: counted, never
+	// dialled, and logged with one warning that gives their number, again
+	// when the number changes but at most once a minute; the ones handled
+	// already keep their place.
 	MaxPlugins int
 
 	// ProbeInterval is the time between two connect checks (Ping) of a
@@ -476,15 +484,22 @@ type loop struct {
 	cache       *statecache.Cache[plugins.Plugin]
 	results     chan Result
 	inFlight    int
-	prev        scan.Snapshot   // the last scan, limited to maxPlugins
-	raw         scan.Snapshot   // the last scan as the scanner returned it
-	scanFault   bool            // scans fail; logged once, until a scan succeeds
-	refused     map[string]bool // sockets beyond maxPlugins, logged once each
-	reported    map[string]int  // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
-	fdFault     bool            // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
-	scanFailed  bool            // the last scan failed
-	observed    bool            // a scan was observed
-	ready       bool            // the first scan's operations have completed
+	prev        scan.Snapshot  // the last scan, limited to maxPlugins
+	raw         scan.Snapshot  // the last scan as the scanner returned it
+	scanFault   bool           // scans fail; logged once, until a scan succeeds
+	reported    map[string]int // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
+	fdFault     bool           // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
+	scanFailed  bool           // the last scan failed
+	observed    bool           // a scan was observed
+	ready       bool           // the first scan's operations have completed
+
+	// The sockets refused beyond maxPlugins (see reportRefused): how many the
+	// last scan refused and the first few of them, and the count the last
+	// warning gave (0 when none or when "no longer refused" followed it).
+	refusedCount    int
+	refusedSample   []string
+	refusedWarned   int
+	refusedWarnedAt time.Time
 
 	// The pending deregistrations (see retry.go).
 	retrying   int                            // retries in flight, beside the inFlight operations of the cache
@@ -533,7 +548,6 @@ func (r *Reconciler) newLoop() *loop {
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
 		cache:       statecache.New[plugins.Plugin](cfg),
 		reported:    make(map[string]int),
-		refused:     make(map[string]bool),
 		maxBackoff:  max(cfg.MaxBackoff, 1),
 		retries:     make(map[plugins.Key]*retrySchedule),
 		pending:     len(r.Registry.Pending()),
@@ -613,19 +627,20 @@ func (l *loop) observe(s scanned) {
 }
 
 // limit keeps at most maxPlugins sockets of snap: first those handled
-// already, then new ones in path order. The others are refused.
+// already, then new ones in path order. The others are refused: counted
+// once per path in Status.Refused while they stay, and logged by
+// reportRefused.
 func (l *loop) limit(snap scan.Snapshot) scan.Snapshot {
 	raw := l.raw
 	l.raw = snap
 	if len(snap.Entries) <= l.maxPlugins {
-		if len(l.refused) > 0 {
-			l.log.Info("sockets no longer refused", "count", len(l.refused), "max_plugins", l.maxPlugins)
-			clear(l.refused)
-		}
+		l.reportRefused(0, nil, len(snap.Entries), time.Now())
 		return snap
 	}
 	if scan.Diff(raw, snap).Empty() {
-		return l.prev // nothing changed: the same sockets kept, the same refused
+		// Nothing changed: the same sockets kept, the same refused.
+		l.reportRefused(l.refusedCount, l.refusedSample, len(snap.Entries), time.Now())
+		return l.prev
 	}
 	known := make(map[string]bool, len(l.prev.Entries))
 	for _, e := range l.prev.Entries {
@@ -642,20 +657,56 @@ func (l *loop) limit(snap scan.Snapshot) scan.Snapshot {
 		}
 	}
 	out := scan.Snapshot{Entries: make([]scan.Entry, 0, l.maxPlugins)}
-	still := make(map[string]bool)
+	var sample []string
+	var added uint64
 	for i, e := range snap.Entries {
 		if keep[i] {
 			out.Entries = append(out.Entries, e)
 			continue
 		}
-		still[e.Path] = true
-		if !l.refused[e.Path] {
-			l.log.Warn("socket refused: too many plugins", "path", e.Path, "max_plugins", l.maxPlugins)
-			l.r.update(func(s *Status) { s.Refused["max_plugins"]++ })
+		if len(sample) < refusedSampleLen {
+			sample = append(sample, e.Path)
+		}
+		// A socket handled before is kept, so a refused path the last
+		// scan saw was refused then too.
+		if _, seen := slices.BinarySearchFunc(raw.Entries, e.Path, func(x scan.Entry, p string) int { return strings.Compare(x.Path, p) }); !seen {
+			added++
 		}
 	}
-	l.refused = still
+	if added > 0 {
+		l.r.update(func(s *Status) { s.Refused["max_plugins"] += added })
+	}
+	l.reportRefused(len(snap.Entries)-len(out.Entries), sample, len(snap.Entries), time.Now())
 	return out
+}
+
+// refusedSampleLen is how many refused paths the warning quotes.
+const refusedSampleLen = 3
+
+// refusedWarnEvery is the shortest time between two warnings of sockets
+// refused beyond maxPlugins.
+const refusedWarnEvery = time.Minute
+
+// reportRefused logs the sockets refused beyond maxPlugins by the scan of
+// seen sockets at now: count of them, the first paths in sample. It warns
+// when count differs from the count of the last warning, at most once per
+// refusedWarnEvery (a change within it is told once it has passed, with
+// the count then), and says so at Info level once none is refused after a
+// warning. A plugin directory that keeps gaining and losing sockets above
+// the bound thus costs at most one warning a minute, and no memory per
+// path.
+func (l *loop) reportRefused(count int, sample []string, seen int, now time.Time) {
+	l.refusedCount, l.refusedSample = count, sample
+	switch {
+	case count == l.refusedWarned:
+	case count == 0:
+		l.log.Info("sockets no longer refused", "sockets", seen, "max_plugins", l.maxPlugins)
+		l.refusedWarned = 0
+	case l.refusedWarnedAt.IsZero() || now.Sub(l.refusedWarnedAt) >= refusedWarnEvery:
+		l.log.Warn("sockets refused: too many plugins", "count", count, "sockets", seen,
+			"max_plugins", l.maxPlugins, "first", sample)
+		l.refusedWarned, l.refusedWarnedAt = count, now
+	}
 }
 
 // outOfFDs reports whether err says the agent ran out of file descriptors.
@@ -687,7 +738,7 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result
 	case statecache.Ping:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Ping(ctx, op.Plugin)}
 	}
-	p, err := reg.Register(ctx, op.Path)
+	p, err := reg.Register(ctx, op.Path, op.ID)
 	return Result{Op: op, Plugin: p, Err: err}
 }
 

@@ -52,7 +52,7 @@ func (f *fakeRegistrar) do(ctx context.Context, c call) error {
 	}
 }
 
-func (f *fakeRegistrar) Register(ctx context.Context, path string) (plugins.Plugin, error) {
+func (f *fakeRegistrar) Register(ctx context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	err := f.do(ctx, call{kind: "register", path: path})
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
 }
@@ -523,7 +523,7 @@ func TestFollowUp(t *testing.T) {
 // okRegistrar succeeds at everything at once.
 type okRegistrar struct{}
 
-func (okRegistrar) Register(_ context.Context, path string) (plugins.Plugin, error) {
+func (okRegistrar) Register(_ context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
 }
 func (okRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }

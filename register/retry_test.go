@@ -169,7 +169,7 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 func TestReconcilerRetriesWithinMaxInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := plugins.NewRegistry()
-		if _, err := reg.AddPending(plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old"}, plugins.ReasonRemoved); err != nil {
+		if _, err := reg.AddPending(plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old", Endpoint: "/e"}, plugins.ReasonRemoved); err != nil {
 			t.Fatal(err)
 		}
 		e := startRetry(t, map[string]uint64{"/p/a": 1}, reg, func(r *Reconciler) { r.MaxInFlight = 1 })
@@ -219,7 +219,7 @@ func TestReconcilerPendingWithoutHandler(t *testing.T) {
 func TestReconcilerPendingReplacedInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := plugins.NewRegistry()
-		old := plugins.Plugin{Name: "a", Type: "T", SocketPath: "/p/a1"}
+		old := plugins.Plugin{Name: "a", Type: "T", SocketPath: "/p/a1", Endpoint: "/e"}
 		if _, err := reg.AddPending(old, plugins.ReasonRemoved); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/plugreg/plugreg/scan"
 )
@@ -22,6 +23,22 @@ func socketFile(path string) (socketStat, error) {
 		return socketStat{}, fmt.Errorf("%w (mode %v)", errNotSocket, fi.Mode())
 	}
 	return socketStat{}, nil
+}
+
+// realDir checks that path is a directory itself, not a symlink or a
+// junction to one.
+func realDir(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	switch fi.Mode().Type() {
+	case fs.ModeDir:
+		return nil
+	case fs.ModeSymlink, fs.ModeIrregular: // a junction is irregular
+		return fmt.Errorf("%w: %s", errSymlinked, path)
+	}
+	return &fs.PathError{Op: "lstat", Path: path, Err: syscall.ENOTDIR}
 }
 
 // is reports true: socketFile does not read a file's identity here, and

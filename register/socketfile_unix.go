@@ -22,7 +22,22 @@ func socketFile(path string) (socketStat, error) {
 	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFSOCK {
 		return socketStat{}, fmt.Errorf("%w (mode %v)", errNotSocket, fileMode(uint32(st.Mode)))
 	}
-	return socketStat{dev: uint64(st.Dev), ino: uint64(st.Ino), uid: st.Uid, hasUID: true}, nil
+	return socketStat{id: scan.StatID(&st), uid: st.Uid, hasUID: true}, nil
+}
+
+// realDir checks that path is a directory itself, not a symlink to one.
+func realDir(path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return &fs.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	switch uint32(st.Mode) & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return nil
+	case unix.S_IFLNK:
+		return fmt.Errorf("%w: %s", errSymlinked, path)
+	}
+	return &fs.PathError{Op: "lstat", Path: path, Err: unix.ENOTDIR}
 }
 
 // fileMode is the fs.FileMode of a unix mode, for messages: its type and
@@ -44,5 +59,7 @@ func fileMode(m uint32) fs.FileMode {
 	return mode
 }
 
-// is reports whether the file is the one the scanner saw as id.
-func (s socketStat) is(id scan.ID) bool { return s.dev == id.Dev && s.ino == id.Ino }
+// is reports whether the file is the one the scanner saw as id: the same
+// device, inode and times (a socket bound again at a path may get the old
+// one's inode, but not its times).
+func (s socketStat) is(id scan.ID) bool { return s.id == id }

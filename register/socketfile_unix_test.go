@@ -15,6 +15,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // countingPlugin counts the GetInfo calls it answers.
@@ -53,7 +54,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	for _, allow := range [][]uint32{nil, {uint32(os.Getuid())}} {
 		c := &Client{Handlers: h, AllowUIDs: allow}
 		for _, path := range []string{link, file} {
-			_, err := c.Register(t.Context(), path)
+			_, err := c.Register(t.Context(), path, scan.ID{})
 			if !errors.Is(err, errNotSocket) || isRejection(err) {
 				t.Errorf("AllowUIDs %v: Register(%s) = %v, want a failure: not a socket", allow, filepath.Base(path), err)
 			}
@@ -66,7 +67,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 		t.Errorf("the socket behind the symlink got %d GetInfo calls, want 0", n)
 	}
 	// The socket itself registers.
-	if _, err := (&Client{Handlers: h}).Register(t.Context(), real); err != nil {
+	if _, err := (&Client{Handlers: h}).Register(t.Context(), real, scan.ID{}); err != nil {
 		t.Errorf("Register(real.sock) = %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -89,6 +90,19 @@ type Scanner struct {
 	changed  bool     // the entries may differ from prev's: the next Scan builds new ones
 	names    []name   // scratch for read
 	kids     []kid    // scratch for read
+
+	// Sockets left out, counted once per socket when it is first seen:
+	// read by Ignored from any goroutine.
+	ignoredName    atomic.Uint64 // the path is not valid UTF-8
+	ignoredTooLong atomic.Uint64 // the path is longer than MaxSocketPath
+}
+
+// Ignored returns how many sockets Scan has left out, by reason: "name" (a
+// path that is not valid UTF-8, which the agent never dials, stores or
+// prints) and "path_too_long" (see [PathTooLongError]). A socket is counted
+// once while it stays. Ignored is safe for concurrent use with Scan.
+func (s *Scanner) Ignored() map[string]uint64 {
+	return map[string]uint64{"name": s.ignoredName.Load(), "path_too_long": s.ignoredTooLong.Load()}
 }
 
 // root is one plugin dir and what the Scanner knows of it.
@@ -203,7 +217,10 @@ func (s *Scanner) Dirs() []string {
 // keeps its last ID (none if there was no such read or stat). The problem is
 // logged at Warn once while it persists, and tried again by every Scan; the
 // rest is scanned as usual. Sockets whose paths are longer than MaxSocketPath
-// are left out and logged once, with a *PathTooLongError.
+// are left out and logged once, with a *PathTooLongError, and so are those
+// whose paths are not valid UTF-8 (quoted in the log line): a name in the
+// registry, the API and the state file is always valid UTF-8. [Scanner.Ignored]
+// counts both.
 //
 // Scan returns a non-nil error only when a plugin dir exists but cannot be
 // read. The error is an *fs.PathError naming the dir (several are joined).

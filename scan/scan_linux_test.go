@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -288,4 +290,38 @@ func splitChildOutput(out []byte) (entries, logs []string) {
 		}
 	}
 	return entries, logs
+}
+
+// TestScanIgnoresNamesNotUTF8 runs on Linux, where any bytes make a file
+// name; macOS refuses names that are not valid UTF-8.
+func TestScanIgnoresNamesNotUTF8(t *testing.T) {
+	t.Parallel()
+	needUnixSockets(t)
+	root := tempDir(t)
+	good := filepath.Join(root, "good.sock")
+	bad := filepath.Join(root, "bad-\xff.sock")
+	badDir := filepath.Join(root, "\xfe\xfd", "x.sock")
+	for _, p := range []string{good, bad, badDir} {
+		socketFile(t, p)
+	}
+	log, buf := testLog(t)
+	s := mustNew(t, log, root)
+	for range 3 {
+		if d := cmp.Diff([]string{good}, paths(mustScan(t, s))); d != "" {
+			t.Fatalf("Scan() paths (-want +got):\n%s", d)
+		}
+	}
+	const msg = "socket ignored: path is not valid UTF-8"
+	if n := count(buf, msg); n != 2 {
+		t.Errorf("logged %q %d times in 3 scans of 2 bad sockets, want twice:\n%s", msg, n, buf)
+	}
+	if q := strconv.Quote(bad); !strings.Contains(buf.String(), q[1:len(q)-1]) {
+		t.Errorf("log = %s, want the path escaped as in %s", buf, q)
+	}
+	if !utf8.Valid(buf.Bytes()) {
+		t.Errorf("log is not valid UTF-8: %q", buf)
+	}
+	if got := s.Ignored()["name"]; got != 2 {
+		t.Errorf(`Ignored()["name"] = %d, want 2`, got)
+	}
 }

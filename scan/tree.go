@@ -2,8 +2,10 @@ package scan
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // node is what a Scanner knows of one directory: its stat and its listing
@@ -203,6 +205,16 @@ func (s *Scanner) stat(d dir, k *kid) bool {
 		if !k.warned {
 			err := &PathTooLongError{Path: p, Len: len(p), Limit: maxSocketPath}
 			s.log.Warn("socket path too long", "path", p, "len", err.Len, "limit", err.Limit, "err", err)
+			s.ignoredTooLong.Add(1)
+			k.warned = true
+		}
+		k.ok = false
+		return true
+	}
+	if !utf8.ValidString(p) {
+		if !k.warned {
+			s.log.Warn("socket ignored: path is not valid UTF-8", "path", escaped(p))
+			s.ignoredName.Add(1)
 			k.warned = true
 		}
 		k.ok = false
@@ -233,4 +245,13 @@ func (n *node) appendEntries(out []Entry) []Entry {
 		}
 	}
 	return out
+}
+
+// escaped returns s with each byte that is not valid UTF-8 written \xNN, and
+// other non-printable characters escaped as Go does in a quoted string: a
+// log handler would make an invalid byte U+FFFD (JSON) or quote the value
+// once more (text).
+func escaped(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

@@ -62,6 +62,12 @@ func (r Reason) String() string {
 // the plugin answered, but not as it did when it was registered.
 var ErrChanged = errors.New("statecache: plugin changed")
 
+// ErrUnchecked, wrapped in the error given to Done for a Verify, says that
+// the check could not be completed for a reason that says nothing of the
+// plugin (its handler did not answer): the restored plugin stays
+// registered and unverified, and the Verify is retried with backoff.
+var ErrUnchecked = errors.New("statecache: plugin not checked")
+
 // Config tunes a Cache. Durations are in ticks.
 type Config struct {
 	MaxBackoff uint64 // cap of the retry delay (at least 1)
@@ -95,9 +101,10 @@ type Op[P any] struct {
 	Path string  // the socket path
 	ID   scan.ID // Register: the incarnation to register; Deregister: the registered one
 	Gen  uint64  // generation of that incarnation: 1 for the first one the cache saw, and so on
-	// Attempt counts the registrations of this incarnation, 1 for the
-	// first, or for Probe and Ping the checks that failed in a row, plus
-	// one; always 1 for Deregister and Verify.
+	// Attempt counts the registrations of this incarnation, or the
+	// verifications of a restored plugin, 1 for the first, or for Probe
+	// and Ping the checks that failed in a row, plus one; always 1 for
+	// Deregister.
 	Attempt int
 	// Plugin is what is registered at Path, as Restore or Done was given
 	// it; set for Deregister, Verify, Probe and Ping.
@@ -447,7 +454,7 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 			}
 			c.probes++
 		case en.registered: // a restored registration to verify
-			op.Kind, op.ID, op.Gen, op.Plugin = Verify, en.have, en.haveGen, en.plugin
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Verify, en.have, en.haveGen, en.plugin, en.fails+1
 		default:
 			op.Kind, op.ID, op.Gen, op.Attempt, op.Recovering = Register, en.want, en.wantGen, en.fails+1, en.recovering
 		}
@@ -545,8 +552,10 @@ func (c *Cache[P]) due(en *entry[P]) int {
 		return classDeregister
 	case !en.desired:
 		return -1
-	case en.registered && en.unverified:
+	case en.registered && en.unverified && c.tick >= en.retryAt:
 		return classRegister
+	case en.registered && en.unverified:
+		return -1 // a Verify not checked waits for its retry
 	case !en.registered && c.tick >= en.retryAt:
 		return classRegister
 	case en.registered && checkAt(en) != 0 && c.tick >= checkAt(en):
@@ -562,7 +571,9 @@ func (c *Cache[P]) due(en *entry[P]) int {
 // or 0 when no retry is scheduled because the incarnation is gone. A
 // Deregister always succeeds: the plugin is no longer registered, whatever
 // its handler said. A failed Verify deregisters the restored plugin, as
-// replaced if err wraps ErrChanged, else as unhealthy. A Probe or Ping
+// replaced if err wraps ErrChanged, else as unhealthy; one whose err wraps
+// ErrUnchecked leaves it registered and is retried with backoff, and Done
+// returns the delay as for a Register. A Probe or Ping
 // whose error wraps ErrChanged deregisters the plugin as replaced, to be
 // registered again at once; any other failure counts towards
 // ProbeFailures, and reaching it makes the plugin unhealthy: it is
@@ -607,15 +618,7 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 			}
 		}
 	case Verify:
-		en.unverified = false
-		switch {
-		case err == nil:
-			c.scheduleChecks(op.Path, en, Verify)
-		case errors.Is(err, ErrChanged):
-			en.checkFailed = Replaced
-		default:
-			en.checkFailed = Unhealthy
-		}
+		retryTicks = c.verified(op, en, err)
 	case Probe, Ping:
 		switch {
 		case err == nil:
@@ -637,6 +640,28 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 	}
 	c.update(op.Path, en)
 	return retryTicks
+}
+
+// verified records the outcome of a Verify of the entry, and returns the
+// delay of its retry, if one is scheduled.
+func (c *Cache[P]) verified(op Op[P], en *entry[P], err error) (retryTicks uint64) {
+	switch {
+	case errors.Is(err, ErrUnchecked):
+		// Still unverified. The retry is moot when the socket went or
+		// changed meanwhile: its deregistration is due.
+		if en.desired && en.want == op.ID {
+			retryTicks = c.backoff(op.Path, en)
+		}
+		return retryTicks
+	case err == nil:
+		c.scheduleChecks(op.Path, en, Verify)
+	case errors.Is(err, ErrChanged):
+		en.checkFailed = Replaced
+	default:
+		en.checkFailed = Unhealthy
+	}
+	en.unverified, en.fails, en.retryAt = false, 0, 0
+	return 0
 }
 
 // Backoff returns the ticks to wait after the n-th failure in a row

@@ -64,6 +64,10 @@
 //     answers as before it stays registered, with no other operation;
 //   - a Verify that fails with ErrChanged (another answer, or no longer
 //     accepted) deregisters it as Replaced, then registers it again;
+//   - a Verify that fails with ErrUnchecked (its handler did not answer,
+//     which says nothing of the plugin) leaves it registered and
+//     unverified, with no liveness check, and is retried after 1, 2, 4, ...
+//     ticks, capped at Config.MaxBackoff;
 //   - a Verify that fails otherwise (no answer) deregisters it as Unhealthy,
 //     then registers it again with backoff once it answers;
 //   - a socket that is gone, or has another identity, is deregistered

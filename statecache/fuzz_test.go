@@ -14,7 +14,11 @@ import (
 // never a registration over a registered incarnation, liveness checks only
 // of the registered incarnation, a Probe rather than a Ping when both are
 // due, at most MaxProbesPerBatch checks a tick, no op due before NextDue,
-// and convergence once the inputs stop and every op succeeds.
+// Stats equal to a count of the entries, and convergence once the inputs
+// stop and every op succeeds: then exactly the sockets the scanner last
+// reported are registered, each as the incarnation last seen at its path
+// (a simple model of the Observe calls says which), and nothing else, as
+// the cache itself and the ops it handed out both tell.
 func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
@@ -23,6 +27,7 @@ func FuzzCache(f *testing.F) {
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
+		seen := map[string]scan.ID{}       // the model: the sockets the scanner reports, by path
 		paths := []string{"/p/a", "/p/b", "/p/c"}
 		// The first byte says which paths were registered by an earlier run.
 		if len(prog) > 0 {
@@ -85,8 +90,11 @@ func FuzzCache(f *testing.F) {
 			var err error
 			if fail && op.Kind != Deregister {
 				err = errors.New("fail")
-				if (op.Kind == Verify || op.Kind == Probe) && op.ID.Ino%2 == 0 {
+				switch {
+				case (op.Kind == Verify || op.Kind == Probe) && op.ID.Ino%2 == 0:
 					err = fmt.Errorf("other: %w", ErrChanged)
+				case op.Kind == Verify && op.ID.Ino%4 == 1:
+					err = fmt.Errorf("handler down: %w", ErrUnchecked)
 				}
 			}
 			c.Done(op, path, err)
@@ -111,10 +119,13 @@ func FuzzCache(f *testing.F) {
 			switch prog[i] % 8 {
 			case 0:
 				c.Observe(scan.Changes{Added: []scan.Entry{{Path: path, ID: id}}})
+				seen[path] = id
 			case 1:
 				c.Observe(scan.Changes{Replaced: []scan.Entry{{Path: path, ID: id}}})
+				seen[path] = id
 			case 2:
 				c.Observe(scan.Changes{Removed: []scan.Entry{{Path: path}}})
+				delete(seen, path)
 			case 3:
 				tick()
 			case 4:
@@ -146,25 +157,38 @@ func FuzzCache(f *testing.F) {
 			c.Tick() // one at a time: with MaxProbesPerBatch, probes are handed out per tick
 			next(0)
 		}
-		var nDesired, nRegistered int
-		for _, en := range c.entries {
-			if en.desired {
-				nDesired++
-			}
-			if en.registered {
-				nRegistered++
-			}
-		}
-		if s := c.Stats(); s.Desired != nDesired || s.Registered != nRegistered {
-			t.Fatalf("Stats %+v, counted desired=%d registered=%d", s, nDesired, nRegistered)
-		}
-		if s := c.Stats(); s.Registered != s.Desired || s.InFlight != 0 {
+		checkStats(t, c)
+		if s := c.Stats(); s.InFlight != 0 || s.Backoff != 0 {
 			t.Fatalf("idle but %+v", s)
 		}
-		if got, want := fmt.Sprint(len(registered)), fmt.Sprint(c.Stats().Registered); got != want {
-			t.Fatalf("registered %s, cache says %s", got, want)
-		}
+		checkConverged(t, c, seen, registered)
 	})
+}
+
+// checkConverged compares the state of an idle cache with the model: seen,
+// the sockets the scanner last reported, is what the cache wants and has
+// registered, each entry with the plugin Done was given for its path, and
+// what the ops handed out registered and deregistered.
+func checkConverged(t *testing.T, c *Cache[string], seen, registered map[string]scan.ID) {
+	t.Helper()
+	want, have := map[string]scan.ID{}, map[string]scan.ID{}
+	for path, en := range c.entries {
+		if en.desired {
+			want[path] = en.want
+		}
+		if en.registered {
+			have[path] = en.have
+			if en.plugin != path || en.unverified || en.unhealthy || en.checkFailed != 0 {
+				t.Errorf("%s registered as %q, unverified %t, unhealthy %t, check failed %v; want %q and healthy",
+					path, en.plugin, en.unverified, en.unhealthy, en.checkFailed, path)
+			}
+		}
+	}
+	for name, got := range map[string]map[string]scan.ID{"desired": want, "registered": have, "registered by the ops": registered} {
+		if !maps.Equal(got, seen) {
+			t.Errorf("idle cache: %s %v, want the sockets seen %v", name, got, seen)
+		}
+	}
 }
 
 // checkStats compares Stats, which keeps counts as it goes, with a count

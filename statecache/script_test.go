@@ -26,9 +26,9 @@ import (
 //	remove PATH              the socket at PATH is gone
 //	tick [N]                 advance logical time by N ticks (default 1)
 //	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A [recovering]",
-//	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N",
+//	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N attempt=A",
 //	                         "probe PATH ino=I name=N attempt=A", "ping PATH ino=I name=N attempt=A"
-//	done PATH [ok NAME|fail|changed]
+//	done PATH [ok NAME|fail|changed|unchecked]
 //	                         report the op in flight for PATH; prints "retry in N" when a retry is scheduled
 //	stats                    print "desired=D registered=R inflight=F backoff=B idle=true|false"
 //
@@ -177,8 +177,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 			err = errors.New("unavailable")
 		case "changed":
 			err = fmt.Errorf("other name: %w", ErrChanged)
+		case "unchecked":
+			err = fmt.Errorf("handler down: %w", ErrUnchecked)
 		default:
-			return nil, fmt.Errorf("want done PATH [ok NAME|fail|changed]")
+			return nil, fmt.Errorf("want done PATH [ok NAME|fail|changed|unchecked]")
 		}
 		if r := h.c.Done(op, p, err); r > 0 {
 			return []string{fmt.Sprintf("retry in %d", r)}, nil
@@ -202,7 +204,7 @@ func formatOp(op Op[string]) string {
 		}
 		return s
 	case Verify:
-		return fmt.Sprintf("verify %s ino=%d name=%s", op.Path, op.ID.Ino, op.Plugin)
+		fallthrough
 	case Probe, Ping:
 		return fmt.Sprintf("%s %s ino=%d name=%s attempt=%d", op.Kind, op.Path, op.ID.Ino, op.Plugin, op.Attempt)
 	}

@@ -3,7 +3,8 @@
 #
 # plugreg runs it as `handler.sh validate|register|deregister` with the plugin
 # as one JSON object on stdin ({"name":…,"type":…,"endpoint":…,"socketPath":…,
-# "versions":[…]}, plus "reason" for deregister) and PLUGREG_ACTION set too.
+# "versions":[…]}, plus for deregister "reason" and the "annotations" the
+# plugin was registered with, if any) and PLUGREG_ACTION set too.
 #   validate:   refuses the plugin named refused.example.com: it prints the
 #               reason on stderr and exits 1; the plugin is told
 #               "RegisterPlugin error -- plugin validation failed with err: REASON".

@@ -39,6 +39,7 @@ type Sources struct {
 	Watchers         func() int                        // plugreg_watch_clients
 	Resyncs          func() uint64                     // plugreg_watch_resyncs_total
 	Sockets          func() (desired, actual []string) // socket paths: plugin_manager_total_plugins
+	Ignored          func() map[string]uint64          // sockets the scan left out, by reason: plugreg_sockets_ignored_total
 }
 
 func (s Sources) agent() register.Status {
@@ -59,15 +60,17 @@ func (s Sources) agent() register.Status {
 //     the first scan have completed, then 200 "ok", or 503 while /healthz
 //     would fail.
 //
-// GET and HEAD only. now is the clock of the health checks; nil means
-// time.Now.
+// GET and HEAD only. Requests for /metrics that arrive while a page is
+// being rendered share that render. now is the clock of the health checks;
+// nil means time.Now.
 func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handler {
 	if now == nil {
 		now = time.Now
 	}
 	mux := http.NewServeMux()
+	render := &pageRender{src: src}
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		body := expose(src)
+		body := render.page()
 		w.Header().Set("Content-Type", contentType)
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.Write(body)
@@ -179,6 +182,10 @@ func expose(src Sources) []byte {
 		fams = append(fams, scalar("plugreg_watch_resyncs_total", "Resync snapshots sent to watchers that fell behind.",
 			"counter", strconv.FormatUint(f(), 10)))
 	}
+	if f := src.Ignored; f != nil {
+		fams = append(fams, vec1("plugreg_sockets_ignored_total", "Sockets the scan left out, by reason (name: not valid UTF-8; path_too_long).",
+			"counter", "reason", f()))
+	}
 	if f := src.Sockets; f != nil {
 		desired, actual := f()
 		fams = append(fams, kubeletPlugins(desired, actual))
@@ -273,6 +280,10 @@ func (f family) write(b *bytes.Buffer) {
 func writeLabelValue(b *bytes.Buffer, v string) {
 	if !utf8.ValidString(v) {
 		v = strings.ToValidUTF8(v, "\uFFFD")
+	}
+	if !strings.ContainsAny(v, "\\\"\n") {
+		b.WriteString(v)
+		return
 	}
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; c {

@@ -460,22 +460,19 @@ func TestUnaryGivesTheWindowBack(t *testing.T) {
 }
 
 // FuzzUnaryReply feeds arbitrary bytes to the client as the plugin's side
-// of the connection: the call must end, within its deadline, with a reply
-// or a status error, and never panic or hold more than it should.
+// of the connection. The call must end, within its deadline, with a reply
+// or a status error, never panic, and never accept a message over its
+// limit. When the bytes are a well-formed reply (see wellFormedReply), the
+// call must succeed and decode exactly the message they encode, or, if
+// that message does not unmarshal, fail with codes.Internal.
 func FuzzUnaryReply(f *testing.F) {
-	var buf bytes.Buffer
-	fr := http2.NewFramer(&buf, nil)
-	var hbuf bytes.Buffer
-	henc := hpack.NewEncoder(&hbuf)
-	for _, kv := range [][]string{okHeaders, {"grpc-status", "0"}} {
-		for i := 0; i < len(kv); i += 2 {
-			henc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	const limit = 1024
+	for i, seed := range replySeeds() {
+		if _, ok := wellFormedReply(seed.data, limit); ok != seed.wellFormed {
+			f.Fatalf("seed %d: wellFormedReply = %t, want %t", i, ok, seed.wellFormed)
 		}
+		f.Add(seed.data)
 	}
-	fr.WriteSettings()
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndHeaders: true})
-	fr.WriteData(1, false, message(0, &pluginregistration.PluginInfo{Name: "x"}))
-	f.Add(buf.Bytes())
 	f.Add([]byte{})
 	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -485,20 +482,172 @@ func FuzzUnaryReply(f *testing.F) {
 			server.Write(data)
 			server.Close()
 		}()
-		c := New(client, 1024)
+		c := New(client, limit)
 		defer client.Close()
 		defer server.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		// The plugin's side ends with data: a call waits for no more than
+		// that, and the deadline is only there should it hang.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var info pluginregistration.PluginInfo
 		err := c.Invoke(ctx, pluginregistration.Registration_GetInfo_FullMethodName, &pluginregistration.InfoRequest{}, &info)
 		if _, ok := status.FromError(err); !ok {
 			t.Fatalf("not a status error: %v", err)
 		}
-		if err == nil && proto.Size(&info) > 1024 {
+		if err == nil && proto.Size(&info) > limit {
 			t.Fatalf("accepted a reply of %d bytes, over the limit", proto.Size(&info))
 		}
+		msg, ok := wellFormedReply(data, limit)
+		if !ok {
+			return
+		}
+		var want pluginregistration.PluginInfo
+		if uerr := proto.Unmarshal(msg, &want); uerr != nil {
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("a well-formed reply whose message does not unmarshal (%v): %v, want code Internal", uerr, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("a well-formed reply of %q: %v", msg, err)
+		}
+		if !proto.Equal(&info, &want) {
+			t.Fatalf("decoded %v, want %v", &info, &want)
+		}
 	})
+}
+
+// replySeed is a seed of FuzzUnaryReply, and whether wellFormedReply
+// accepts it with a limit of 1024 bytes.
+type replySeed struct {
+	wellFormed bool
+	data       []byte
+}
+
+// replySeeds returns the seeds of FuzzUnaryReply: well-formed replies,
+// and a few that fail.
+func replySeeds() []replySeed {
+	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "p.example.com", Endpoint: "/e", SupportedVersions: []string{"1.0.0", "1.1.0"}}
+	ok := func(fr *http2.Framer, enc func(...string) []byte) {
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(okHeaders...), EndHeaders: true})
+	}
+	trailers := func(fr *http2.Framer, enc func(...string) []byte) {
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc("grpc-status", "0"), EndHeaders: true, EndStream: true})
+	}
+	var seeds []replySeed
+	for _, seed := range []struct {
+		wellFormed bool
+		write      func(fr *http2.Framer, enc func(...string) []byte)
+	}{
+		{true, func(fr *http2.Framer, enc func(...string) []byte) {
+			fr.WriteSettings()
+			ok(fr, enc)
+			fr.WriteData(1, false, message(0, info))
+			trailers(fr, enc)
+		}},
+		{true, func(fr *http2.Framer, enc func(...string) []byte) { // settings, a PING, the message in two frames, one padded
+			fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 20}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 16})
+			ok(fr, enc)
+			m := message(0, info)
+			fr.WriteData(1, false, m[:7])
+			fr.WritePing(false, [8]byte{1, 2, 3})
+			fr.WriteDataPadded(1, false, m[7:], make([]byte, 16))
+			trailers(fr, enc)
+		}},
+		{true, func(fr *http2.Framer, enc func(...string) []byte) { // an empty message
+			fr.WriteSettings()
+			ok(fr, enc)
+			fr.WriteData(1, false, message(0, &pluginregistration.PluginInfo{}))
+			trailers(fr, enc)
+		}},
+		{false, func(fr *http2.Framer, enc func(...string) []byte) { // trailers only: an error status
+			fr.WriteSettings()
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(append(okHeaders, "grpc-status", "14", "grpc-message", "down")...), EndHeaders: true, EndStream: true})
+		}},
+		{false, func(fr *http2.Framer, enc func(...string) []byte) { // over the limit
+			fr.WriteSettings()
+			ok(fr, enc)
+			fr.WriteData(1, false, message(0, &pluginregistration.PluginInfo{Name: strings.Repeat("n", 2000)}))
+			trailers(fr, enc)
+		}},
+		{false, func(fr *http2.Framer, enc func(...string) []byte) { // headers and trailers in one block, no END_STREAM
+			fr.WriteSettings()
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: enc(append(okHeaders, "grpc-status", "0")...), EndHeaders: true})
+			fr.WriteData(1, false, message(0, info))
+		}},
+	} {
+		var buf bytes.Buffer
+		seed.write(http2.NewFramer(&buf, nil), headerEncoder())
+		seeds = append(seeds, replySeed{seed.wellFormed, buf.Bytes()})
+	}
+	return seeds
+}
+
+// wellFormedReply reports whether data, what a plugin writes, is a reply
+// to the call on stream 1 that the client must accept, and returns the
+// reply's message (the bytes after its 5-byte prefix). It must be, in
+// frames the client reads (at most 16 KiB each, header lists within
+// maxHeaderListSize): a SETTINGS frame of valid settings; on stream 1, the
+// response headers, exactly ":status: 200" and "content-type:
+// application/grpc"; DATA frames without END_STREAM holding exactly one
+// uncompressed message of at most limit bytes; and trailers with
+// END_STREAM, exactly "grpc-status: 0". PING frames may come after the
+// SETTINGS. What follows the trailers is not read.
+func wellFormedReply(data []byte, limit int) ([]byte, bool) {
+	fr := http2.NewFramer(nil, bytes.NewReader(data))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = maxHeaderListSize
+	fr.SetMaxReadFrameSize(16 << 10)
+	fields := func(f *http2.MetaHeadersFrame, kv ...string) bool {
+		if f.StreamID != 1 || f.Truncated || len(f.Fields) != len(kv)/2 {
+			return false
+		}
+		for i, hf := range f.Fields {
+			if hf.Name != kv[2*i] || hf.Value != kv[2*i+1] {
+				return false
+			}
+		}
+		return true
+	}
+	var body []byte
+	const settings, headers, message = 0, 1, 2 // what comes next
+	next := settings
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return nil, false
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if next != settings || f.IsAck() || f.ForeachSetting(func(s http2.Setting) error { return s.Valid() }) != nil {
+				return nil, false
+			}
+			next = headers
+		case *http2.PingFrame:
+			if next == settings {
+				return nil, false
+			}
+		case *http2.MetaHeadersFrame:
+			switch {
+			case next == headers && !f.StreamEnded() && fields(f, okHeaders...):
+				next = message
+			case next == message && f.StreamEnded() && fields(f, "grpc-status", "0"):
+				if len(body) < 5 || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:5])) != len(body)-5 {
+					return nil, false
+				}
+				return body[5:], true
+			default:
+				return nil, false
+			}
+		case *http2.DataFrame:
+			if next != message || f.StreamID != 1 || f.StreamEnded() || len(body)+len(f.Data()) > 5+limit {
+				return nil, false
+			}
+			body = append(body, f.Data()...)
+		default:
+			return nil, false
+		}
+	}
 }
 
 func TestNewReplyLimit(t *testing.T) {

@@ -287,6 +287,18 @@ type WatchRequest struct {
 	// event, or a "resync" snapshot first when the agent no longer holds
 	// all of them (the revision is too old, or from before a restart that
 	// lost it).
+	//
+	// A revision from before a restart of the agent is never answered with
+	// other events under revisions the client has seen. After a clean stop
+	// (SIGTERM, or the service stopped), whose last save marks the state
+	// file clean, the restarted agent continues the numbering: resuming
+	// from the last revision seen gets every event after it, with no
+	// resync. After an unclean stop (kill -9, a crash, a power cut), the
+	// state file may lack the last events (those of about 250 ms, or of
+	// the time writes failed): the restarted agent continues at the saved
+	// revision plus 2^32, past any revision the stopped agent published,
+	// so resuming from any revision of the stopped agent gets a "resync"
+	// first.
 	SinceRevision uint64 `protobuf:"varint,1,opt,name=since_revision,json=sinceRevision,proto3" json:"since_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -333,7 +345,10 @@ func (x *WatchRequest) GetSinceRevision() uint64 {
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Revision of the registry after this event. Revisions increase by
-	// one per event; a snapshot carries the revision it shows.
+	// one per event; a snapshot carries the revision it shows. A restart
+	// after an unclean stop skips 2^32 revisions (see
+	// WatchRequest.since_revision), so that one revision never stands for
+	// two different events.
 	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// What happened: "registered" (plugin was added), "deregistered"
 	// (plugin was removed: its socket is gone), "replaced" (plugin, the old
@@ -347,7 +362,8 @@ type Event struct {
 	// snapshot, sent when the client fell behind or asked for a revision
 	// the agent no longer holds; replace all local state with plugins; its
 	// revision is lower than since_revision when the agent restarted
-	// without its state).
+	// without its state file, and higher by 2^32 or more when it restarted
+	// after an unclean stop).
 	// Clients should ignore kinds they do not know.
 	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Time at which the agent recorded the event.

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// checkFiles makes the default directory private where the OS needs it
+// (Windows), then refuses a state file or an API socket that a user other
+// than the administrators and the agent's own could replace, or plant
+// before the agent starts (see [plugins.CheckPrivate]).
+func (c *runConfig) checkFiles() error {
+	if err := makeDefaultHome(append([]string{c.api, c.state}, c.dirs...)...); err != nil {
+		return fmt.Errorf("create default directory: %w", err)
+	}
+	if c.state != "" {
+		if err := plugins.CheckPrivate(c.state); err != nil {
+			return fmt.Errorf("refusing to start: state file %s: %w", c.state, err)
+		}
+	}
+	if err := plugins.CheckPrivate(c.api); err != nil {
+		return fmt.Errorf("refusing to start: api socket %s: %w", c.api, err)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package plugins
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/scan"
+)
+
+// MaxText bounds each piece of text from a plugin or a handler that the
+// agent shows but need not keep whole (the fields of a rejected plugin, an
+// error message), in bytes; see [BoundText].
+const MaxText = 512
+
+// maxBoundedVersions bounds the versions kept of a rejected plugin.
+const maxBoundedVersions = 8
+
+// BoundText returns s as valid UTF-8 of at most MaxText bytes: each
+// invalid byte sequence becomes U+FFFD, and a longer s is cut at a
+// character boundary and ends with its original length, "… (N bytes)".
+// Valid text within the bound is returned as it is, so BoundText of its
+// own result changes nothing.
+func BoundText(s string) string {
+	if len(s) <= MaxText && utf8.ValidString(s) {
+		return s
+	}
+	n := len(s)
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxText {
+		return s
+	}
+	mark := "… (" + strconv.Itoa(n) + " bytes)"
+	end := MaxText - len(mark)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + mark
+}
+
+// BoundPlugin returns p, which may break every rule of [ValidateInfo],
+// with each string made valid UTF-8 and cut ([BoundText]), at most 8
+// versions and no annotations, so that it can be logged, published as a
+// rejected plugin and encoded whatever the plugin sent.
+func BoundPlugin(p Plugin) Plugin {
+	p.Name, p.Type, p.Endpoint, p.SocketPath = BoundText(p.Name), BoundText(p.Type), BoundText(p.Endpoint), BoundText(p.SocketPath)
+	if vs := p.Versions[:min(len(p.Versions), maxBoundedVersions)]; len(vs) > 0 {
+		p.Versions = make([]string, len(vs))
+		for i, v := range vs {
+			p.Versions[i] = BoundText(v)
+		}
+	}
+	p.Annotations = nil
+	return p
+}
+
+// The state file's size bound. Every record of a registered plugin or a
+// pending deregistration keeps the limits of [ValidateInfo],
+// [CheckAnnotations] and [scan.MaxSocketPath], and JSON at most doubles
+// text without control characters (a quote or a backslash gets a
+// backslash; the socket path alone may hold control characters, six bytes
+// each), so one record takes at most MaxRecordBytes. [TestMaxRecordBytes]
+// encodes the largest record there is.
+const (
+	// MaxRecordBytes bounds one record of the state file, in bytes.
+	MaxRecordBytes = 2*(maxTypeBytes+maxNameBytes+MaxEndpointBytes+MaxVersions*MaxVersionBytes+MaxAnnotationBytes) +
+		6*scan.MaxSocketPath + 16*MaxVersions + 16*MaxAnnotations + recordOverhead
+	// recordOverhead is the rest of a record: field names, indentation,
+	// the socket's identity, the time and the reason.
+	recordOverhead = 1024
+	// MinStateLimit is the least [StateLimit]: what an agent allowed few
+	// plugins still loads, such as a state file it wrote with a larger
+	// --max-plugins.
+	MinStateLimit = 16 << 20
+)
+
+// StateLimit returns the largest state file of an agent that handles at
+// most maxPlugins sockets: its plugins and [MaxPending] pending
+// deregistrations, each of MaxRecordBytes, and never less than
+// MinStateLimit. [Save] never writes a larger file, and [Load] reads no
+// larger one, so a state that Save wrote always loads with the same limit.
+func StateLimit(maxPlugins int) int64 {
+	return max(MinStateLimit, stateLimit(max(maxPlugins, 0), MaxPending))
+}
+
+// stateLimit bounds the state file of at most plugins plugins and pending
+// pending deregistrations.
+func stateLimit(plugins, pending int) int64 {
+	return int64(plugins+pending)*int64(MaxRecordBytes) + stateOverhead
+}
+
+// stateOverhead is the state document without its records.
+const stateOverhead = 256

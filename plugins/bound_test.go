@@ -1,0 +1,171 @@
+package plugins
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/scan"
+)
+
+func TestBoundText(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes, 2 per rune
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"short", "csi.example.com", "csi.example.com"},
+		{"at the bound", strings.Repeat("x", MaxText), strings.Repeat("x", MaxText)},
+		{"over", strings.Repeat("x", MaxText+1), strings.Repeat("x", MaxText-len("… (513 bytes)")) + "… (513 bytes)"},
+		{"at a rune boundary", long, strings.Repeat("é", (MaxText-len("… (800 bytes)"))/2) + "… (800 bytes)"},
+		{"invalid UTF-8", "a\xffb", "a\uFFFDb"},
+		{"invalid and long", strings.Repeat("\xffa", 200), strings.Repeat("\uFFFDa", (MaxText-len("… (400 bytes)"))/4) + "… (400 bytes)"},
+	} {
+		got := BoundText(tc.in)
+		if got != tc.want {
+			t.Errorf("BoundText(%s) = %q, want %q", tc.name, got, tc.want)
+		}
+		if len(got) > MaxText || BoundText(got) != got {
+			t.Errorf("BoundText(%s) is %d bytes, or changes when bounded again", tc.name, len(got))
+		}
+	}
+}
+
+func TestBoundPlugin(t *testing.T) {
+	junk := "\xff" + strings.Repeat("x", 2*MaxText)
+	p := Plugin{
+		Name: junk, Type: junk, Endpoint: junk, SocketPath: "/p/\xfe.sock",
+		Versions:    slicesRepeat(junk, MaxVersions+5),
+		Annotations: map[string]string{"k": "v"},
+	}
+	got := BoundPlugin(p)
+	want := Plugin{
+		Name: BoundText(junk), Type: BoundText(junk), Endpoint: BoundText(junk), SocketPath: "/p/\uFFFD.sock",
+		Versions: slicesRepeat(BoundText(junk), maxBoundedVersions),
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("BoundPlugin (-want +got):\n%s", d)
+	}
+}
+
+func slicesRepeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// largestPlugin returns a plugin whose state file record is as large as
+// the rules allow: every string at its limit, of characters that JSON
+// escapes (a quote or backslash doubles; a control character, allowed in
+// a socket path only, takes six bytes), and the longest numbers and time.
+func largestPlugin(i int) Plugin {
+	q := func(n int) string { return strings.Repeat(`"`, n) }
+	versions := make([]string, MaxVersions)
+	for j := range versions {
+		versions[j] = q(MaxVersionBytes)
+	}
+	ann := make(map[string]string, MaxAnnotations)
+	for j := range MaxAnnotations { // keys of 1 to 32 bytes; their values fill the rest
+		ann[strings.Repeat(`\`, j+1)] = q((MaxAnnotationBytes - MaxAnnotations*(MaxAnnotations+1)/2) / MaxAnnotations)
+	}
+	id := fmt.Sprintf("%08d", i) // distinct paths and names
+	path := strings.Repeat("\x01", scan.MaxSocketPath-len(id)) + id
+	return Plugin{
+		Name: q(maxNameBytes-len(id)) + id, Type: q(maxTypeBytes), Endpoint: strings.Repeat(`\`, MaxEndpointBytes),
+		SocketPath:   path,
+		SocketID:     scan.ID{Dev: 1<<63 - 1, Ino: 1<<64 - 1, Mtime: -1 << 63, Ctime: -1 << 63, Birth: -1 << 63},
+		Versions:     versions,
+		RegisteredAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		Annotations:  ann,
+	}
+}
+
+// TestMaxRecordBytes checks that the largest record the rules allow fits
+// in MaxRecordBytes, and that the bound is not far above it.
+func TestMaxRecordBytes(t *testing.T) {
+	p := largestPlugin(0)
+	if err := checkPlugin(p); err != nil {
+		t.Fatalf("largestPlugin breaks a rule: %v", err)
+	}
+	var b strings.Builder
+	if err := writeState(&b, State{Plugins: []Plugin{p}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonRolledBack}}}); err != nil {
+		t.Fatal(err)
+	}
+	empty := new(strings.Builder)
+	if err := writeState(empty, State{}); err != nil {
+		t.Fatal(err)
+	}
+	per := (b.Len() - empty.Len()) / 2
+	t.Logf("largest record: %d bytes; MaxRecordBytes %d", per, MaxRecordBytes)
+	if per > MaxRecordBytes || per < MaxRecordBytes*9/10 {
+		t.Errorf("the largest record takes %d bytes, want at most MaxRecordBytes (%d) and at least 90%% of it", per, MaxRecordBytes)
+	}
+	if empty.Len() > stateOverhead {
+		t.Errorf("an empty state takes %d bytes, more than stateOverhead (%d)", empty.Len(), stateOverhead)
+	}
+}
+
+// TestSaveLoadAtTheLimit saves the largest states of n plugins and n
+// pending deregistrations, and loads them back with the limit of that
+// many.
+func TestSaveLoadAtTheLimit(t *testing.T) {
+	for _, n := range []int{1, 30} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := State{Version: StateVersion, Revision: 1<<64 - 1}
+			for i := range n {
+				s.Plugins = append(s.Plugins, largestPlugin(i))
+				s.Pending = append(s.Pending, PendingDeregistration{Plugin: largestPlugin(n + i), Reason: ReasonRolledBack})
+			}
+			limit := stateLimit(n, n)
+			path := filepath.Join(tempDir(t), "state.json")
+			if err := Save(path, s, limit); err != nil {
+				t.Fatalf("Save of %d largest plugins and pending deregistrations: %v", n, err)
+			}
+			got, err := Load(path, limit)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if d := cmp.Diff(s, got); d != "" {
+				t.Errorf("Load(Save(s)) (-want +got):\n%s", d)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() > stateLimit(n, n) {
+				t.Errorf("state file of %d bytes, over stateLimit(%d, %d) = %d", fi.Size(), n, n, stateLimit(n, n))
+			}
+		})
+	}
+}
+
+// TestSaveOverTheLimit checks that Save refuses a state larger than its
+// limit, and keeps the file it had.
+func TestSaveOverTheLimit(t *testing.T) {
+	path := filepath.Join(tempDir(t), "state.json")
+	old := State{Version: StateVersion, Revision: 7, Plugins: []Plugin{largestPlugin(0)}}
+	if err := Save(path, old, 0); err != nil {
+		t.Fatal(err)
+	}
+	var big State
+	for i := range 40 {
+		big.Plugins = append(big.Plugins, largestPlugin(i))
+	}
+	const limit = int64(20 * MaxRecordBytes)
+	if err := Save(path, big, limit); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Save of %d largest plugins, limit %d = %v, want larger than", len(big.Plugins), limit, err)
+	}
+	got, err := Load(path, 0)
+	if err != nil || !cmp.Equal(old, got) {
+		t.Errorf("after a refused Save, Load = %v, want the old state", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("after a refused Save, the directory holds %d files, want the state file alone", len(ents))
+	}
+}

@@ -1,0 +1,31 @@
+package plugins
+
+// CheckPrivate returns an error if a user other than the agent's own and
+// the administrators could replace the file at path, or what the agent
+// reads from it: path is the agent's state file or its API socket. The
+// agent calls it for both before it reads the one or listens on the other,
+// so that no local user can plant a state file or take the API socket's
+// path between two runs of the agent. The error names the file or
+// directory at fault, its owner and its permissions, and what to change.
+//
+// On unix, the administrator is root. The directory of path (while it is
+// missing, the closest ancestor that exists, in which the agent will
+// create it) must be owned by root or the agent's user, and not writable
+// by another user: not by its group unless that is root's group (gid 0),
+// and not by every user unless it has the sticky bit (as /tmp has). Its
+// ancestors, after symbolic links are resolved, must be owned by root or
+// the agent's user and not writable by every user without the sticky bit;
+// their group may write to them, as macOS's /var/run (root:daemon, 0775)
+// lets its group. A file at path must be owned by root or the agent's user.
+//
+// # Windows notes
+//
+// The administrators are SYSTEM and the Administrators group. The directory
+// of path (while it is missing, the closest ancestor that exists) must be
+// owned by SYSTEM, Administrators or the agent's user, and its DACL must let
+// no one else create, delete or rename files in it, or change its DACL or
+// owner. A file at path must be owned by SYSTEM, Administrators or the
+// agent's user. Ancestors are not checked: creating files in a directory
+// does not let a user rename or replace the directories already in it, and
+// C:\ and C:\ProgramData let every user create files.
+func CheckPrivate(path string) error { return checkPrivate(path) }

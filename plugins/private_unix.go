@@ -1,0 +1,90 @@
+//go:build unix
+
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// privateAdvice tells how to fix a directory that CheckPrivate refuses.
+const privateAdvice = "make it owned by root and not writable by other users"
+
+// checkPrivate is CheckPrivate on unix.
+func checkPrivate(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	dir, exact, err := closestDir(filepath.Dir(abs))
+	if err != nil {
+		return err
+	}
+	for d, strict := dir, exact; ; d, strict = filepath.Dir(d), false {
+		if err := checkDirOwner(d, strict); err != nil {
+			return err
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if !exact {
+		return nil // no file in a missing directory
+	}
+	fi, err := os.Lstat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
+		return fmt.Errorf("%s is owned by uid %d (mode %v): remove it, or make it owned by root", abs, uid, fi.Mode())
+	}
+	return nil
+}
+
+// closestDir returns dir, or its closest ancestor that exists if dir does
+// not, with symbolic links resolved, and whether it is dir itself.
+func closestDir(dir string) (string, bool, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		r, err := filepath.EvalSymlinks(d)
+		if err == nil {
+			return r, d == dir, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			return "", false, err
+		}
+	}
+}
+
+// checkDirOwner checks one directory: its owner is root or the agent's
+// user, and every user may not write to it unless it has the sticky bit.
+// strict (the directory of the file) also refuses a directory that its
+// group may write to, unless that group is root's.
+func checkDirOwner(dir string, strict bool) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	mode := fi.Mode()
+	switch {
+	case !trustedUID(st.Uid):
+		return fmt.Errorf("directory %s is owned by uid %d (mode %v): %s", dir, st.Uid, mode, privateAdvice)
+	case mode&0o002 != 0 && mode&fs.ModeSticky == 0:
+		return fmt.Errorf("directory %s is writable by every user (owner uid %d, mode %v): %s", dir, st.Uid, mode, privateAdvice)
+	case strict && mode&0o020 != 0 && st.Gid != 0:
+		return fmt.Errorf("directory %s is writable by group %d (owner uid %d, mode %v): %s", dir, st.Gid, st.Uid, mode, privateAdvice)
+	}
+	return nil
+}
+
+// trustedUID reports whether uid is root's or the agent's.
+func trustedUID(uid uint32) bool {
+	return uid == 0 || int64(uid) == int64(os.Geteuid())
+}

@@ -1,0 +1,171 @@
+//go:build unix
+
+package plugins
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// nobody is an unprivileged uid and gid that owns nothing on the machine.
+const nobody = 65534
+
+// mkdirOwned makes dir with mode and owner uid:gid, whatever the umask.
+func mkdirOwned(t *testing.T, dir string, mode os.FileMode, uid, gid int) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// writeOwned writes an empty file owned by uid.
+func writeOwned(t *testing.T, path string, uid int) string {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheckPrivateUnix(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give directories to another user")
+	}
+	for _, tc := range []struct {
+		name string
+		// setup makes the tree under base and returns the file to check
+		// and the directory that the error must name ("": no error).
+		setup func(t *testing.T, base string) (path, bad string)
+		want  string // the error after "directory BAD", or after the path for a file
+	}{
+		{"root 0755", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirOwned(t, b+"/d", 0o755, 0, 0), "state.json"), ""
+		}, ""},
+		{"root 0770 group root", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirOwned(t, b+"/d", 0o770, 0, 0), "state.json"), ""
+		}, ""},
+		{"owned by another user", func(t *testing.T, b string) (string, string) {
+			d := mkdirOwned(t, b+"/d", 0o755, nobody, 0)
+			return filepath.Join(d, "state.json"), d
+		}, " is owned by uid 65534 (mode drwxr-xr-x)"},
+		{"writable by every user", func(t *testing.T, b string) (string, string) {
+			d := mkdirOwned(t, b+"/d", 0o777, 0, 0)
+			return filepath.Join(d, "api.sock"), d
+		}, " is writable by every user (owner uid 0, mode drwxrwxrwx)"},
+		{"writable by every user, sticky", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirOwned(t, b+"/d", 0o777|os.ModeSticky, 0, 0), "state.json"), ""
+		}, ""},
+		{"writable by another group", func(t *testing.T, b string) (string, string) {
+			d := mkdirOwned(t, b+"/d", 0o775, 0, nobody)
+			return filepath.Join(d, "state.json"), d
+		}, " is writable by group 65534 (owner uid 0, mode drwxrwxr-x)"},
+		{"readable by another group", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirOwned(t, b+"/d", 0o750, 0, nobody), "api.sock"), ""
+		}, ""},
+		{"parent owned by another user", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o755, nobody, nobody)
+			return filepath.Join(mkdirOwned(t, p+"/d", 0o755, 0, 0), "state.json"), p
+		}, " is owned by uid 65534 (mode drwxr-xr-x)"},
+		{"parent writable by every user", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o777, 0, 0)
+			return filepath.Join(mkdirOwned(t, p+"/d", 0o755, 0, 0), "state.json"), p
+		}, " is writable by every user (owner uid 0, mode drwxrwxrwx)"},
+		{"parent writable by another group", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o775, 0, nobody)
+			return filepath.Join(mkdirOwned(t, p+"/d", 0o755, 0, 0), "state.json"), ""
+		}, ""},
+		{"missing, parent writable by every user", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o777, 0, 0)
+			return filepath.Join(p, "a", "b", "state.json"), p
+		}, " is writable by every user (owner uid 0, mode drwxrwxrwx)"},
+		{"missing, parent root 0755", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirOwned(t, b+"/p", 0o755, 0, 0), "a", "state.json"), ""
+		}, ""},
+		{"symlink to a directory of another user", func(t *testing.T, b string) (string, string) {
+			d := mkdirOwned(t, b+"/d", 0o755, nobody, 0)
+			if err := os.Symlink(d, b+"/link"); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(b, "link", "state.json"), d
+		}, " is owned by uid 65534 (mode drwxr-xr-x)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := privateTempDir(t)
+			path, bad := tc.setup(t, base)
+			err := CheckPrivate(path)
+			switch {
+			case bad == "" && err != nil:
+				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+			case bad == "":
+			case err == nil:
+				t.Errorf("CheckPrivate(%q) = nil, want an error naming %s", path, bad)
+			default:
+				want := "directory " + bad + tc.want + ": make it owned by root and not writable by other users"
+				if err.Error() != want {
+					t.Errorf("CheckPrivate(%q) error = %q, want %q", path, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckPrivateFileOwner checks the file itself, in a directory where
+// every user may create files (the sticky bit keeps them from replacing
+// one another's): one that another user made first is refused.
+func TestCheckPrivateFileOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a file to another user")
+	}
+	for _, tc := range []struct {
+		name string
+		uid  int
+		want string // "": no error
+	}{
+		{"root", 0, ""},
+		{"another user", nobody, " is owned by uid 65534 (mode -rw-------): remove it, or make it owned by root"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mkdirOwned(t, privateTempDir(t)+"/d", 0o777|os.ModeSticky, 0, 0)
+			path := writeOwned(t, filepath.Join(d, "state.json"), tc.uid)
+			err := CheckPrivate(path)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+			case tc.want == "":
+			case err == nil || err.Error() != path+tc.want:
+				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, path+tc.want)
+			}
+		})
+	}
+}
+
+// privateTempDir returns a new directory owned by root, mode 0700, with
+// its symbolic links resolved (macOS's /tmp is /private/tmp), so that the
+// errors name the directories as CheckPrivate sees them.
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if d, err = filepath.EvalSymlinks(d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(d, "/") {
+		t.Fatalf("temporary directory %q is not absolute", d)
+	}
+	return d
+}
