@@ -12,7 +12,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto proto/plugreg/v1/handler.proto
 
-.PHONY: help build test demo generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop
+.PHONY: help build test demo demo-fleet bench-fleet generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop mutate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -20,12 +20,21 @@ help: ## list the targets
 build: ## build bin/plugreg for this machine
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/plugreg .
 
-test: ## go vet + every test under the race detector
+test: ## go vet + every test under the race detector, and the largest registry without it
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -count=1 ./...
+	$(GO) test -count=1 -run '^TestCLIReadsTheLargestRegistry$$' .
 
 demo: build ## agent + two example plugins in a temporary directory
 	./testdata/demo.sh bin/plugreg
+
+demo-fleet: build ## a real embedded etcd and two agents publishing as two nodes; one is killed -9 and leaves the fleet view after its TTL
+	$(GO) build -o bin/etcd-demo ./plugins/fleet/testdata/etcd
+	./testdata/demo-fleet.sh bin/plugreg bin/etcd-demo
+
+bench-fleet: ## NODES simulated nodes (default 10000) x 20 plugins, real publishers, against one embedded etcd
+	$(GO) build -o bin/benchfleet ./plugins/fleet/testdata/benchfleet
+	bin/benchfleet -nodes $(or $(NODES),10000)
 
 generate: ## regenerate proto/**/*.pb.go with pinned generators (needs protoc)
 	GOBIN=$(CURDIR)/.bin $(GO) install $(PROTOC_GEN_GO)
@@ -57,7 +66,7 @@ bench: ## scan and registration benchmarks
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5000x cannot hit golang/go#75804, a spurious "context deadline exceeded")
 	$(GO) test -run='^$$' -fuzz='^FuzzDiff$$' -fuzztime=$(or $(FUZZTIME),10s) ./scan
-	$(GO) test -run='^$$' -fuzz='^FuzzParseAccept$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
+	$(GO) test -run='^$$' -fuzz='^FuzzParseAccept$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins/handler
 	$(GO) test -run='^$$' -fuzz='^FuzzCache$$' -fuzztime=$(or $(FUZZTIME),10s) ./statecache
 	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
 	$(GO) test -run='^$$' -fuzz='^FuzzRegistryEncodes$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
@@ -65,24 +74,23 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5
 	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-# The pure core: scan and statecache import none of these.
-IMPURE := ^github.com/plugreg/plugreg/(plugins|register|proto)|^google.golang.org/grpc|^net/http$$
 
-lint: ## gofmt, vet for every target OS, staticcheck, the pure core's imports, go mod tidy
+lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS, functions of at most 80 lines (.ci/funclen-allow), go mod tidy
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }
 	@set -e; for os in $(OSES); do CGO_ENABLED=0 GOOS=$$os $(GO) vet ./...; done
 	$(GO) run $(STATICCHECK) ./...
-	@set -e; for p in ./scan ./statecache; do for os in $(OSES); do \
-	  bad=$$(GOOS=$$os $(GO) list -deps $$p | grep -E '$(IMPURE)' || true); \
-	  if [ -n "$$bad" ]; then echo "$$p must not import these (GOOS=$$os):"; echo "$$bad"; exit 1; fi; \
-	done; done
+	$(GO) run .ci/imports.go $(OSES)
+	$(GO) run .ci/funclen.go
 	$(GO) mod tidy -diff
+
+mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of the tree, each against its package's tests (no -race), then the score per package and the survivors; BASE=REV scores that commit too, ONLY=REGEXP picks mutations by name
+	$(GO) run .ci/mutate.go $(if $(BASE),-base '$(BASE)') $(if $(ONLY),-only '$(ONLY)')
 
 clean: ## remove build output
 	rm -rf bin dist .bin
 
-bench-agent: ## the built agent against N plugins created at once (N=1000, flat; make bench-agent N=10000 DIRS=100); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile, MEMPROFILE=FILE its allocation profile
-	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000) -dirs=$(or $(DIRS),0) -agent-args='$(ARGS)' $(if $(PROFILE),-agent-cpuprofile=$(PROFILE)) $(if $(MEMPROFILE),-agent-memprofile=$(MEMPROFILE))
+bench-agent: ## the built agent against N plugins created at once (N=1000, flat; make bench-agent N=10000 DIRS=100; LARGE=1: each reports the largest info allowed); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile, MEMPROFILE=FILE its allocation profile
+	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000) -dirs=$(or $(DIRS),0) -agent-args='$(ARGS)' $(if $(LARGE),-large) $(if $(PROFILE),-agent-cpuprofile=$(PROFILE)) $(if $(MEMPROFILE),-agent-memprofile=$(MEMPROFILE))
 
 soak: ## the built agent, a watcher and plugins churning at random for SOAK (default 10m); not in CI
 	$(GO) test -run '^TestSoak$$' -count=1 -v -timeout 30m . -args -soak=$(or $(SOAK),10m)

@@ -22,6 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plugreg/plugreg/plugins"
+	plugapi "github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
@@ -36,6 +38,7 @@ var (
 	benchPlugins = flag.Int("plugins", 1000, "BenchmarkAgent: plugins created at once")
 	benchIdle    = flag.Duration("idle", 60*time.Second, "BenchmarkAgent: idle window for the CPU figure, reported per 10 s")
 	benchArgs    = flag.String("agent-args", "", "BenchmarkAgent: extra flags for plugreg run, space-separated")
+	benchLarge   = flag.Bool("large", false, "BenchmarkAgent: plugins report the largest info allowed (a 253-byte name, a 1 KiB endpoint, 16 versions of 64 bytes)")
 	benchDirs    = flag.Int("dirs", 0, "BenchmarkAgent: subdirectories the plugins are spread over; 0: all in the plugin dir, as in the kubelet's plugins_registry")
 	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof)")
@@ -64,7 +67,7 @@ var (
 //     readdir+fstatat loop, in this process, in the same run.
 func BenchmarkAgent(b *testing.B) {
 	n := *benchPlugins
-	tmp := shortTempDir(b)
+	tmp := sockettest.Dir(b)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
 	for env, file := range map[string]string{"PLUGREG_CPUPROFILE": *benchProfile, "PLUGREG_MEMPROFILE": *benchMemProf} {
 		if file != "" {
@@ -89,7 +92,7 @@ func BenchmarkAgent(b *testing.B) {
 	})
 	waitAPI(b, agent, api)
 	addr := metricsAddr(b, agent)
-	cc, err := plugins.Dial(api)
+	cc, err := plugapi.Dial(api)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -238,8 +241,7 @@ func TestPluginHost(t *testing.T) {
 				status := make(chan *pluginregistration.RegistrationStatus, 4)
 				pctx, pcancel := context.WithCancel(ctx)
 				done := make(chan struct{})
-				srv := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin",
-					Name: fmt.Sprintf("p%05d.example.com", i), SupportedVersions: []string{"1.0.0"}}, Status: status}
+				srv := &example.Plugin{Info: benchInfo(i), Status: status}
 				wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
 				wg.Go(func() {
 					select {
@@ -463,4 +465,19 @@ func bareScan(b *testing.B, dir string) int {
 		}
 	}
 	return n
+}
+
+// benchInfo is what bench plugin i reports in GetInfo: a short name and
+// one version, or with -large the largest info the agent accepts.
+func benchInfo(i int) *pluginregistration.PluginInfo {
+	name := fmt.Sprintf("p%05d.example.com", i)
+	if !*benchLarge {
+		return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: name, SupportedVersions: []string{"1.0.0"}}
+	}
+	versions := []string{"1.0.0"}
+	for len(versions) < plugins.MaxVersions {
+		versions = append(versions, fmt.Sprintf("%02d", len(versions))+strings.Repeat("v", plugins.MaxVersionBytes-2))
+	}
+	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: strings.Repeat("n", 253-len(name)) + name,
+		Endpoint: "/" + strings.Repeat("e", plugins.MaxEndpointBytes-len(name)-1) + name, SupportedVersions: versions}
 }

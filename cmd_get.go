@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -42,7 +43,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("get plugin from %s: %s", *apiPath, status.Convert(err).Message())
 	}
-	p := plugins.FromProto(m)
+	p := api.FromProto(m)
 	if *output == "json" {
 		return writeJSONValue(stdout, toJSON(p))
 	}

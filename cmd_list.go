@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -26,16 +27,8 @@ import (
 const apiTimeout = 10 * time.Second
 
 // pluginJSON is a plugin as `list -o json` prints it; the keys are a
-// public contract.
-type pluginJSON struct {
-	Name         string            `json:"name"`
-	Type         string            `json:"type"`
-	Endpoint     string            `json:"endpoint"`
-	SocketPath   string            `json:"socketPath"`
-	Versions     []string          `json:"versions"`
-	RegisteredAt string            `json:"registeredAt"` // RFC 3339
-	Annotations  map[string]string `json:"annotations"`  // {} when none
-}
+// public contract, shared with the fleet view (plugins.PluginJSON).
+type pluginJSON = plugins.PluginJSON
 
 // runList is `plugreg list`.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -62,7 +55,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	ps := make([]plugins.Plugin, len(resp.GetPlugins()))
 	for i, m := range resp.GetPlugins() {
-		ps[i] = plugins.FromProto(m)
+		ps[i] = api.FromProto(m)
 	}
 	if *output == "json" {
 		return writeJSON(stdout, ps)
@@ -70,20 +63,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return writeTable(stdout, ps)
 }
 
-func toJSON(p plugins.Plugin) pluginJSON {
-	v := p.Versions
-	if v == nil {
-		v = []string{}
-	}
-	a := p.Annotations
-	if a == nil {
-		a = map[string]string{}
-	}
-	return pluginJSON{
-		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
-		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
-	}
-}
+func toJSON(p plugins.Plugin) pluginJSON { return plugins.ToJSON(p) }
 
 func writeJSON(w io.Writer, ps []plugins.Plugin) error {
 	out := make([]pluginJSON, len(ps))
@@ -129,7 +109,7 @@ func printable(s string) string {
 func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 	conn, err := net.DialTimeout("unix", path, apiTimeout)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || plugins.IsRefused(err) {
+		if errors.Is(err, fs.ErrNotExist) || api.IsRefused(err) {
 			return nil, nil, fmt.Errorf("no agent is listening on %s (is 'plugreg run' running, with the same --api?)", path)
 		}
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
@@ -139,7 +119,7 @@ func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 	// watch snapshot, of --max-plugins plugins of the largest size is
 	// about 7 KB a plugin), and the API socket is the agent's: take what
 	// it sends, rather than gRPC's default of 4 MiB.
-	cc, err := plugins.Dial(path, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	cc, err := api.Dial(path, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}

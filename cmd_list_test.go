@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 )
 
 // hostile is a plugin whose strings would move a terminal's cursor, change
@@ -49,7 +50,7 @@ func TestOutputQuotesPluginText(t *testing.T) {
 	if err := writeTable(&table, []plugins.Plugin{hostile}); err != nil {
 		t.Fatal(err)
 	}
-	if err := printEvent(&text, plugins.EventToProto(ev), "text"); err != nil {
+	if err := printEvent(&text, api.EventToProto(ev), "text"); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"table": table.String(), "watch -o text": text.String()} {

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/handler"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/register/metrics"
@@ -60,6 +62,7 @@ type runConfig struct {
 	maxPlugins        positiveInt
 	maxWatchers       positiveInt
 	allowUIDs         uidList
+	publish           publishConfig // --publish and the fleet flags
 }
 
 // parseRun parses the flags of `plugreg run`. The flag values check their
@@ -93,7 +96,7 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 		maxBackoff:        positiveDuration(register.DefaultMaxBackoff),
 		fullScanEvery:     -1,
 		maxPlugins:        register.DefaultMaxPlugins,
-		maxWatchers:       plugins.DefaultMaxWatchers,
+		maxWatchers:       api.DefaultMaxWatchers,
 	}
 	c.timeouts.dial = positiveDuration(register.DefaultDialTimeout)
 	c.timeouts.getInfo = positiveDuration(register.DefaultGetInfoTimeout)
@@ -126,6 +129,7 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
 	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED")
 	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
+	c.publish.register(flags)
 	return c, flags
 }
 
@@ -135,30 +139,30 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 // DevicePlugin, DRAPlugin) or none, then the handler's Validate. The
 // gRPC handlers are returned too, for the caller to close; none is
 // connected yet.
-func (c *runConfig) handlers() (*plugins.Handlers, []*plugins.GRPC, error) {
-	h := plugins.NewHandlers()
+func (c *runConfig) handlers() (*handler.Handlers, []*handler.GRPC, error) {
+	h := handler.NewHandlers()
 	accept := c.accept
 	if len(accept) == 0 {
-		accept = plugins.DefaultAccept()
+		accept = handler.DefaultAccept()
 	}
-	byType := make(map[string]*plugins.Accept)
+	byType := make(map[string]*handler.Accept)
 	for _, a := range accept {
 		h.Add(a.Type, a)
 		byType[a.Type] = a
 	}
-	for _, a := range plugins.DefaultAccept() {
-		if !slices.ContainsFunc([]*plugins.Accept(c.accept), func(b *plugins.Accept) bool { return b.Type == a.Type }) {
+	for _, a := range handler.DefaultAccept() {
+		if !slices.ContainsFunc([]*handler.Accept(c.accept), func(b *handler.Accept) bool { return b.Type == a.Type }) {
 			byType[a.Type] = a
 		}
 	}
-	var conns []*plugins.GRPC
+	var conns []*handler.GRPC
 	for _, s := range c.handler {
-		var hd plugins.Handler
+		var hd handler.Handler
 		switch s.Kind {
-		case plugins.KindExec:
-			hd = &plugins.Exec{Type: s.Type, Path: s.Path}
-		case plugins.KindGRPC:
-			g, err := plugins.NewGRPC(s.Type, s.Path)
+		case handler.KindExec:
+			hd = &handler.Exec{Type: s.Type, Path: s.Path}
+		case handler.KindGRPC:
+			g, err := handler.NewGRPC(s.Type, s.Path)
 			if err != nil {
 				closeHandlers(conns)
 				return nil, nil, err
@@ -168,13 +172,13 @@ func (c *runConfig) handlers() (*plugins.Handlers, []*plugins.GRPC, error) {
 		default:
 			panic("plugreg: handler of unknown kind " + s.Kind) // ParseHandler makes no other
 		}
-		h.Add(s.Type, &plugins.Checked{Accept: byType[s.Type], Handler: hd})
+		h.Add(s.Type, &handler.Checked{Accept: byType[s.Type], Handler: hd})
 	}
 	return h, conns, nil
 }
 
 // closeHandlers closes the connections of gRPC handlers.
-func closeHandlers(conns []*plugins.GRPC) {
+func closeHandlers(conns []*handler.GRPC) {
 	for _, g := range conns {
 		g.Close()
 	}
@@ -218,7 +222,8 @@ type agent struct {
 	saved    sync.WaitGroup
 	// handlerConns are the gRPC handlers' connections, closed once the
 	// reconciler has returned: no handler call runs then.
-	handlerConns []*plugins.GRPC
+	handlerConns []*handler.GRPC
+	publisher    *publisher // nil: no --publish
 }
 
 // start opens what the agent serves and reads, runs the reconciler until
@@ -242,7 +247,11 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	lis, err := plugins.ListenAPI(c.api, c.apiGroup)
+	pub, err := c.publish.prepare(log)
+	if err != nil {
+		return err
+	}
+	lis, err := api.ListenAPI(c.api, c.apiGroup)
 	if err != nil {
 		return err
 	}
@@ -266,7 +275,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	}
 	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1), handlerConns: conns}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
-	plugregv1.RegisterRegistryServer(a.api, plugins.NewAPIServer(a.registry, int(c.maxWatchers)))
+	plugregv1.RegisterRegistryServer(a.api, api.NewAPIServer(a.registry, int(c.maxWatchers)))
 	go func() { a.served <- a.api.Serve(lis) }()
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: plugins.StateLimit(int(c.maxPlugins)), Log: log}
@@ -278,9 +287,11 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			}
 		})
 	}
+	a.publisher = pub
+	pub.start(ctx, a.registry, c.state, log)
 	if ml != nil {
 		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
-		a.metrics = metrics.NewServer(ml, metrics.Handler(sources(rec, scanner, a.registry, a.saver), stale, time.Now), metrics.DefaultLimits())
+		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), stale, time.Now), metrics.DefaultLimits())
 		go a.metrics.Serve()
 	}
 
@@ -295,7 +306,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 }
 
 // reconciler returns the reconciler of the agent, configured by the flags.
-func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry, handlers *plugins.Handlers, log *slog.Logger) *register.Reconciler {
+func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry, handlers *handler.Handlers, log *slog.Logger) *register.Reconciler {
 	client := &register.Client{
 		Handlers:       handlers,
 		DialTimeout:    time.Duration(c.timeouts.dial),
@@ -303,7 +314,6 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		NotifyTimeout:  time.Duration(c.timeouts.notify),
 		HandlerTimeout: time.Duration(c.timeouts.handler),
 		AllowUIDs:      c.allowUIDs,
-		Pending:        registry,
 		Dirs:           scanner.Dirs(),
 		Log:            log,
 	}
@@ -332,6 +342,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 func (a *agent) stop() error {
 	closeHandlers(a.handlerConns)
 	a.registry.Close() // ends the watch streams, so that the API server stops at once
+	a.publisher.wait() // the registry's close ends it
 	stopped := make(chan struct{})
 	go func() { a.api.GracefulStop(); close(stopped) }()
 	select {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -177,24 +177,24 @@ func TestRunHandlers(t *testing.T) {
 			}
 			defer closeHandlers(conns)
 			got := map[string]want{}
-			var grpcs []*plugins.GRPC
+			var grpcs []*handler.GRPC
 			for _, typ := range h.Types() {
 				hd, _ := h.Lookup(typ)
 				switch hd := hd.(type) {
-				case *plugins.Accept:
+				case *handler.Accept:
 					got[typ] = want{patterns: hd.Patterns}
-				case *plugins.Checked:
+				case *handler.Checked:
 					var w want
 					if hd.Accept != nil {
 						w.patterns = hd.Accept.Patterns
 					}
 					switch e := hd.Handler.(type) {
-					case *plugins.Exec:
+					case *handler.Exec:
 						w.handler = "exec"
 						if e.Type != typ || e.Path != prog {
 							t.Errorf("%s: %+v, want type %s and program %s", typ, e, typ, prog)
 						}
-					case *plugins.GRPC:
+					case *handler.GRPC:
 						w.handler = "grpc"
 						if e.Type != typ || e.Socket != sock {
 							t.Errorf("%s: %+v, want type %s and socket %s", typ, e, typ, sock)

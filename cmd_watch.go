@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -106,7 +107,7 @@ func watchOnce(ctx context.Context, client plugregv1.RegistryClient, rev *uint64
 }
 
 func printEvent(w io.Writer, m *plugregv1.Event, output string) error {
-	ev := plugins.EventFromProto(m)
+	ev := api.EventFromProto(m)
 	snapshot := ev.Kind == plugins.Snapshot || ev.Kind == plugins.Resync
 	if output == "json" {
 		out := eventJSON{Revision: ev.Revision, Event: string(ev.Kind), Error: ev.Error}

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
+	plugapi "github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -16,13 +18,13 @@ import (
 // status 1 and the agent's reason, for a script to act on.
 func TestWatchTooManyWatchers(t *testing.T) {
 	needUnixSockets(t)
-	api := filepath.Join(shortTempDir(t), "api.sock")
-	lis, err := plugins.ListenAPI(api, "")
+	api := filepath.Join(sockettest.Dir(t), "api.sock")
+	lis, err := plugapi.ListenAPI(api, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	plugregv1.RegisterRegistryServer(srv, plugins.NewAPIServer(plugins.NewRegistry(), 1))
+	plugregv1.RegisterRegistryServer(srv, plugapi.NewAPIServer(plugins.NewRegistry(), 1))
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 

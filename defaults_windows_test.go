@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -38,7 +39,7 @@ func TestDefaultsProgramData(t *testing.T) {
 // %ProgramData% written with forward slashes, is what the scanner scans:
 // absolute, with a volume name and backslashes.
 func TestDefaultDirScanned(t *testing.T) {
-	tmp := shortTempDir(t)
+	tmp := sockettest.Dir(t)
 	t.Setenv("ProgramData", filepath.ToSlash(tmp)+"/")
 	s, err := scan.New([]string{defaultDir()}, nil)
 	if err != nil {
@@ -71,7 +72,7 @@ func TestMakeDefaultHome(t *testing.T) {
 		{"the directory itself", func(h, _ string) []string { return []string{h} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmp := shortTempDir(t)
+			tmp := sockettest.Dir(t)
 			t.Setenv("ProgramData", tmp)
 			home := defaultHome()
 			if err := makeDefaultHome(tc.paths(home, filepath.Join(tmp, "other"))...); err != nil {

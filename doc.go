@@ -11,6 +11,7 @@ Usage:
 	plugreg list [flags]                   list the registered plugins
 	plugreg get [flags] TYPE NAME          show one registered plugin
 	plugreg watch [flags]                  stream registry events
+	plugreg fleet list|watch|forget [flags] the fleet view in etcd (run --publish)
 	plugreg example-plugin [flags]         serve an example plugin
 	plugreg service ACTION [run flags]     install and manage plugreg as a system service
 	plugreg version                        print the version
@@ -174,6 +175,32 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		credentials) both have one of these uids. Repeatable. Default: any
 		uid. Unix only: a usage error on Windows, illumos, Solaris and AIX,
 		which have no peer credentials to read. See package register.
+	--publish ENDPOINTS
+		Publish the registry to etcd at these comma-separated endpoints
+		(etcd://HOST:2379, host:port or http(s)://host:port), for `plugreg
+		fleet`. The key layout, the lease and the etcd role that confines a
+		node to its own keys are in package plugins/fleet. Publishing never
+		delays a registration, the API or the state file: while etcd is
+		down or refuses, only the published view is stale; the agent logs
+		the first failure of an outage and its end. Default: off.
+	--node NAME
+		This node's name in the fleet view. Default: the host name.
+	--publish-prefix PREFIX
+		Key prefix of the fleet view. Default /plugreg.
+	--publish-ttl DURATION
+		Time to live of the node's lease, in whole seconds: a stopped or
+		killed agent's keys vanish within it. The lease ID is kept in
+		STATE.lease next to the --state file, and a restarted agent
+		continues the lease, so no plugin leaves the view across a
+		restart. The agent never revokes it. Default 30s.
+	--etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE
+		TLS to etcd: the CA of its server certificates, and the client's
+		certificate and key (PEM). Any of them, or an https endpoint,
+		turns TLS on.
+	--etcd-user USER, --etcd-password-file FILE
+		Authenticate to etcd as USER, with the first line of FILE as the
+		password. A password is never taken on the command line nor
+		logged.
 
 # Exec handlers
 
@@ -325,6 +352,37 @@ If the agent goes away, as in a restart, watch reconnects for up to 30 s and
 resumes after the last revision it printed, so it loses nothing. If it never
 reached an agent, or the agent refused the stream because it serves
 --max-watchers already ("too many watchers"), it exits with status 1 at once.
+
+# plugreg fleet
+
+	plugreg fleet list --etcd ENDPOINTS [--type T] [--name N] [--node N] [-o table|json]
+	plugreg fleet watch --etcd ENDPOINTS [--since REV] [-o text|json]
+	plugreg fleet forget --etcd ENDPOINTS NODE
+
+Reads the fleet view that agents publish with run --publish. Every fleet
+command takes --etcd ENDPOINTS (comma-separated, host:port or
+http(s)://host:port, as etcdctl's --endpoints), --prefix PREFIX (the
+agents' --publish-prefix, default /plugreg) and the --etcd-cacert,
+--etcd-cert, --etcd-key, --etcd-user and --etcd-password-file flags of
+run. Strings from etcd are quoted as list quotes them.
+
+list prints the plugins of every node, sorted by node, type and name, all
+as of one etcd revision, read in pages of 1,000 keys, so its memory does
+not grow with the fleet. --type, --name and --node select; --name reads
+only that name's index keys. -o json prints an array of objects with the
+keys of list -o json plus node.
+
+watch prints every change of a plugin key after revision --since (default
+0: from now), one line each: the revision, put or delete, NODE TYPE NAME
+and, for a put, the endpoint; -o json prints one object a line with the
+keys revision, event, node, type, name and plugin (for a put). Resume with
+--since set to the last revision printed. If etcd has compacted that
+revision, watch says so on stderr, lists the fleet again (as put lines
+with revision "-") and watches from the listing's revision.
+
+forget deletes NODE's keys at once: it revokes the node's lease and
+deletes what is left of its node, plugin and index keys, for a node an
+operator knows is gone. An agent that still runs publishes the node again.
 
 # plugreg example-plugin
 

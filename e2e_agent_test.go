@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // End-to-end tests of the agent as a user meets it: plugins discovered,
@@ -93,7 +95,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 func TestEndToEndRefusesSecondAgent(t *testing.T) {
-	tmp := shortTempDir(t)
+	tmp := sockettest.Dir(t)
 	api := filepath.Join(tmp, "api.sock")
 	first := start(t, "run", "--dir", filepath.Join(tmp, "p"), "--api", api, "--state", "")
 	waitAPI(t, first, api)
@@ -104,7 +106,7 @@ func TestEndToEndRefusesSecondAgent(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	tmp := shortTempDir(t)
+	tmp := sockettest.Dir(t)
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
@@ -522,7 +523,7 @@ func TestChrootStaticBinary(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for chroot")
 	}
-	root := shortTempDir(t)
+	root := sockettest.Dir(t)
 	copyExecutable(t, bin, filepath.Join(root, "plugreg"), 0o755)
 	ents, err := os.ReadDir(root)
 	if err != nil {

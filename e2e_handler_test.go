@@ -1,18 +1,17 @@
 package main
 
 import (
-	"context"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/plugreg/plugreg/plugins/handler/handlertest"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -38,40 +37,24 @@ func TestEndToEndHandlerUsage(t *testing.T) {
 	}
 }
 
-// refusingHandler is a plugreg.v1.Handler served by a test: it refuses
-// the plugin named "bad" with a status message, and annotates the others.
-type refusingHandler struct {
-	plugregv1.UnimplementedHandlerServer
-}
-
-func (refusingHandler) Validate(_ context.Context, r *plugregv1.ValidateRequest) (*plugregv1.ValidateResponse, error) {
-	if name := r.GetPlugin().GetName(); name == "bad" {
-		return nil, status.Errorf(codes.PermissionDenied, "plugin %s is refused here", name)
-	}
-	return &plugregv1.ValidateResponse{}, nil
-}
-
-func (refusingHandler) Register(_ context.Context, r *plugregv1.RegisterRequest) (*plugregv1.RegisterResponse, error) {
-	return &plugregv1.RegisterResponse{Annotations: map[string]string{"node": "n1", "plugin": r.GetPlugin().GetName()}}, nil
-}
-
-func (refusingHandler) DeRegister(context.Context, *plugregv1.DeRegisterRequest) (*plugregv1.DeRegisterResponse, error) {
-	return &plugregv1.DeRegisterResponse{}, nil
-}
-
-// serveRefusingHandler serves a refusingHandler on a unix socket at path
-// until the returned stop is called, or the test ends.
+// serveRefusingHandler serves, on a unix socket at path, a handler that
+// refuses the plugin named "bad" with a status message and annotates the
+// others, until the returned stop is called, or the test ends.
 func serveRefusingHandler(t *testing.T, path string) (stop func()) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	plugregv1.RegisterHandlerServer(srv, refusingHandler{})
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-	return srv.Stop
+	h := &handlertest.Server{}
+	h.SetAnswer(func(req proto.Message) (map[string]string, error) {
+		switch r := req.(type) {
+		case *plugregv1.ValidateRequest:
+			if name := r.GetPlugin().GetName(); name == "bad" {
+				return nil, status.Errorf(codes.PermissionDenied, "plugin %s is refused here", name)
+			}
+		case *plugregv1.RegisterRequest:
+			return map[string]string{"node": "n1", "plugin": r.GetPlugin().GetName()}, nil
+		}
+		return nil, nil
+	})
+	return h.Serve(t, path)
 }
 
 // TestEndToEndGRPCHandler: the agent starts with a gRPC handler that

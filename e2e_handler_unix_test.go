@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 )
 
 // handlerScript writes an sh exec handler to dir and returns its path.
@@ -249,12 +250,12 @@ func (h *recordingHandler) setDown(on bool) {
 }
 
 // deliveredTo returns the requests of the deregistrations delivered.
-func (h *recordingHandler) deliveredTo() []plugins.ExecInput {
+func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 	h.t.Helper()
 	b, _ := os.ReadFile(h.delivered)
-	var got []plugins.ExecInput
+	var got []handler.ExecInput
 	for l := range strings.Lines(string(b)) {
-		var in plugins.ExecInput
+		var in handler.ExecInput
 		if err := json.Unmarshal([]byte(l), &in); err != nil {
 			h.t.Fatalf("handler got %q: %v", l, err)
 		}
@@ -265,14 +266,14 @@ func (h *recordingHandler) deliveredTo() []plugins.ExecInput {
 
 // request is the deregister request, for reason, of the plugin called
 // name, registered at its socket dir/name.sock.
-func (h *recordingHandler) request(name, reason string) plugins.ExecInput {
+func (h *recordingHandler) request(name, reason string) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
-	return plugins.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
+	return handler.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
 		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
 }
 
 // checkDelivered compares the requests delivered with want.
-func (h *recordingHandler) checkDelivered(want ...plugins.ExecInput) {
+func (h *recordingHandler) checkDelivered(want ...handler.ExecInput) {
 	h.t.Helper()
 	if diff := cmp.Diff(want, h.deliveredTo()); diff != "" {
 		h.t.Errorf("handler deregistered (-want +got):\n%s", diff)

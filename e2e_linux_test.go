@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // The harness of the end-to-end tests that only Linux runs (e2e_faults_linux_test.go,
@@ -34,7 +36,7 @@ func nobodyTempDir(t *testing.T) (tmp, bin string) {
 		t.Skipf("needs root: plugreg runs as another user (uid %d) so that permissions apply to it", nobodyID)
 	}
 	rootBin := plugregBin(t) // skips in -short mode
-	tmp = shortTempDir(t)
+	tmp = sockettest.Dir(t)
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestRunRefusesSharedDirs runs the agent with its state file or API
@@ -31,7 +33,7 @@ func TestRunRefusesSharedDirs(t *testing.T) {
 		{"api in a directory writable by everyone", 0o777, 0, false, "api socket", "is writable by every user (owner uid 0, mode drwxrwxrwx)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmp, err := filepath.EvalSymlinks(shortTempDir(t))
+			tmp, err := filepath.EvalSymlinks(sockettest.Dir(t))
 			if err != nil {
 				t.Fatal(err)
 			}

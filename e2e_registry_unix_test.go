@@ -62,7 +62,7 @@ func TestEndToEndLiveness(t *testing.T) {
 		t.Errorf("unhealthy event %s, want the plugin as registered by %s", ev, evs[registered])
 	}
 	logs := agent.out.String()
-	for _, want := range []string{`"msg":"probe failed"`, `"op":"probe"`, `"msg":"plugin unhealthy"`, `"msg":"plugin healthy again"`} {
+	for _, want := range []string{`"msg":"check failed"`, `"op":"info check"`, `"msg":"plugin unhealthy"`, `"msg":"plugin healthy again"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("agent log lacks %s", want)
 		}
@@ -98,12 +98,12 @@ func TestEndToEndLivenessDeadPlugin(t *testing.T) {
 		t.Errorf("events %s, want registered then unhealthy", evs[registered:dead+1])
 	}
 	logs := agent.out.String()
-	for _, want := range []string{`"msg":"probe failed"`, `"op":"ping"`, `"msg":"plugin unhealthy"`} {
+	for _, want := range []string{`"msg":"check failed"`, `"op":"connect check"`, `"msg":"plugin unhealthy"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("agent log lacks %s", want)
 		}
 	}
-	if strings.Contains(logs, `"op":"probe"`) {
+	if strings.Contains(logs, `"op":"info check"`) {
 		t.Errorf("agent log has a GetInfo check, with --info-probe-interval 0")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
@@ -134,7 +135,7 @@ func swapBack(t *testing.T, dir, moved string) {
 
 // inProcExample is an example plugin served by the test process, with its
 // log.
-type inProcExample struct{ log *lockedBuffer }
+type inProcExample struct{ log *sockettest.Buffer }
 
 // serveInProc serves an example plugin of type CSIPlugin named name on
 // sock, which any user may connect to, until the end of the test. Its
@@ -149,7 +150,7 @@ func serveInProc(t *testing.T, sock, name string, status chan *pluginregistratio
 	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	p := inProcExample{log: &lockedBuffer{}}
+	p := inProcExample{log: &sockettest.Buffer{}}
 	srv := &example.Plugin{
 		Info:   &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: name, Endpoint: sock, SupportedVersions: []string{"1.0.0"}},
 		Status: status,

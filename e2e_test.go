@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // The end-to-end tests build the real binary once and drive it as a user
@@ -28,7 +30,7 @@ import (
 // and `watch`, the metrics endpoint. This file is their harness, used by
 // every e2e_*_test.go file and by agent_bench_test.go:
 //
-//   - the binary: plugregBin, and the directories: shortTempDir;
+//   - the binary: plugregBin, and the directories: sockettest.Dir;
 //     needUnixSockets skips where there are no unix sockets;
 //   - processes: start and startCmd (killed at the end of the test), spawn
 //     (reaped by the caller), proc.stop, alive, and their output: logLines;
@@ -97,25 +99,12 @@ func plugregBin(tb testing.TB) string {
 	return binPath
 }
 
-// shortTempDir returns a temporary directory with a short path, so socket
-// paths stay far below the sun_path limit (t.TempDir can be too long on
-// macOS).
-func shortTempDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp("", "pr")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // needUnixSockets skips the test when this system cannot create unix-domain
 // sockets: Windows before 10 1803, and wine. It tries once per test run.
 func needUnixSockets(tb testing.TB) {
 	tb.Helper()
 	unixOnce.Do(func() {
-		l, err := net.Listen("unix", filepath.Join(shortTempDir(tb), "probe"))
+		l, err := net.Listen("unix", filepath.Join(sockettest.Dir(tb), "probe"))
 		if err == nil {
 			l.Close()
 		}
@@ -126,30 +115,12 @@ func needUnixSockets(tb testing.TB) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer that a process writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // proc is a process started by spawn.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer // stdout and stderr
-	exited chan struct{} // closed once the process is reaped
-	err    error         // from Wait, once exited is closed
+	out    *sockettest.Buffer // stdout and stderr
+	exited chan struct{}      // closed once the process is reaped
+	err    error              // from Wait, once exited is closed
 }
 
 // String returns the command line.
@@ -159,7 +130,7 @@ func (p *proc) String() string { return strings.Join(p.cmd.Args, " ") }
 // goroutine that reaps it. The caller sees that it ends; start and
 // startCmd kill it at the end of the test.
 func spawn(cmd *exec.Cmd) (*proc, error) {
-	p := &proc{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &sockettest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -304,7 +275,7 @@ type agentEnv struct {
 func newAgentEnv(tb testing.TB) agentEnv {
 	tb.Helper()
 	needUnixSockets(tb) // the agent, its plugins and its handlers serve on unix sockets
-	tmp := shortTempDir(tb)
+	tmp := sockettest.Dir(tb)
 	return agentEnv{
 		tmp:   tmp,
 		dir:   filepath.Join(tmp, "plugins"),

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
@@ -36,7 +37,7 @@ func TestEndToEndIdleWatchers(t *testing.T) {
 	e := newAgentEnv(t)
 	agent := e.run(t)
 	pid := agent.cmd.Process.Pid
-	cc, err := plugins.Dial(e.api)
+	cc, err := api.Dial(e.api)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +50,9 @@ func TestEndToEndIdleWatchers(t *testing.T) {
 	idleRSS := procStatus(t, pid, "VmRSS")
 
 	streams, refused := openIdleWatchers(t, e.api, idleWatchers)
-	if len(streams) != plugins.DefaultMaxWatchers || refused != idleWatchers-plugins.DefaultMaxWatchers {
+	if len(streams) != api.DefaultMaxWatchers || refused != idleWatchers-api.DefaultMaxWatchers {
 		t.Fatalf("%d streams served and %d refused, want %d and %d", len(streams), refused,
-			plugins.DefaultMaxWatchers, idleWatchers-plugins.DefaultMaxWatchers)
+			api.DefaultMaxWatchers, idleWatchers-api.DefaultMaxWatchers)
 	}
 	_, stderr, code := plugreg(t, "watch", "--api", e.api)
 	if want := "too many watchers (64, --max-watchers); try again later"; code != 1 || !strings.Contains(stderr, want) {

@@ -7,14 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/lmittmann/tint"
-
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/register"
 )
 
@@ -176,7 +173,7 @@ func (r *rate) Set(v string) error {
 }
 
 // acceptList is the repeatable --accept flag: one handler per plugin type.
-type acceptList []*plugins.Accept
+type acceptList []*handler.Accept
 
 func (l *acceptList) String() string {
 	var s []string
@@ -187,7 +184,7 @@ func (l *acceptList) String() string {
 }
 
 func (l *acceptList) Set(v string) error {
-	a, err := plugins.ParseAccept(v)
+	a, err := handler.ParseAccept(v)
 	if err != nil {
 		return err
 	}
@@ -203,7 +200,7 @@ func (l *acceptList) Set(v string) error {
 // handlerList is the repeatable --handler flag: one handler per plugin
 // type, a program (exec) or a gRPC service (grpc). Parsing starts and
 // connects nothing; run does, in handlers.
-type handlerList []plugins.HandlerSpec
+type handlerList []handler.HandlerSpec
 
 func (l *handlerList) String() string {
 	var s []string
@@ -214,7 +211,7 @@ func (l *handlerList) String() string {
 }
 
 func (l *handlerList) Set(v string) error {
-	h, err := plugins.ParseHandler(v)
+	h, err := handler.ParseHandler(v)
 	if err != nil {
 		return err
 	}
@@ -283,29 +280,4 @@ func (l *logLevel) Set(v string) error {
 	}
 	*l = logLevel(lv)
 	return nil
-}
-
-// newLogger returns the logger for --log-format and --log-level: tint for
-// humans, JSON for machines. "auto" picks tint when w is a terminal.
-func newLogger(w io.Writer, format logFormat, level logLevel) *slog.Logger {
-	lv := slog.Level(level)
-	term := isTerminal(w)
-	if format == "json" || format == "auto" && !term {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
-	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{
-		Level:      lv,
-		TimeFormat: time.TimeOnly,
-		NoColor:    !term || os.Getenv("NO_COLOR") != "",
-	}))
-}
-
-// isTerminal reports whether w is a character device, such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

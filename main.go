@@ -54,6 +54,8 @@ commands:
   list             list the registered plugins
   get TYPE NAME    show one registered plugin
   watch            stream registry events
+  fleet list|watch|forget
+                   the fleet view in etcd, published by 'run --publish'
   example-plugin   serve an example plugin on DIR/NAME.sock
   service ACTION   install plugreg as a system service (systemd, rc.d, launchd,
                    Windows) and start, stop or query it
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, rest, stdout, stderr)
 	case "watch":
 		return runWatch(ctx, rest, stdout, stderr)
+	case "fleet":
+		return runFleet(ctx, rest, stdout, stderr)
 	case "example-plugin":
 		return runExample(ctx, rest, stderr)
 	case "service":

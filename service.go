@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 )
 
 // serviceName is the name of plugreg's service on every OS: the Windows
@@ -145,18 +145,19 @@ func absRunArgs(args []string) ([]string, error) {
 }
 
 // absFlagValue returns value, the value of the flag name of `plugreg
-// run`, with the path it holds made absolute: the path of --dir, --api and
-// --state, and the program or socket of --handler TYPE=exec:PATH or
-// TYPE=grpc:SOCKET. An empty path, such as --state "" (no state file),
-// and the values of other flags are returned as they are.
+// run`, with the path it holds made absolute: the path of --dir, --api,
+// --state and the etcd file flags of --publish, and the program or socket
+// of --handler TYPE=exec:PATH or TYPE=grpc:SOCKET. An empty path, such as
+// --state "" (no state file), and the values of other flags are returned
+// as they are.
 func absFlagValue(name, value string) (string, error) {
 	switch name {
-	case "dir", "api", "state":
+	case "dir", "api", "state", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-password-file":
 		return absPath(value)
 	case "handler":
 		typ, spec, ok := strings.Cut(value, "=")
 		kind, path, ok2 := strings.Cut(spec, ":")
-		if !ok || !ok2 || (kind != plugins.KindExec && kind != plugins.KindGRPC) {
+		if !ok || !ok2 || (kind != handler.KindExec && kind != handler.KindGRPC) {
 			return value, nil // parsing the flag refuses it
 		}
 		abs, err := absPath(path)

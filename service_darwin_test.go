@@ -7,26 +7,6 @@ import (
 	"testing"
 )
 
-func TestServiceLaunchd(t *testing.T) {
-	is := launchd()
-	const path = "/Library/LaunchDaemons/com.github.plugreg.plist"
-	testWiring(t, is, path, 0o644,
-		[]string{"launchctl bootstrap system " + path + " [file]"},
-		[]string{"launchctl bootout system/com.github.plugreg [file]"})
-	for _, tc := range []struct {
-		c    command
-		want string
-	}{
-		{is.start, "launchctl kickstart system/com.github.plugreg"},
-		{is.stop, "launchctl kill SIGTERM system/com.github.plugreg"},
-		{is.status, "launchctl print system/com.github.plugreg"},
-	} {
-		if tc.c.String() != tc.want {
-			t.Errorf("command %s, want %s", tc.c, tc.want)
-		}
-	}
-}
-
 // TestServicePrint runs `plugreg service print` in-process, as main would.
 func TestServicePrint(t *testing.T) {
 	exe, err := os.Executable()

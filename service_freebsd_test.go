@@ -7,25 +7,6 @@ import (
 	"testing"
 )
 
-func TestServiceRCD(t *testing.T) {
-	is := rcd()
-	testWiring(t, is, "/usr/local/etc/rc.d/plugreg", 0o555,
-		[]string{"sysrc plugreg_enable=YES [file]"},
-		[]string{"service plugreg onestop [file]", "sysrc -x plugreg_enable [no file]"})
-	for _, tc := range []struct {
-		c    command
-		want string
-	}{
-		{is.start, "service plugreg start"},
-		{is.stop, "service plugreg stop"},
-		{is.status, "service plugreg status"},
-	} {
-		if tc.c.String() != tc.want {
-			t.Errorf("command %s, want %s", tc.c, tc.want)
-		}
-	}
-}
-
 // TestServicePrint runs `plugreg service print` in-process, as main would.
 func TestServicePrint(t *testing.T) {
 	exe, err := os.Executable()

@@ -7,25 +7,6 @@ import (
 	"testing"
 )
 
-func TestServiceSystemd(t *testing.T) {
-	is := systemd()
-	testWiring(t, is, "/etc/systemd/system/plugreg.service", 0o644,
-		[]string{"systemctl daemon-reload [file]", "systemctl enable plugreg.service [file]"},
-		[]string{"systemctl disable --now plugreg.service [file]", "systemctl daemon-reload [no file]"})
-	for _, tc := range []struct {
-		c    command
-		want string
-	}{
-		{is.start, "systemctl start plugreg.service"},
-		{is.stop, "systemctl stop plugreg.service"},
-		{is.status, "systemctl status --no-pager plugreg.service"},
-	} {
-		if tc.c.String() != tc.want {
-			t.Errorf("command %s, want %s", tc.c, tc.want)
-		}
-	}
-}
-
 // TestServicePrint runs `plugreg service print` in-process, as main would.
 func TestServicePrint(t *testing.T) {
 	exe, err := os.Executable()

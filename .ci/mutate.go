@@ -6,7 +6,7 @@
 // test command it names (-count=1, no -race, a timeout) and puts the file
 // back. It never touches the working tree it is run from.
 //
-//	go run .ci/mutate.go [-base REV] [-only REGEXP] [-timeout 3m] [-list FILE]
+//	go run .ci/mutate.go [-base REV] [-rev REV] [-only REGEXP] [-timeout 2m] [-list FILE]
 //
 // The tree is the working tree as it is (tracked and untracked files that
 // git does not ignore), or with -rev REV that commit's tree (git archive).
@@ -14,8 +14,9 @@
 // side by side: a mutation whose string is not in a tree is NOT-APPLIED
 // there, and counts in neither score.
 //
-// Each test command runs once unmutated first; if it fails, its mutations
-// are BASELINE-FAILED and not scored. A mutation that does not compile is
+// Each test command runs unmutated first, up to three times until it
+// passes; if it never does, its mutations are BASELINE-FAILED and not
+// scored. A mutation killed by a test that failed unmutated runs again. A mutation that does not compile is
 // BROKEN: the list is wrong. The exit status is 1 when a mutation of the
 // (last) tree survives, does not apply, breaks the build, or its baseline
 // fails.
@@ -39,9 +40,10 @@ import (
 
 // mutation is one entry of the list.
 type mutation struct {
-	name, file, promise string
-	test                []string // go test arguments: packages, -run ...
-	old, new            string
+	name, promise string
+	files         []string // where the string is, the first that holds it; files[0] names the package scored
+	test          []string // go test arguments: packages, -run ...; none: the package of the file
+	olds, news    []string // alternatives: the first old found once is replaced by its new
 }
 
 // Outcomes of a mutation.
@@ -65,7 +67,7 @@ func main() {
 	rev := flag.String("rev", "", "mutate this commit's tree instead of the working tree")
 	base := flag.String("base", "", "also run the list against this commit first, and compare")
 	only := flag.String("only", "", "run only the mutations whose name matches this regexp")
-	timeout := flag.Duration("timeout", 3*time.Minute, "go test -timeout of each run")
+	timeout := flag.Duration("timeout", 2*time.Minute, "go test -timeout of each run")
 	keep := flag.Bool("keep", false, "keep the copies of the tree")
 	flag.Parse()
 
@@ -77,7 +79,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
-	r := runner{timeout: *timeout, keep: *keep}
+	r := runner{timeout: *timeout, keep: *keep, flaky: make(map[string]bool)}
 	var before map[string]result
 	if *base != "" {
 		if before, err = r.runTree(*base, muts); err != nil {
@@ -113,11 +115,16 @@ func filterMutations(muts []mutation, expr string) ([]mutation, error) {
 }
 
 // parseFile reads a mutation list. An entry starts with "=== NAME" and has
-// the lines "file: PATH", "test: GO TEST ARGS", "promise: TEXT", then the
+// the lines "file: PATH [PATH...]" (the first file that holds the string
+// is mutated: a file that moved is listed at each place it has been),
+// "promise: TEXT", optionally "test: GO TEST ARGS" (without packages,
+// only flags such as -run: the package of the file mutated), then the
 // string to replace and its replacement, each either on one line
 // ("old: TEXT", "new: TEXT", the text exact after the one space) or as a
 // block of whole lines after "--- old" or "--- new", up to the next "---"
-// or "===" line. Lines starting with "#" outside a block are comments.
+// or "===" line, blank lines at its end left out. Several old and new pairs are alternatives, for code that
+// was written differently before: the first old found is replaced. Lines
+// starting with "#" outside a block are comments.
 func parseFile(path string) ([]mutation, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -125,11 +132,14 @@ func parseFile(path string) ([]mutation, error) {
 	}
 	var muts []mutation
 	var cur *mutation
-	var block *string
+	var block *[]string
 	var blockLines []string
 	flush := func() {
+		for len(blockLines) > 0 && blockLines[len(blockLines)-1] == "" {
+			blockLines = blockLines[:len(blockLines)-1] // the blank line before the next entry
+		}
 		if block != nil {
-			*block = strings.Join(blockLines, "\n")
+			*block = append(*block, strings.Join(blockLines, "\n"))
 			block, blockLines = nil, nil
 		}
 	}
@@ -150,9 +160,9 @@ func parseFile(path string) ([]mutation, error) {
 				return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 			}
 			if line == "--- old" {
-				block = &cur.old
+				block = &cur.olds
 			} else if line == "--- new" {
-				block = &cur.new
+				block = &cur.news
 			}
 		}
 	}
@@ -165,15 +175,15 @@ func (m *mutation) set(line string) error {
 	key, val, _ := strings.Cut(line, ": ")
 	switch key {
 	case "file":
-		m.file = val
+		m.files = strings.Fields(val)
 	case "test":
 		m.test = strings.Fields(val)
 	case "promise":
 		m.promise = val
 	case "old":
-		m.old = val
+		m.olds = append(m.olds, val)
 	case "new":
-		m.new = val
+		m.news = append(m.news, val)
 	case "--- old", "--- new", "":
 	default:
 		if !strings.HasPrefix(line, "#") {
@@ -190,8 +200,13 @@ func checkMutations(muts []mutation) error {
 		switch {
 		case seen[m.name]:
 			return fmt.Errorf("mutation %s listed twice", m.name)
-		case m.file == "" || len(m.test) == 0 || m.old == "" || m.old == m.new:
-			return fmt.Errorf("mutation %s: needs file, test, old and a different new", m.name)
+		case len(m.files) == 0 || len(m.olds) == 0 || len(m.olds) != len(m.news):
+			return fmt.Errorf("mutation %s: needs file and pairs of old and new", m.name)
+		}
+		for i, old := range m.olds {
+			if old == "" || old == m.news[i] {
+				return fmt.Errorf("mutation %s: an old is empty or the same as its new", m.name)
+			}
 		}
 		seen[m.name] = true
 	}
@@ -202,6 +217,30 @@ func checkMutations(muts []mutation) error {
 type runner struct {
 	timeout time.Duration
 	keep    bool
+	flaky   map[string]bool // tests that failed in a baseline that then passed
+}
+
+// baselineRuns is how often an unmutated test command may run before it
+// counts as failing: the machine is shared, and a test may be flaky.
+const baselineRuns = 3
+
+// baseline runs the test command args unmutated until it passes, at most
+// baselineRuns times, and returns its last failure if it never does. The
+// tests that failed before it passed are flaky: a mutation they kill is
+// run again.
+func (r runner) baseline(dir string, args []string) string {
+	var failures []string
+	for range baselineRuns {
+		failure, _ := r.goTest(dir, args)
+		if failure == "" {
+			for _, f := range failures {
+				r.flaky[f] = true
+			}
+			return ""
+		}
+		failures = append(failures, failure)
+	}
+	return failures[len(failures)-1]
 }
 
 // runTree copies the tree of rev (the working tree if rev is "") and runs
@@ -240,31 +279,37 @@ func (r runner) runTree(rev string, muts []mutation) (map[string]result, error) 
 // runOne applies m in dir, runs its tests, and restores the file.
 func (r runner) runOne(dir string, m mutation, baseline map[string]string) result {
 	start := time.Now()
-	path := filepath.Join(dir, m.file)
-	orig, err := os.ReadFile(path)
-	if err != nil {
-		return result{outcome: notApplied, detail: "no file " + m.file}
+	file, orig, alt, why := locate(dir, m)
+	if why != "" {
+		return result{outcome: notApplied, detail: why}
 	}
-	if n := bytes.Count(orig, []byte(m.old)); n != 1 {
-		return result{outcome: notApplied, detail: fmt.Sprintf("string found %d times in %s", n, m.file)}
+	path := filepath.Join(dir, file)
+	args := m.test
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		args = append([]string{"./" + filepath.Dir(file)}, args...)
 	}
-	key := strings.Join(m.test, " ")
+	key := strings.Join(args, " ")
 	failure, ok := baseline[key]
 	if !ok {
-		failure, _ = r.goTest(dir, m.test)
+		failure = r.baseline(dir, args)
 		baseline[key] = failure
-		fmt.Printf("%-15s %-34s %5.1fs  go test %s\n", "baseline", "(unmutated)", time.Since(start).Seconds(), key)
+		fmt.Printf("%-15s %-34s %5.1fs  go test %s %s\n", "baseline", "(unmutated)", time.Since(start).Seconds(), key, failure)
 		start = time.Now()
 	}
 	if failure != "" {
 		return result{outcome: baseFailed, detail: failure}
 	}
-	mutated := bytes.Replace(orig, []byte(m.old), []byte(m.new), 1)
+	mutated := bytes.Replace(orig, []byte(m.olds[alt]), []byte(m.news[alt]), 1)
 	if err := os.WriteFile(path, mutated, 0o644); err != nil {
 		return result{outcome: broken, detail: err.Error()}
 	}
 	defer os.WriteFile(path, orig, 0o644)
-	failure, isBroken := r.goTest(dir, m.test)
+	failure, isBroken := r.goTest(dir, args)
+	if !isBroken && failure != "" && (r.flaky[failure] || !r.failsAgain(dir, args, failure)) {
+		// Killed by a test that failed unmutated, or that passes alone
+		// now: a flaky kill on a busy machine. Once more, whole.
+		failure, isBroken = r.goTest(dir, args)
+	}
 	res := result{outcome: killed, detail: failure, took: time.Since(start)}
 	switch {
 	case isBroken:
@@ -273,6 +318,47 @@ func (r runner) runOne(dir string, m mutation, baseline map[string]string) resul
 		res.outcome, res.detail = survived, m.promise
 	}
 	return res
+}
+
+// locate returns the first of m's files in dir that holds one of m's olds
+// exactly once, its content and which old; or why none does.
+func locate(dir string, m mutation) (file string, data []byte, alt int, why string) {
+	var whys []string
+	for _, f := range m.files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			whys = append(whys, "no "+f)
+			continue
+		}
+		for i, old := range m.olds {
+			if n := bytes.Count(data, []byte(old)); n == 1 {
+				return f, data, i, ""
+			} else {
+				whys = append(whys, fmt.Sprintf("old %d: %d times in %s", i+1, n, f))
+			}
+		}
+	}
+	return "", nil, 0, "string found " + strings.Join(whys, ", ")
+}
+
+// failsAgain reports whether the test that failed, run alone (its build
+// is cached), fails again. A failure that names no test counts as one.
+func (r runner) failsAgain(dir string, args []string, failure string) bool {
+	name, _, _ := strings.Cut(failure, "/")
+	if !regexp.MustCompile(`^(Test|Fuzz|Example)\w*$`).MatchString(name) {
+		return true
+	}
+	var pkgs []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-run" || args[i] == "-skip":
+			i++
+		case !strings.HasPrefix(args[i], "-"):
+			pkgs = append(pkgs, args[i])
+		}
+	}
+	again, _ := r.goTest(dir, append([]string{"-run", "^" + name + "$"}, pkgs...))
+	return again != ""
 }
 
 // goTest runs go test with args in dir. It returns "" if the tests
@@ -405,7 +491,7 @@ func (s score) String() string {
 func scores(muts []mutation, results map[string]result) map[string]*score {
 	out := map[string]*score{"total": {}}
 	for _, m := range muts {
-		pkg := filepath.Dir(m.file)
+		pkg := filepath.Dir(m.files[0])
 		if out[pkg] == nil {
 			out[pkg] = &score{}
 		}
@@ -443,18 +529,18 @@ func report(w io.Writer, muts []mutation, before, after map[string]result, baseR
 	pkgs = append(pkgs, "total")
 	fmt.Fprintf(w, "\n== score: killed/(killed+survived); not applied and broken are not scored\n")
 	if sb != nil {
-		fmt.Fprintf(w, "%-12s %-24s %-24s\n", "package", "before ("+baseRev+")", "after ("+label+")")
+		fmt.Fprintf(w, "%-16s %-24s %-24s\n", "package", "before ("+baseRev+")", "after ("+label+")")
 	} else {
-		fmt.Fprintf(w, "%-12s %-24s\n", "package", label)
+		fmt.Fprintf(w, "%-16s %-24s\n", "package", label)
 	}
 	for _, p := range pkgs {
 		a := fmt.Sprintf("%s (n/a %d)", sa[p], sa[p].notApplied)
 		if sb == nil {
-			fmt.Fprintf(w, "%-12s %-24s\n", p, a)
+			fmt.Fprintf(w, "%-16s %-24s\n", p, a)
 			continue
 		}
 		b := fmt.Sprintf("%s (n/a %d)", sb[p], sb[p].notApplied)
-		fmt.Fprintf(w, "%-12s %-24s %-24s\n", p, b, a)
+		fmt.Fprintf(w, "%-16s %-24s %-24s\n", p, b, a)
 	}
 	ok := true
 	for _, tree := range []struct {
@@ -467,7 +553,7 @@ func report(w io.Writer, muts []mutation, before, after map[string]result, baseR
 		fmt.Fprintf(w, "\n== not killed in %s\n", tree.name)
 		for _, m := range muts {
 			if res := tree.results[m.name]; res.outcome != killed {
-				fmt.Fprintf(w, "%-15s %-34s %s: %s\n", res.outcome, m.name, m.file, res.detail)
+				fmt.Fprintf(w, "%-15s %-34s %s: %s\n", res.outcome, m.name, m.files[0], res.detail)
 			}
 		}
 	}

@@ -1,45 +1,22 @@
 package plugins
 
 import (
-	"errors"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
 
-// Limits of the Annotations a Handler's Register may return.
+// Limits of a plugin's Annotations, which a handler's Register returns.
 const (
 	MaxAnnotations     = 32      // keys
 	MaxAnnotationBytes = 4 << 10 // keys and values, in all
 )
 
-// ErrBadAnnotations is wrapped by the error of a Register whose handler
-// registered the plugin but gave annotations that cannot be used: beyond
-// the limits of CheckAnnotations, or (an Exec handler) output that is no
-// JSON object of strings. The registration fails, and the caller undoes
-// the handler's with DeRegister, reason ReasonRolledBack.
-var ErrBadAnnotations = errors.New("plugins: bad annotations")
-
-// badAnnotations wraps err, keeping its text, so that it matches
-// ErrBadAnnotations.
-type badAnnotations struct{ err error }
-
-func (e badAnnotations) Error() string   { return e.err.Error() }
-func (e badAnnotations) Unwrap() []error { return []error{ErrBadAnnotations, e.err} }
-
-// CheckAnnotations returns an error unless a is within the limits: at most
-// MaxAnnotations keys and MaxAnnotationBytes bytes of keys and values in
-// all, keys not empty, keys and values valid UTF-8 without control
-// characters. Nil is valid. The error matches ErrBadAnnotations.
-func CheckAnnotations(a map[string]string) error {
-	if err := checkAnnotations(a); err != nil {
-		return badAnnotations{err}
-	}
-	return nil
-}
-
-// checkAnnotations is CheckAnnotations without the ErrBadAnnotations.
-func checkAnnotations(a map[string]string) error {
+// ValidateAnnotations returns an error unless a is within the limits
+// that every registered plugin keeps: at most MaxAnnotations keys and
+// MaxAnnotationBytes bytes of keys and values in all, keys not empty, keys
+// and values valid UTF-8 without control characters. Nil is valid.
+func ValidateAnnotations(a map[string]string) error {
 	if len(a) > MaxAnnotations {
 		return fmt.Errorf("%d annotations, at most %d allowed", len(a), MaxAnnotations)
 	}

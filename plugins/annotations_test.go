@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestCheckAnnotations(t *testing.T) {
+func TestValidateAnnotations(t *testing.T) {
 	many := map[string]string{}
 	for i := range MaxAnnotations + 1 {
 		many[fmt.Sprint(i)] = "v"
@@ -33,12 +33,12 @@ func TestCheckAnnotations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckAnnotations(tc.a)
+			err := ValidateAnnotations(tc.a)
 			switch {
 			case tc.wantErr == "" && err != nil:
-				t.Errorf("CheckAnnotations = %v, want nil", err)
+				t.Errorf("ValidateAnnotations = %v, want nil", err)
 			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
-				t.Errorf("CheckAnnotations = %v, want %q", err, tc.wantErr)
+				t.Errorf("ValidateAnnotations = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

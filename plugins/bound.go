@@ -56,7 +56,7 @@ func BoundPlugin(p Plugin) Plugin {
 
 // The state file's size bound. Every record of a registered plugin or a
 // pending deregistration keeps the limits of [ValidateInfo],
-// [CheckAnnotations] and [scan.MaxSocketPath], and JSON at most doubles
+// [ValidateAnnotations] and [scan.MaxSocketPath], and JSON at most doubles
 // text without control characters (a quote or a backslash gets a
 // backslash; the socket path alone may hold control characters, six bytes
 // each), so one record takes at most MaxRecordBytes. [TestMaxRecordBytes]

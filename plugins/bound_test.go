@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -123,7 +124,7 @@ func TestSaveLoadAtTheLimit(t *testing.T) {
 				s.Pending = append(s.Pending, PendingDeregistration{Plugin: largestPlugin(n + i), Reason: ReasonRolledBack})
 			}
 			limit := stateLimit(n, n)
-			path := filepath.Join(tempDir(t), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := Save(path, s, limit); err != nil {
 				t.Fatalf("Save of %d largest plugins and pending deregistrations: %v", n, err)
 			}
@@ -148,7 +149,7 @@ func TestSaveLoadAtTheLimit(t *testing.T) {
 // TestSaveOverTheLimit checks that Save refuses a state larger than its
 // limit, and keeps the file it had.
 func TestSaveOverTheLimit(t *testing.T) {
-	path := filepath.Join(tempDir(t), "state.json")
+	path := filepath.Join(sockettest.Dir(t), "state.json")
 	old := State{Version: StateVersion, Revision: 7, Plugins: []Plugin{largestPlugin(0)}}
 	if err := Save(path, old, 0); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // Errors of a crashFS: every step after a crash fails with errCrashed, and
@@ -265,7 +267,7 @@ func TestSaveCrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var steps []string
 			for stop := 0; ; stop++ {
-				dir := tempDir(t)
+				dir := sockettest.Dir(t)
 				path := filepath.Join(dir, "state.json")
 				if tc.old != nil {
 					if err := Save(path, oldState, 0); err != nil {
@@ -329,7 +331,7 @@ func TestSaveFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	for stop := 0; ; stop++ {
-		dir := tempDir(t)
+		dir := sockettest.Dir(t)
 		path := filepath.Join(dir, "state.json")
 		if err := Save(path, oldState, 0); err != nil {
 			t.Fatal(err)

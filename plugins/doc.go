@@ -1,66 +1,12 @@
 /*
-Package plugins is the handler side of plugreg and the registry that
-subscribers read.
+Package plugins holds the registry of registered plugins that subscribers
+read, and the state file that keeps it across agent restarts.
 
-# Handlers
-
-A [Handler] validates, registers and deregisters the plugins of one type
-("CSIPlugin", "DevicePlugin", "DRAPlugin", or any other string a plugin
-reports from GetInfo). [Handlers] maps types to their Handler and serialises
-the calls for one plugin: [Handlers.Lock] holds a (type, name) pair, so
-Validate, Register and DeRegister for one name never run concurrently, while
-other names proceed. A caller waiting on a hung call gives up when its
-context is done instead of waiting forever.
-
-The built-in handler is [Accept], configured by --accept TYPE=PATTERNS (see
-[ParseAccept]). It accepts a plugin when one of its supported versions
-matches one of the patterns, and sets nothing up: the plugin becomes
-visible to consumers through the [Registry]. [DefaultAccept] mirrors the
-kubelet's built-in version rules. [ValidateInfo] checks what a plugin
-reported in GetInfo before any handler sees it, whatever its type: nothing
-a plugin sends is trusted, and the limits ([MaxVersions],
-[MaxVersionBytes], [MaxEndpointBytes], and [ValidateName] for the name)
-keep a hostile plugin from making the agent store, log and persist large
-values. The endpoint is taken as reported: nothing checks that the plugin
-owns it.
-
-[Exec], configured by --handler TYPE=exec:PATH (see [ParseHandler]), runs a
-program for each call: PATH validate|register|deregister, with the plugin
-as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
-versions, and reason for deregister). Exit status 0 is success; otherwise
-the call is refused, and the error is the last non-blank line of its
-stderr, with control characters turned into spaces and cut to 512 bytes,
-or "exit status N"; a program ended by a signal says "killed by signal
-NAME" (KILL, TERM, ...), then that line. A program that cannot start
-(ENOENT, EACCES, ETXTBSY, EAGAIN, ENOMEM: missing, not executable, being
-replaced, out of processes or memory) is no refusal: the call fails with
-an error wrapping [ErrHandlerUnavailable], "handler for TYPE unavailable:
-program PATH: CAUSE", as for a gRPC handler that is down, and the caller
-retries it. Its environment is fixed: PATH=/usr/sbin:/usr/bin:/sbin:/bin,
-LANG=C and PLUGREG_ACTION (the action); on Windows PATH and SystemRoot name
-the system root. When the call's context is done the program is killed
-with its whole process group (on Windows, the program alone), and what it
-writes beyond [MaxExecOutput] per stream is read and discarded. The
-per-OS code is in exec_unix.go and exec_other.go.
-
-[GRPC], configured by --handler TYPE=grpc:SOCKET (see [ParseHandler]),
-calls the plugreg.v1.Handler service that another program serves on the
-unix socket SOCKET, over one connection ([NewGRPC]; the first call
-connects, and gRPC reconnects on its own, at most about a second apart
-while nobody listens). A call that cannot reach the handler fails at once
-with an error wrapping [ErrHandlerUnavailable], "handler for TYPE
-unavailable: CAUSE", and so does a call the handler answers with
-UNAVAILABLE: the caller retries it, it is no refusal. Any other status
-but OK is a refusal whose text is the status message, on one line and cut
-to 512 bytes. Register returns the reply's annotations for the caller to
-check with [CheckAnnotations]; a reply over [MaxGRPCReply] fails the
-call. The socket need not exist when the agent starts.
-
-[Checked] composes them: an Accept's version check, then another
-Handler's Validate (an Exec's or a GRPC's); Register and DeRegister are
-the other Handler's. The agent gives each --handler type a Checked with
-that type's --accept, or else its [DefaultAccept] entry, or no version
-check for another type.
+The handlers that validate and register plugins are package
+[github.com/plugreg/plugreg/plugins/handler]; the local API that serves
+the registry, and Dispense, are package
+[github.com/plugreg/plugreg/plugins/api]. Both import this package; it
+imports neither.
 
 # Registry
 
@@ -88,17 +34,6 @@ One that falls [QueueSize] events behind, or whose next event the
 history drops, gets a Resync snapshot instead, at a revision after which
 the events follow without gap or repeat. The goroutine ends with the
 watch's context.
-
-[Registry.Dispense] hands out a shared gRPC connection to a plugin's
-endpoint ([Dial]), closed when no registered plugin uses that endpoint any
-more.
-
-[APIServer] serves the Registry as the plugreg.v1.Registry gRPC service on
-the agent's API socket ([ListenAPI]), for `plugreg list`, `plugreg watch`
-and other clients. It serves a bounded number of Watch streams at once
-(--max-watchers, [DefaultMaxWatchers]); one more fails with
-ResourceExhausted. The API has no authentication: the socket's permissions
-are its access control.
 
 # State file
 
@@ -129,25 +64,27 @@ package register's.
 # Pending deregistrations
 
 A plugin leaves the Registry when it is deregistered, whatever its
-Handler's DeRegister returns. A DeRegister that fails is recorded with
-[Registry.AddPending] as a [PendingDeregistration] (the plugin as it was
-registered, and the reason), at most one per plugin type and name, to be
-delivered again: package register retries it with backoff, and drops it
-once it succeeds or the same type and name is registered again. The
-pending set is not an event: consumers saw the plugin leave. It is part of
-the State, so the Saver writes it, and NewRegistryFrom restores it: a
-handler that was down when a plugin went learns of it, even across an
-agent restart. The set holds at most [MaxPending] entries, so that a
-handler whose DeRegister always fails cannot make it grow without end.
+Handler's DeRegister returns. A DeRegister that fails is owed to the
+handler: package register schedules its retries (in its state cache) and
+keeps the Registry's copy of the set up to date with
+[Registry.PutPending] and [Registry.DropPending]. The Registry holds the
+set only for the state file: a [PendingDeregistration] (the plugin as it
+was registered, and the reason) per incarnation of a plugin (type, name
+and SocketID), so that two sockets that carried one name each keep
+theirs. The pending set is not an event: consumers saw the plugin leave.
+It is part of the State, so the Saver writes it, and NewRegistryFrom
+restores it: a handler that was down when a plugin went learns of it, even
+across an agent restart. The set holds at most [MaxPending] entries, so
+that a handler whose DeRegister always fails cannot make it grow without
+end.
 
 # What this package does not do
 
 It does not scan plugin directories (package scan does), dial registration
 sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
-reads no clock: callers pass the time of each change and set
-[Plugin.RegisteredAt]; only the Saver waits, between two writes, Exec,
-for its program, and GRPC, for its handler's reply. Only the
+calls no handler and holds no connection. It reads no clock: callers pass the time of each change and set
+[Plugin.RegisteredAt]; only the Saver waits, between two writes. Only the
 Saver logs.
 */
 package plugins

@@ -6,27 +6,36 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/plugreg/plugreg/scan"
 )
 
 // MaxPending bounds the pending deregistrations of a Registry. A handler
-// whose DeRegister keeps failing while plugins come and go under new names
-// would otherwise make the set, and the state file, grow without end:
-// beyond the bound, AddPending refuses a new entry (its plugin's
-// deregistration is then not retried, and the caller logs that).
+// whose DeRegister keeps failing while plugins come and go would otherwise
+// make the set, and the state file, grow without end: beyond the bound,
+// PutPending refuses a new entry, and so does the scheduler of the retries
+// (package register), which then logs that the deregistration is not
+// retried.
 const MaxPending = 4096
 
 // PendingDeregistration is a handler DeRegister that failed and is to be
 // delivered again: the plugin as it was registered, annotations included,
 // and the reason DeRegister was given. A Registry holds at most one per
-// plugin type and name (see [Registry.AddPending]).
+// incarnation of a plugin: its type, name and SocketID.
 type PendingDeregistration struct {
 	Plugin Plugin
 	Reason string // one of the Reason constants
-	// Seq tells this entry from a later one for the same plugin type and
-	// name: AddPending and NewRegistryFrom number the entries of a
-	// Registry from 1 up. It is not saved: [Registry.State] gives 0, and a
-	// restored entry gets a new Seq.
-	Seq uint64
+}
+
+// pendingKey is the incarnation a pending deregistration is owed for.
+type pendingKey struct {
+	Key
+	id scan.ID
+}
+
+// keyOf returns the incarnation of pd.
+func (pd PendingDeregistration) keyOf() pendingKey {
+	return pendingKey{pd.Plugin.Key(), pd.Plugin.SocketID}
 }
 
 // clone returns a deep copy of pd.
@@ -44,79 +53,53 @@ func isReason(s string) bool {
 	return false
 }
 
-// AddPending records that the handler's DeRegister of p, for reason,
-// failed and is to be delivered again, replacing any pending deregistration
-// of p's type and name, and returns the entry with its Seq. The entry is
-// what the state file saves, so it must keep the file's rules (the rules
-// of a plugin in the file, and reason one of the Reason constants): if it
-// does not, AddPending records nothing and returns the error.
+// PutPending records pd, replacing the entry of the same incarnation (type,
+// name and SocketID), for the state file to keep. The Registry only keeps
+// the set: package register schedules the retries and tells the Registry
+// what changes. The entry must keep the file's rules (those of a plugin in
+// the file, and a reason that is one of the Reason constants), and a new
+// incarnation beyond MaxPending is refused: PutPending then records
+// nothing and returns the error.
 //
 // The pending set is not part of the event stream: consumers saw the
 // plugin leave when it was deregistered. A change to it wakes the Saver.
-// The caller orders the changes to the entry of one plugin: register.Client
-// makes them while it holds [Handlers.Lock] for that type and name.
-func (r *Registry) AddPending(p Plugin, reason string) (PendingDeregistration, error) {
-	pd := PendingDeregistration{Plugin: p, Reason: reason}.clone()
+func (r *Registry) PutPending(pd PendingDeregistration) error {
+	pd = pd.clone()
 	if err := checkPending(pd); err != nil {
-		return PendingDeregistration{}, err
+		return err
 	}
-	k := p.Key()
+	k := pd.keyOf()
 	r.mu.Lock()
 	if _, ok := r.pending[k]; !ok && len(r.pending) >= MaxPending {
 		r.mu.Unlock()
-		return PendingDeregistration{}, fmt.Errorf("%d deregistrations pending already, at most %d", MaxPending, MaxPending)
+		return fmt.Errorf("%d deregistrations pending already, at most %d", MaxPending, MaxPending)
 	}
-	r.pendingSeq++
-	pd.Seq = r.pendingSeq
 	r.pending[k] = pd
 	r.changes++
 	r.mu.Unlock()
 	r.signal()
-	return pd.clone(), nil
+	return nil
 }
 
-// DropPending forgets the pending deregistration of the plugin of type typ
-// named name, whatever its Seq, and reports whether there was one.
-func (r *Registry) DropPending(typ, name string) bool {
-	return r.dropPending(Key{typ, name}, 0)
-}
-
-// DropPendingEntry forgets pd if it is still the pending deregistration of
-// its plugin (same Seq), and reports whether it was.
-func (r *Registry) DropPendingEntry(pd PendingDeregistration) bool {
-	return r.dropPending(pd.Plugin.Key(), pd.Seq)
-}
-
-// dropPending forgets the entry of k if its Seq is seq, or whatever it is
-// when seq is 0.
-func (r *Registry) dropPending(k Key, seq uint64) bool {
+// DropPending forgets the pending deregistration of the incarnation of p
+// (its type, name and SocketID), and reports whether there was one.
+func (r *Registry) DropPending(p Plugin) bool {
+	k := pendingKey{p.Key(), p.SocketID}
 	r.mu.Lock()
-	pd, ok := r.pending[k]
-	if !ok || seq != 0 && pd.Seq != seq {
-		r.mu.Unlock()
-		return false
+	_, ok := r.pending[k]
+	if ok {
+		delete(r.pending, k)
+		r.changes++
 	}
-	delete(r.pending, k)
-	r.changes++
 	r.mu.Unlock()
-	r.signal()
-	return true
-}
-
-// PendingOf returns a copy of the pending deregistration of the plugin of
-// type typ named name, and whether there is one.
-func (r *Registry) PendingOf(typ, name string) (PendingDeregistration, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	pd, ok := r.pending[Key{typ, name}]
-	if !ok {
-		return PendingDeregistration{}, false
+	if ok {
+		r.signal()
 	}
-	return pd.clone(), true
+	return ok
 }
 
 // Pending returns copies of the pending deregistrations, sorted by plugin
-// type and name; nil when there are none.
+// type, name and socket path; nil when there are none.
 func (r *Registry) Pending() []PendingDeregistration {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -135,7 +118,12 @@ func (r *Registry) pendingLocked() []PendingDeregistration {
 	return list
 }
 
-// comparePending orders pending deregistrations by plugin type and name.
+// comparePending orders pending deregistrations by plugin type, name,
+// socket path and SocketID.
 func comparePending(a, b PendingDeregistration) int {
-	return cmp.Or(strings.Compare(a.Plugin.Type, b.Plugin.Type), strings.Compare(a.Plugin.Name, b.Plugin.Name))
+	x, y := a.Plugin, b.Plugin
+	return cmp.Or(strings.Compare(x.Type, y.Type), strings.Compare(x.Name, y.Name), strings.Compare(x.SocketPath, y.SocketPath),
+		cmp.Compare(x.SocketID.Dev, y.SocketID.Dev), cmp.Compare(x.SocketID.Ino, y.SocketID.Ino),
+		cmp.Compare(x.SocketID.Mtime, y.SocketID.Mtime), cmp.Compare(x.SocketID.Ctime, y.SocketID.Ctime),
+		cmp.Compare(x.SocketID.Birth, y.SocketID.Birth))
 }

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/scan"
 )
 
-// TestRegistryPending adds, replaces and drops pending deregistrations:
-// one per plugin type and name, each with a new Seq, none of it an event.
+// TestRegistryPending puts, replaces and drops pending deregistrations:
+// one per incarnation (type, name and SocketID), none of it an event.
 func TestRegistryPending(t *testing.T) {
 	r := newRegistry(sriov)
 	events := r.Watch(t.Context(), r.Revision())
@@ -22,48 +24,41 @@ func TestRegistryPending(t *testing.T) {
 
 	old := draOld
 	old.Annotations = map[string]string{"node": "n1"}
-	a, err := r.AddPending(old, ReasonRemoved)
-	if err != nil {
-		t.Fatalf("AddPending = %v", err)
+	old.SocketID = scan.ID{Ino: 1}
+	put := func(p Plugin, reason string) {
+		t.Helper()
+		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: reason}); err != nil {
+			t.Fatalf("PutPending = %v", err)
+		}
 	}
-	h, err := r.AddPending(csiHostpath, ReasonUnhealthy)
-	if err != nil {
-		t.Fatalf("AddPending = %v", err)
-	}
-	if a.Seq != 1 || h.Seq != 2 {
-		t.Errorf("Seq = %d, %d, want 1, 2", a.Seq, h.Seq)
-	}
-	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonUnhealthy, Seq: 2}, {Plugin: old, Reason: ReasonRemoved, Seq: 1}}
+	put(old, ReasonRemoved)
+	put(csiHostpath, ReasonUnhealthy)
+	// Another socket with the same type and name is another incarnation,
+	// with an entry of its own.
+	other := draNew
+	other.SocketID = scan.ID{Ino: 2}
+	put(other, ReasonReplaced)
+	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonUnhealthy}, {Plugin: other, Reason: ReasonReplaced}, {Plugin: old, Reason: ReasonRemoved}}
 	if diff := cmp.Diff(want, r.Pending()); diff != "" {
-		t.Errorf("Pending, sorted by type and name (-want +got):\n%s", diff)
+		t.Errorf("Pending, sorted by type, name and socket path (-want +got):\n%s", diff)
+	}
+	// The same incarnation replaces its entry.
+	put(other, ReasonRolledBack)
+	want[1].Reason = ReasonRolledBack
+	if diff := cmp.Diff(want, r.Pending()); diff != "" {
+		t.Errorf("Pending after a second PutPending (-want +got):\n%s", diff)
 	}
 
-	// Another socket with the same type and name replaces the entry.
-	b, err := r.AddPending(draNew, ReasonRolledBack)
-	if err != nil {
-		t.Fatalf("AddPending = %v", err)
-	}
-	if got, ok := r.PendingOf(draNew.Type, draNew.Name); !ok || !cmp.Equal(got, b) || b.Seq != 3 {
-		t.Errorf("PendingOf after a second AddPending = %+v, %t; want %+v with Seq 3", got, ok, b)
-	}
-	// The replaced entry is no longer there to drop.
-	if r.DropPendingEntry(a) {
-		t.Error("DropPendingEntry of a replaced entry = true, want false")
-	}
-	if _, ok := r.PendingOf(draNew.Type, draNew.Name); !ok {
-		t.Error("DropPendingEntry of a replaced entry dropped its successor")
-	}
-	if !r.DropPendingEntry(b) || r.DropPendingEntry(b) {
-		t.Error("DropPendingEntry of the current entry, twice: want true, then false")
-	}
-	if !r.DropPending(csiHostpath.Type, csiHostpath.Name) || r.DropPending(csiHostpath.Type, csiHostpath.Name) {
+	if !r.DropPending(other) || r.DropPending(other) {
 		t.Error("DropPending, twice: want true, then false")
 	}
+	if diff := cmp.Diff([]PendingDeregistration{want[0], want[2]}, r.Pending()); diff != "" {
+		t.Errorf("Pending after DropPending of one incarnation (-want +got):\n%s", diff)
+	}
+	r.DropPending(old)
+	r.DropPending(csiHostpath)
 	if got := r.Pending(); got != nil {
 		t.Errorf("Pending after dropping all = %v, want nil", got)
-	}
-	if _, ok := r.PendingOf(csiHostpath.Type, csiHostpath.Name); ok {
-		t.Error("PendingOf after DropPending found an entry")
 	}
 
 	if rev := r.Revision(); rev != 1 {
@@ -96,35 +91,35 @@ func TestRegistryPendingRefused(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewRegistry()
-			if _, err := r.AddPending(tc.p, tc.reason); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("AddPending = %v, want an error saying %q", err, tc.want)
+			if err := r.PutPending(PendingDeregistration{Plugin: tc.p, Reason: tc.reason}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("PutPending = %v, want an error saying %q", err, tc.want)
 			}
 			if got := r.Pending(); got != nil {
-				t.Errorf("Pending after a refused AddPending = %v, want nil", got)
+				t.Errorf("Pending after a refused PutPending = %v, want nil", got)
 			}
 		})
 	}
 }
 
-// TestRegistryPendingBound: beyond MaxPending entries a new plugin's
-// entry is refused, while an entry of a plugin already pending still
-// replaces its own.
+// TestRegistryPendingBound: beyond MaxPending entries a new incarnation's
+// entry is refused, while an entry of one already pending still replaces
+// its own.
 func TestRegistryPendingBound(t *testing.T) {
 	r := NewRegistry()
 	p := csiHostpath
 	for i := range MaxPending {
 		p.Name = fmt.Sprintf("p%d.example.com", i)
-		if _, err := r.AddPending(p, ReasonRemoved); err != nil {
-			t.Fatalf("AddPending #%d = %v", i+1, err)
+		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
+			t.Fatalf("PutPending #%d = %v", i+1, err)
 		}
 	}
 	p.Name = "one.too.many"
-	if _, err := r.AddPending(p, ReasonRemoved); err == nil || !strings.Contains(err.Error(), "at most 4096") {
-		t.Errorf("AddPending beyond MaxPending = %v, want an error naming the bound", err)
+	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err == nil || !strings.Contains(err.Error(), "at most 4096") {
+		t.Errorf("PutPending beyond MaxPending = %v, want an error naming the bound", err)
 	}
 	p.Name = "p0.example.com"
-	if _, err := r.AddPending(p, ReasonUnhealthy); err != nil {
-		t.Errorf("AddPending replacing an entry at the bound = %v, want nil", err)
+	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonUnhealthy}); err != nil {
+		t.Errorf("PutPending replacing an entry at the bound = %v, want nil", err)
 	}
 	if n := len(r.Pending()); n != MaxPending {
 		t.Errorf("%d pending, want %d", n, MaxPending)
@@ -144,19 +139,11 @@ func TestRegistryPendingCopies(t *testing.T) {
 		name   string
 		mutate func(t *testing.T, r *Registry, p *Plugin)
 	}{
-		{"plugin passed to AddPending", func(t *testing.T, r *Registry, p *Plugin) {
+		{"plugin passed to PutPending", func(t *testing.T, r *Registry, p *Plugin) {
 			p.Versions[0], p.Annotations["node"] = "changed", "changed"
-		}},
-		{"AddPending result", func(t *testing.T, r *Registry, p *Plugin) {
-			pd, _ := r.AddPending(*p, ReasonRemoved) // replaces the entry with an equal one
-			pd.Plugin.Versions[0], pd.Plugin.Annotations["node"] = "changed", "changed"
 		}},
 		{"Pending result", func(t *testing.T, r *Registry, p *Plugin) {
 			pd := r.Pending()[0]
-			pd.Plugin.Versions[0], pd.Plugin.Annotations["node"] = "changed", "changed"
-		}},
-		{"PendingOf result", func(t *testing.T, r *Registry, p *Plugin) {
-			pd, _ := r.PendingOf(p.Type, p.Name)
 			pd.Plugin.Versions[0], pd.Plugin.Annotations["node"] = "changed", "changed"
 		}},
 		{"State result", func(t *testing.T, r *Registry, p *Plugin) {
@@ -168,7 +155,7 @@ func TestRegistryPendingCopies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fresh()
 			r := NewRegistry()
-			if _, err := r.AddPending(p, ReasonRemoved); err != nil {
+			if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
 				t.Fatal(err)
 			}
 			tc.mutate(t, r, &p)
@@ -183,20 +170,20 @@ func TestRegistryPendingCopies(t *testing.T) {
 	}
 }
 
-// TestRegistryPendingRestored: NewRegistryFrom numbers the restored entries
-// and State gives them back without Seq.
+// TestRegistryPendingRestored: NewRegistryFrom restores the entries, and
+// State gives them back, sorted.
 func TestRegistryPendingRestored(t *testing.T) {
 	s := State{Version: StateVersion, Revision: 5, Plugins: []Plugin{}, Pending: []PendingDeregistration{
 		{Plugin: draOld, Reason: ReasonRemoved},
 		{Plugin: csiHostpath, Reason: ReasonRolledBack},
 	}}
 	r := NewRegistryFrom(s)
-	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonRolledBack, Seq: 2}, {Plugin: draOld, Reason: ReasonRemoved, Seq: 1}}
+	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonRolledBack}, {Plugin: draOld, Reason: ReasonRemoved}}
 	if diff := cmp.Diff(want, r.Pending()); diff != "" {
 		t.Errorf("Pending (-want +got):\n%s", diff)
 	}
-	if pd, err := r.AddPending(sriov, ReasonRemoved); err != nil || pd.Seq != 3 {
-		t.Errorf("AddPending after a restore = Seq %d, %v; want Seq 3", pd.Seq, err)
+	if err := r.PutPending(PendingDeregistration{Plugin: sriov, Reason: ReasonRemoved}); err != nil {
+		t.Errorf("PutPending after a restore = %v", err)
 	}
 	s.Pending = []PendingDeregistration{s.Pending[1], s.Pending[0], {Plugin: sriov, Reason: ReasonRemoved}} // by type: CSIPlugin, DRAPlugin, DevicePlugin
 	if diff := cmp.Diff(s, r.State()); diff != "" {
@@ -209,36 +196,35 @@ func TestRegistryPendingRestored(t *testing.T) {
 func TestSaverPending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(sriov)
-		s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+		s := &Saver{Registry: r, Path: filepath.Join(sockettest.Dir(t), "state.json")}
 		stop := startSaver(t, s)
 		synctest.Wait()
 		if n := s.Writes(); n != 1 {
 			t.Fatalf("Writes() = %d at the start, want 1", n)
 		}
-		pd, err := r.AddPending(csiHostpath, ReasonRemoved)
-		if err != nil {
+		if err := r.PutPending(PendingDeregistration{Plugin: csiHostpath, Reason: ReasonRemoved}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(saveGap) // the writes are paced
 		synctest.Wait()
 		if n := s.Writes(); n != 2 {
-			t.Errorf("Writes() = %d after AddPending, want 2", n)
+			t.Errorf("Writes() = %d after PutPending, want 2", n)
 		}
 		wantSaved(t, s.Path, r)
 		if got, _ := Load(s.Path, 0); len(got.Pending) != 1 {
 			t.Errorf("state file holds pending %v, want one entry", got.Pending)
 		}
 
-		r.DropPendingEntry(pd)
+		r.DropPending(csiHostpath)
 		time.Sleep(saveGap)
 		synctest.Wait()
 		if n := s.Writes(); n != 3 {
-			t.Errorf("Writes() = %d after DropPendingEntry, want 3", n)
+			t.Errorf("Writes() = %d after DropPending, want 3", n)
 		}
 		wantSaved(t, s.Path, r)
 
 		// Dropping what is not there changes nothing: no write.
-		r.DropPending(csiHostpath.Type, csiHostpath.Name)
+		r.DropPending(csiHostpath)
 		time.Sleep(saveGap)
 		synctest.Wait()
 		if n := s.Writes(); n != 3 {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // nobody is an unprivileged uid and gid that owns nothing on the machine.
@@ -156,12 +158,8 @@ func TestCheckPrivateFileOwner(t *testing.T) {
 // errors name the directories as CheckPrivate sees them.
 func privateTempDir(t *testing.T) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "priv")
+	d, err := filepath.EvalSymlinks(sockettest.Dir(t))
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if d, err = filepath.EvalSymlinks(d); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(d, "/") {

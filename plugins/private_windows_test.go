@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestPrivateDirDACL checks the DACL that MkdirPrivate gives a directory:
@@ -134,7 +136,7 @@ func TestCheckOwner(t *testing.T) {
 // it, and one in a directory that every user may create files in.
 func TestMkdirPrivate(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(winTempDir(t), "plugreg")
+	dir := filepath.Join(sockettest.Dir(t), "plugreg")
 	if err := MkdirPrivate(dir); err != nil {
 		t.Fatalf("MkdirPrivate(%q) error = %v", dir, err)
 	}
@@ -142,7 +144,7 @@ func TestMkdirPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who, _ := writer(sd); who != nil && underWine() {
+	if who, _ := writer(sd); who != nil && sockettest.UnderWine() {
 		t.Skipf("wine does not keep the DACL of a new directory (it reads back %v); MkdirPrivate returned no error", sd)
 	} else if who != nil {
 		t.Fatalf("%s lets %v create files (%v), want SYSTEM and Administrators only", dir, who, sd)
@@ -158,7 +160,7 @@ func TestMkdirPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	setDACL(t, users, "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;CI;0x116;;;BU)")
-	if sd, err := securityOf(users); err == nil && underWine() && !strings.Contains(sd.String(), ";BU)") {
+	if sd, err := securityOf(users); err == nil && sockettest.UnderWine() && !strings.Contains(sd.String(), ";BU)") {
 		t.Skipf("wine does not keep a DACL set on a directory (it reads back %v)", sd)
 	}
 	err = CheckPrivate(filepath.Join(users, "state.json"))

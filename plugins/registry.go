@@ -11,18 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc"
 )
 
 // Errors of a Registry.
 var (
 	// ErrNotFound is returned, wrapped with the plugin's type and name, by
-	// [Registry.Get] and [Registry.Dispense] when no such plugin is
-	// registered.
+	// [Registry.Get] when no such plugin is registered.
 	ErrNotFound = errors.New("plugins: not found")
-	// ErrClosed is returned by [Registry.Dispense] after [Registry.Close].
-	ErrClosed = errors.New("plugins: registry closed")
 )
 
 // Bounds of a Registry's memory.
@@ -66,14 +61,12 @@ type Registry struct {
 	history  []Event           // ring of the latest events, at most HistorySize
 	head     int               // index in history of the oldest event
 	watchers map[*watcher]struct{}
-	conns    map[string]*grpc.ClientConn // Dispense's, by endpoint
 	closed   bool
 	done     chan struct{} // closed by Close: watchers end
 	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
 	resyncs  atomic.Uint64
 
-	pending    map[Key]PendingDeregistration // see AddPending
-	pendingSeq uint64                        // Seq of the latest pending entry
+	pending map[pendingKey]PendingDeregistration // see PutPending
 	// changes counts the changes to what State returns (events and the
 	// pending set), so that the Saver can tell whether it saved the latest.
 	changes uint64
@@ -84,10 +77,9 @@ func NewRegistry() *Registry {
 	return &Registry{
 		plugins:  make(map[string]Plugin),
 		watchers: make(map[*watcher]struct{}),
-		conns:    make(map[string]*grpc.ClientConn),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}, 1),
-		pending:  make(map[Key]PendingDeregistration),
+		pending:  make(map[pendingKey]PendingDeregistration),
 	}
 }
 
@@ -101,9 +93,8 @@ func NewRegistry() *Registry {
 // revisions it has seen. The history is empty, so a watcher that resumes
 // from an earlier revision gets a Resync too. If s lists two
 // plugins at one socket path, the later one wins; [Load] never returns such
-// a State. The pending deregistrations of s are restored too, numbered
-// from Seq 1 in their order in s; of two for one plugin type and name the
-// later wins.
+// a State. The pending deregistrations of s are restored too; of two for
+// one incarnation (type, name and SocketID) the later wins.
 //
 // The restored plugins are only as true as the file was: the caller should
 // verify each of them (is the socket at SocketPath still the one with
@@ -115,10 +106,7 @@ func NewRegistryFrom(s State) *Registry {
 		r.plugins[p.SocketPath] = p
 	}
 	for _, pd := range s.Pending {
-		pd = pd.clone()
-		r.pendingSeq++
-		pd.Seq = r.pendingSeq
-		r.pending[pd.Plugin.Key()] = pd
+		r.pending[pd.keyOf()] = pd.clone()
 	}
 	r.rev = s.Revision
 	if s.Running {
@@ -141,7 +129,7 @@ func NewRegistryFrom(s State) *Registry {
 //
 // Whatever p holds, every event, List and State of the Registry can be
 // encoded (as protobuf and as the state file): a Registered or Healthy p
-// that breaks a rule of the state file ([ValidateInfo], [CheckAnnotations],
+// that breaks a rule of the state file ([ValidateInfo], [ValidateAnnotations],
 // a socket path that is empty, longer than scan.MaxSocketPath or not valid
 // UTF-8) is not stored, and Apply returns ok == false. Callers validate
 // before they register, so this never drops a plugin that a handler
@@ -149,9 +137,7 @@ func NewRegistryFrom(s State) *Registry {
 //
 // now is the event's time. Apply stores a copy of p, so later changes to
 // p.Versions do not reach the Registry. It never waits for a watcher or
-// for the Saver, and closes the Dispense connection of a removed plugin's
-// endpoint once no registered plugin uses that endpoint any more. Apply
-// panics if kind is Snapshot, Resync or unknown.
+// for the Saver. Apply panics if kind is Snapshot, Resync or unknown.
 func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time) (ev Event, ok bool) {
 	if !kind.change() {
 		panic(fmt.Sprintf("plugins: Apply of event kind %q", kind))
@@ -166,15 +152,10 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	}
 	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
 	ev = Event{Kind: kind, Time: now, Plugin: p}
-	var stale *grpc.ClientConn
 	r.mu.Lock()
 	switch kind {
 	case Registered, Healthy:
-		old, had := r.plugins[p.SocketPath]
 		r.plugins[p.SocketPath] = p
-		if had {
-			stale = r.unusedConnLocked(old.Endpoint)
-		}
 	case Rejected:
 		ev.Error = errMsg
 	default: // a removal
@@ -184,7 +165,6 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 			return Event{}, false
 		}
 		delete(r.plugins, p.SocketPath)
-		stale = r.unusedConnLocked(old.Endpoint)
 		ev.Plugin = old
 	}
 	r.rev++
@@ -198,9 +178,6 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	r.mu.Unlock()
 
 	r.signal()
-	if stale != nil {
-		stale.Close() // only fails if it was closed already
-	}
 	return ev.clone(), true
 }
 
@@ -210,22 +187,6 @@ func (r *Registry) signal() {
 	case r.changed <- struct{}{}:
 	default: // the Saver has a signal pending already
 	}
-}
-
-// unusedConnLocked forgets and returns the Dispense connection to endpoint
-// if no registered plugin uses that endpoint; it returns nil otherwise.
-func (r *Registry) unusedConnLocked(endpoint string) *grpc.ClientConn {
-	cc, ok := r.conns[endpoint]
-	if !ok {
-		return nil
-	}
-	for _, p := range r.plugins {
-		if p.Endpoint == endpoint {
-			return nil
-		}
-	}
-	delete(r.conns, endpoint)
-	return cc
 }
 
 // record appends ev to the history, dropping the oldest event when it is
@@ -330,7 +291,7 @@ func (r *Registry) Len() int {
 
 // State returns the registry's contents and revision, read at one instant,
 // as a State for [Save]. The Plugins are copies sorted like List; the
-// Pending are copies sorted like [Registry.Pending], with Seq 0. Its
+// Pending are copies sorted like [Registry.Pending]. Its
 // Running is false; the [Saver] sets it in every write but the last one of
 // a clean stop.
 func (r *Registry) State() State {
@@ -342,11 +303,7 @@ func (r *Registry) State() State {
 func (r *Registry) stateAndChanges() (State, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pending := r.pendingLocked()
-	for i := range pending {
-		pending[i].Seq = 0
-	}
-	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: pending}, r.changes
+	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}, r.changes
 }
 
 // changeCount returns the number of changes to what State returns.
@@ -356,26 +313,14 @@ func (r *Registry) changeCount() uint64 {
 	return r.changes
 }
 
-// Close closes the connections Dispense made and ends every watch: their
-// channels are closed. Later Dispense calls fail with [ErrClosed] and later
-// Watch channels are closed at once; Apply and the readers keep working.
-// Close is idempotent; it returns the errors of closing connections.
-func (r *Registry) Close() error {
+// Close ends every watch: their channels are closed, and later Watch
+// channels are closed at once; Apply and the readers keep working. Close is
+// idempotent.
+func (r *Registry) Close() {
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
 	}
-	r.closed = true
-	close(r.done)
-	conns := r.conns
-	r.conns = nil
-	r.mu.Unlock()
-	var errs []error
-	for _, cc := range conns {
-		if err := cc.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestNewRegistryFromRunning restores States: a clean one continues at
@@ -116,7 +118,7 @@ func must(ev Event, ok bool) Event {
 // loads them back; a file without "clean" loads as Running.
 func TestStateRunningRoundTrip(t *testing.T) {
 	for _, running := range []bool{false, true} {
-		path := filepath.Join(tempDir(t), "state.json")
+		path := filepath.Join(sockettest.Dir(t), "state.json")
 		want := State{Version: StateVersion, Revision: 7, Running: running, Plugins: []Plugin{csiHostpath}}
 		if err := Save(path, want, 0); err != nil {
 			t.Fatalf("Save = %v", err)
@@ -129,7 +131,7 @@ func TestStateRunningRoundTrip(t *testing.T) {
 			t.Errorf("Load after Save (-want +got):\n%s", diff)
 		}
 	}
-	path := filepath.Join(tempDir(t), "state.json")
+	path := filepath.Join(sockettest.Dir(t), "state.json")
 	if err := os.WriteFile(path, []byte(`{"version": 1, "revision": 7, "plugins": []}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestSaverMarksClean(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newRegistry(csiHostpath)
 				var stopping bool
-				s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+				s := &Saver{Registry: r, Path: filepath.Join(sockettest.Dir(t), "state.json")}
 				s.save = func(path string, st State, limit int64) error {
 					if stopping && failLast {
 						return errors.New("disk full")

@@ -34,7 +34,7 @@ const (
 // or of a fault that makes writes fail, and the file says so (see Run). It
 // reads the registry
 // with [Registry.State], so it never holds the registry's lock while
-// writing, and neither Apply nor AddPending and DropPending ever wait for
+// writing, and neither Apply nor PutPending and DropPending ever wait for
 // it.
 //
 // Run a Saver in its own goroutine, and at most one per Registry: they

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // logger returns a logger that writes to buf without times.
@@ -45,7 +47,7 @@ func startSaver(t *testing.T, s *Saver) (stop func() error) {
 // progress: they are saved together by one more write.
 func TestSaverCoalesces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(tempDir(t), "state.json")
+		path := filepath.Join(sockettest.Dir(t), "state.json")
 		r := NewRegistry()
 		gate := make(chan struct{})
 		var saved []uint64 // revisions written
@@ -83,7 +85,7 @@ func TestSaverCoalesces(t *testing.T) {
 // changes, and the file ends with the final state.
 func TestSaverBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(tempDir(t), "state.json")
+		path := filepath.Join(sockettest.Dir(t), "state.json")
 		r := NewRegistry()
 		s := &Saver{Registry: r, Path: path}
 		stop := startSaver(t, s)
@@ -110,7 +112,7 @@ func TestSaverBurst(t *testing.T) {
 func TestSaverPaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistry()
-		s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+		s := &Saver{Registry: r, Path: filepath.Join(sockettest.Dir(t), "state.json")}
 		stop := startSaver(t, s)
 		synctest.Wait()
 		const step, steps = 10 * time.Millisecond, 100
@@ -139,7 +141,7 @@ func TestSaverPaces(t *testing.T) {
 func TestSaverIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistryFrom(State{Revision: 9, Plugins: []Plugin{csiHostpath}})
-		s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+		s := &Saver{Registry: r, Path: filepath.Join(sockettest.Dir(t), "state.json")}
 		stop := startSaver(t, s)
 		time.Sleep(time.Hour)
 		if err := stop(); err != nil {
@@ -157,7 +159,7 @@ func TestSaverIdle(t *testing.T) {
 func TestSaverFinalSave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistry()
-		s := &Saver{Registry: r, Path: filepath.Join(tempDir(t), "state.json")}
+		s := &Saver{Registry: r, Path: filepath.Join(sockettest.Dir(t), "state.json")}
 		stop := startSaver(t, s)
 		synctest.Wait()
 		r.Apply(Registered, csiHostpath, "", t0)
@@ -173,7 +175,7 @@ func TestSaverFinalSave(t *testing.T) {
 // recovery is logged.
 func TestSaverRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(tempDir(t), "state.json")
+		path := filepath.Join(sockettest.Dir(t), "state.json")
 		r := NewRegistry()
 		var buf bytes.Buffer
 		start := time.Now()
@@ -234,7 +236,7 @@ func TestSaverRetryMax(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var at []time.Duration
-		s := &Saver{Registry: NewRegistry(), Path: filepath.Join(tempDir(t), "state.json")}
+		s := &Saver{Registry: NewRegistry(), Path: filepath.Join(sockettest.Dir(t), "state.json")}
 		s.save = func(string, State, int64) error {
 			at = append(at, time.Since(start))
 			return errors.New("no")
@@ -256,7 +258,7 @@ func TestSaverRetryMax(t *testing.T) {
 
 func TestSaverRemovesTemps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := tempDir(t)
+		dir := sockettest.Dir(t)
 		path := filepath.Join(dir, "state.json")
 		for _, name := range []string{"state.json.tmp-123", "state.json.tmp-", "other.json.tmp-1", "state.json.corrupt-1"} {
 			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {

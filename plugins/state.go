@@ -69,7 +69,8 @@ const maxQuarantineSuffix = 1000
 //
 // A pending deregistration is a plugin record, as the plugin was
 // registered, plus the reason its handler's DeRegister was given (one of
-// the Reason constants); at most one per plugin type and name.
+// the Reason constants); at most one per incarnation of a plugin (type,
+// name and socketId): two sockets that carried one name each have theirs.
 //
 // The last save of a clean stop adds "clean": true after "revision": the
 // agent published nothing after that revision (see Running).
@@ -94,8 +95,7 @@ type State struct {
 	Running bool
 	Plugins []Plugin
 	// Pending are the handler deregistrations not delivered yet (see
-	// Registry.AddPending), nil when there are none. Their Seq is not
-	// saved: Load gives 0.
+	// Registry.PutPending), nil when there are none.
 	Pending []PendingDeregistration
 }
 
@@ -205,8 +205,8 @@ func (s *State) UnmarshalJSON(data []byte) error {
 
 // check returns an error if s breaks a rule of the Registry (a plugin
 // without a socket path, two plugins at one socket path, an invalid plugin
-// name, annotations beyond CheckAnnotations; see ValidateName; two pending
-// deregistrations of one plugin type and name, a reason that is not one of
+// name, annotations beyond ValidateAnnotations; see ValidateName; two pending
+// deregistrations of one incarnation, a reason that is not one of
 // the Reason constants) or cannot survive a round trip through JSON (a
 // string that is not UTF-8, a time outside the years 0 to 9999 UTC).
 func (s State) check() error {
@@ -220,14 +220,14 @@ func (s State) check() error {
 		}
 		seen[p.SocketPath] = true
 	}
-	pending := make(map[Key]bool, len(s.Pending))
+	pending := make(map[pendingKey]bool, len(s.Pending))
 	for i, pd := range s.Pending {
 		if err := checkPending(pd); err != nil {
 			return fmt.Errorf("pending deregistration %d: %w", i, err)
 		}
-		k := pd.Plugin.Key()
+		k := pd.keyOf()
 		if pending[k] {
-			return fmt.Errorf("pending deregistration %d: %s %q listed twice", i, pd.Plugin.Type, pd.Plugin.Name)
+			return fmt.Errorf("pending deregistration %d: %s %q of socket %q listed twice", i, pd.Plugin.Type, pd.Plugin.Name, pd.Plugin.SocketPath)
 		}
 		pending[k] = true
 	}
@@ -267,7 +267,7 @@ func checkPlugin(p Plugin) error {
 	if err := ValidateInfo(p.Type, p.Name, endpoint, p.Versions); err != nil {
 		return fmt.Errorf("at %q: %w", p.SocketPath, err)
 	}
-	if err := CheckAnnotations(p.Annotations); err != nil {
+	if err := ValidateAnnotations(p.Annotations); err != nil {
 		return fmt.Errorf("at %q: %w", p.SocketPath, err)
 	}
 	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -37,18 +38,6 @@ func testState() State {
 	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}, Pending: pending}
 }
 
-// tempDir returns a new directory removed when the test ends. Unlike
-// t.TempDir it ignores a failed removal, as os.RemoveAll fails under wine.
-func tempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // files returns the names in dir.
 func files(t *testing.T, dir string) []string {
 	t.Helper()
@@ -64,7 +53,7 @@ func files(t *testing.T, dir string) []string {
 }
 
 func TestSaveLoad(t *testing.T) {
-	dir := tempDir(t)
+	dir := sockettest.Dir(t)
 	path := filepath.Join(dir, "state.json")
 	want := testState()
 	if err := Save(path, want, 0); err != nil {
@@ -138,7 +127,7 @@ func TestSaveFormat(t *testing.T) {
   ]
 }
 `},
-		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy, Seq: 9}}}, `{
+		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy}}}, `{
   "version": 1,
   "revision": 7,
   "plugins": [],
@@ -170,7 +159,7 @@ func TestSaveFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := Save(path, tc.state, 0); err != nil {
 				t.Fatalf("Save = %v", err)
 			}
@@ -217,7 +206,7 @@ func TestLoadOptionalFields(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +222,7 @@ func TestLoadOptionalFields(t *testing.T) {
 }
 
 func TestSaveEmpty(t *testing.T) {
-	path := filepath.Join(tempDir(t), "state.json")
+	path := filepath.Join(sockettest.Dir(t), "state.json")
 	if err := Save(path, NewRegistry().State(), 0); err != nil {
 		t.Fatalf("Save = %v", err)
 	}
@@ -263,6 +252,7 @@ func TestSaveInvalid(t *testing.T) {
 	farFuture.Plugins[0].RegisteredAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	pendingTwice := testState()
 	pendingTwice.Pending[1].Plugin.Type, pendingTwice.Pending[1].Plugin.Name = pendingTwice.Pending[0].Plugin.Type, pendingTwice.Pending[0].Plugin.Name
+	pendingTwice.Pending[1].Plugin.SocketID = pendingTwice.Pending[0].Plugin.SocketID
 	pendingReason := testState()
 	pendingReason.Pending[0].Reason = ""
 	pendingName := testState()
@@ -281,14 +271,14 @@ func TestSaveInvalid(t *testing.T) {
 		{"version not UTF-8", badVersion, "not valid UTF-8"},
 		{"year 10000", farFuture, "out of range"},
 		{"bad annotation", badAnnotation, "control character"},
-		{"pending twice", pendingTwice, "pending deregistration 1: CSIPlugin \"gone.csi.k8s.io\" listed twice"},
+		{"pending twice", pendingTwice, "pending deregistration 1: CSIPlugin \"gone.csi.k8s.io\" of socket \"/var/lib/kubelet/plugins_registry/sriov.sock\" listed twice"},
 		{"pending without reason", pendingReason, `pending deregistration 0: at "/var/lib/kubelet/plugins_registry/gone-reg.sock": unknown reason ""`},
 		{"pending without name", pendingName, "pending deregistration 1: at \"/var/lib/kubelet/plugins_registry/sriov.sock\": plugin name is empty"},
 		{"pending without socket path", pendingNoPath, "pending deregistration 0: empty socket path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := tempDir(t)
+			dir := sockettest.Dir(t)
 			path := filepath.Join(dir, "state.json")
 			err := Save(path, tc.s, 0)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
@@ -304,7 +294,7 @@ func TestSaveInvalid(t *testing.T) {
 // TestSaveFailure makes the rename fail (the path is a non-empty
 // directory): the temporary file must go, and the directory stay.
 func TestSaveFailure(t *testing.T) {
-	dir := tempDir(t)
+	dir := sockettest.Dir(t)
 	path := filepath.Join(dir, "state.json")
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
 		t.Fatal(err)
@@ -337,7 +327,7 @@ func TestSaveFailure(t *testing.T) {
 }
 
 func TestLoadMissing(t *testing.T) {
-	_, err := Load(filepath.Join(tempDir(t), "state.json"), 0)
+	_, err := Load(filepath.Join(sockettest.Dir(t), "state.json"), 0)
 	if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) {
 		t.Errorf("Load of a missing file = %v, want fs.ErrNotExist", err)
 	}
@@ -385,7 +375,7 @@ func TestLoadCorrupt(t *testing.T) {
 		{"pending with a long reason", withPending(pendingWith(`"removed"`, `"`+strings.Repeat("x", 100)+`"`)), "unknown reason of 100 bytes"},
 		{"pending reason not a string", withPending(pendingWith(`"removed"`, `1`)), "cannot unmarshal number"},
 		{"pending unknown field", withPending(pendingWith(`"reason"`, `"why": 1, "reason"`)), `unknown field "why"`},
-		{"pending twice", withPending(pending, pendingWith("/a.sock", "/b.sock")), `pending deregistration 1: CSIPlugin "a.example.com" listed twice`},
+		{"pending twice", withPending(pending, pendingWith("/a.sock", "/b.sock")), `pending deregistration 1: CSIPlugin "a.example.com" of socket "/b.sock" listed twice`},
 		{"pending empty name", withPending(pendingWith(`"a.example.com"`, `""`)), "plugin name is empty"},
 		{"pending empty socket path", withPending(pendingWith(`"/a.sock"`, `""`)), "empty socket path"},
 		{"pending bad time", withPending(pendingWith("2026-01-02T03:04:05Z", "yesterday")), "cannot parse"},
@@ -393,7 +383,7 @@ func TestLoadCorrupt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -409,8 +399,9 @@ func TestLoadCorrupt(t *testing.T) {
 
 	// The same documents without the fault load.
 	for _, data := range []string{doc(), doc(plugin), doc(plugin, with("/a.sock", "/b.sock")), doc(plugin) + "\n\t ",
-		withPending(pending), withPending(pending, pendingWith("a.example.com", "b.example.com")), withPending(pending, pendingWith("CSIPlugin", "DRAPlugin"))} {
-		path := filepath.Join(tempDir(t), "state.json")
+		withPending(pending), withPending(pending, pendingWith("a.example.com", "b.example.com")), withPending(pending, pendingWith("CSIPlugin", "DRAPlugin")),
+		withPending(pending, pendingWith(`"ino": 2`, `"ino": 7`))} { // one name, two incarnations: a rolling update
+		path := filepath.Join(sockettest.Dir(t), "state.json")
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +412,7 @@ func TestLoadCorrupt(t *testing.T) {
 }
 
 func TestLoadTooLarge(t *testing.T) {
-	path := filepath.Join(tempDir(t), "state.json")
+	path := filepath.Join(sockettest.Dir(t), "state.json")
 	head := `{"version": 1, "revision": 3, "plugins": []}`
 	data := head + strings.Repeat(" ", MinStateLimit+1-len(head))
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
@@ -447,7 +438,7 @@ func TestLoadTooLarge(t *testing.T) {
 }
 
 func TestQuarantineCorrupt(t *testing.T) {
-	dir := tempDir(t)
+	dir := sockettest.Dir(t)
 	path := filepath.Join(dir, "state.json")
 	now := time.Unix(1767323045, 999)
 	write := func(data string) {
@@ -534,7 +525,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "b", "socketPath": "/a", "reason": "rolled back"}]}`))
 	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "a", "socketPath": "/b", "reason": "removed"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := tempDir(t)
+		dir := sockettest.Dir(t)
 		path := filepath.Join(dir, "state.json")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestSaveMode checks that the state file is private whatever the umask
@@ -14,7 +16,7 @@ import (
 func TestSaveMode(t *testing.T) {
 	old := syscall.Umask(0)
 	t.Cleanup(func() { syscall.Umask(old) })
-	path := filepath.Join(tempDir(t), "state.json")
+	path := filepath.Join(sockettest.Dir(t), "state.json")
 	if err := os.WriteFile(path, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}

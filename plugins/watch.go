@@ -36,6 +36,41 @@ func (r *Registry) Watch(ctx context.Context, since uint64) <-chan Event {
 	return out
 }
 
+// Subscription is a watch read one event at a time with Next, for a
+// reader that sends each event on before it takes the next, such as a
+// server that streams them: it holds no event for the reader and needs no
+// goroutine of its own. It gets the events Watch would. Create it with
+// [Registry.Subscribe] and end it with Close; it is for one goroutine.
+type Subscription struct {
+	r *Registry
+	w *watcher
+}
+
+// Subscribe starts a watch after revision since, as Watch does, to be read
+// with [Subscription.Next]. It returns nil if the Registry is closed.
+func (r *Registry) Subscribe(since uint64) *Subscription {
+	w := r.subscribe(since)
+	if w == nil {
+		return nil
+	}
+	return &Subscription{r: r, w: w}
+}
+
+// Next returns the subscription's next event, waiting for one, as the
+// reader's own copy. It reports false once ctx is done or the Registry is
+// closed. A Resync it returns counts in [Registry.Resyncs].
+func (s *Subscription) Next(ctx context.Context) (Event, bool) {
+	ev, ok := s.r.wait(ctx, s.w)
+	if ok && ev.Kind == Resync {
+		s.r.resyncs.Add(1)
+	}
+	return ev, ok
+}
+
+// Close ends the subscription: Apply no longer counts it among the
+// watchers.
+func (s *Subscription) Close() { s.r.unsubscribe(s.w) }
+
 // Watchers returns the number of active watches.
 func (r *Registry) Watchers() int {
 	r.mu.RLock()

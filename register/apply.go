@@ -2,6 +2,7 @@ package register
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -12,10 +13,6 @@ import (
 // apply records an outcome in the cache, the registry and the status, and
 // logs it.
 func (l *loop) apply(res *Result) {
-	if res.Retry != nil {
-		l.retried(res)
-		return
-	}
 	switch res.Op.Kind {
 	case statecache.Register:
 		if res.Err == nil {
@@ -23,12 +20,14 @@ func (l *loop) apply(res *Result) {
 		} else {
 			l.registerFailed(res)
 		}
-	case statecache.Deregister:
+	case statecache.DeRegister:
 		l.deregistered(res)
 	case statecache.Verify:
 		l.verified(res)
-	case statecache.Probe, statecache.Ping:
-		l.probed(res)
+	case statecache.InfoCheck, statecache.ConnectCheck:
+		l.checked(res)
+	case statecache.RetryDeRegister:
+		l.retried(res)
 	}
 }
 
@@ -51,6 +50,10 @@ func (l *loop) registered(res *Result) {
 	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID, now
 	p := res.Plugin
 	l.cache.Done(op, p, nil)
+	// Registered again: a deregistration of the same type and name still
+	// owed would tell the handler it is gone.
+	l.cache.DropPending(p.Type, p.Name)
+	l.syncPending()
 	delete(l.reported, op.Path)
 	kind, msg := plugins.Registered, "plugin registered"
 	if op.Recovering {
@@ -69,6 +72,11 @@ func (l *loop) registered(res *Result) {
 func (l *loop) registerFailed(res *Result) {
 	op, p, err := res.Op, res.Plugin, res.Err
 	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
+	if ue, ok := errors.AsType[*UndeliveredError](err); ok { // a rollback's DeRegister failed
+		if perr := l.owe(ue); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
 	a := append(attrs(res), "attempt", op.Attempt, "err", errText(err))
 	if retry > 0 {
 		a = append(a, "retry", retry)
@@ -107,11 +115,17 @@ func (l *loop) registerFailed(res *Result) {
 
 // deregistered records a deregistration, which always succeeds: the
 // plugin is no longer registered, whatever its handler said. A handler
-// error is logged here, once; the Registrar recorded the call as pending,
-// and the loop retries it (see retried).
+// error is logged here, once; a DeRegister owed (an *UndeliveredError) is
+// pending, saved before the plugin leaves the Registry, and retried (see
+// retried).
 func (l *loop) deregistered(res *Result) {
-	op, p := res.Op, res.Plugin
+	op, p, err := res.Op, res.Plugin, res.Err
 	l.cache.Done(op, plugins.Plugin{}, nil)
+	if ue, ok := errors.AsType[*UndeliveredError](err); ok {
+		if perr := l.owe(ue); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
 	kind, msg := plugins.Deregistered, "plugin deregistered"
 	switch {
 	case op.Reason == statecache.Replaced && !op.Restored:
@@ -122,10 +136,80 @@ func (l *loop) deregistered(res *Result) {
 	l.r.Registry.Apply(kind, p, "", time.Now())
 	l.r.countOp(true, p.Type, op.Reason.String())
 	a := attrs(res)
-	if res.Err != nil {
-		a = append(a, "err", errText(res.Err))
+	if err != nil {
+		a = append(a, "err", errText(err))
 	}
 	l.log.Info(msg, append(a, "reason", op.Reason.String())...)
+}
+
+// owe records the DeRegister of ue as pending, and saves it. It returns an
+// error when the pending set is full (statecache.Config.MaxPending): the
+// deregistration is then not retried.
+func (l *loop) owe(ue *UndeliveredError) error {
+	p := ue.Plugin
+	k := statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}
+	if !l.cache.AddPending(k, p, reasonOf(ue.Reason), ue.Since) {
+		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
+	}
+	l.syncPending()
+	return nil
+}
+
+// syncPending brings the Registry's copy of the pending deregistrations,
+// which the state file keeps, up to date with the cache's.
+func (l *loop) syncPending() {
+	put, gone := l.cache.PendingChanges()
+	for _, pd := range put {
+		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason.String()}); err != nil {
+			p := pd.Plugin
+			l.log.Warn("pending deregistration not saved", "path", p.SocketPath, "plugin", p.Name, "type", p.Type, "err", err)
+		}
+	}
+	for _, k := range gone {
+		l.r.Registry.DropPending(plugins.Plugin{Type: k.Type, Name: k.Name, SocketID: k.ID})
+	}
+}
+
+// reasonOf returns the statecache.Reason whose text is s (one of the
+// plugins.Reason constants), or statecache.Removed.
+func reasonOf(s string) statecache.Reason {
+	for _, r := range []statecache.Reason{statecache.Removed, statecache.Replaced, statecache.Unhealthy, statecache.RolledBack} {
+		if r.String() == s {
+			return r
+		}
+	}
+	return statecache.Removed
+}
+
+// retried records the outcome of a retried deregistration. A failure is
+// one Warn per pending entry, the first, with the retry delay; later
+// failures of the entry are Debug.
+func (l *loop) retried(res *Result) {
+	op, p, err := res.Op, res.Plugin, res.Err
+	a := []any{"path", p.SocketPath, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint,
+		"reason", op.Reason.String(), "attempt", op.Attempt}
+	switch {
+	case err == nil:
+		l.cache.Done(op, p, nil)
+		l.log.Info("plugin deregistration delivered", a...)
+	case errors.Is(err, ErrSuperseded):
+		l.cache.Done(op, p, nil)
+		l.log.Debug("pending deregistration superseded", a...)
+	case errors.Is(err, ErrNoHandler):
+		l.cache.Done(op, p, nil)
+		l.log.Warn("pending deregistration dropped", append(a, "err", errText(err))...)
+	default:
+		a = append(a, "err", errText(err))
+		if d := l.cache.Done(op, p, err); d > 0 {
+			a = append(a, "retry", time.Duration(d)*l.interval)
+		}
+		if op.Attempt > 1 {
+			l.log.Debug("deregistration not delivered", a...)
+		} else {
+			l.log.Warn("deregistration not delivered", a...)
+		}
+	}
+	l.syncPending()
 }
 
 // verified records the check of a plugin restored from the state file. A
@@ -155,15 +239,16 @@ func (l *loop) verified(res *Result) {
 	}
 }
 
-// probed records a liveness check: a Probe (GetInfo) or a Ping (connect),
+// checked records a liveness check: an InfoCheck (GetInfo) or a
+// ConnectCheck (a connect),
 // named by the "op" attribute of its log lines.
-func (l *loop) probed(res *Result) {
+func (l *loop) checked(res *Result) {
 	err := res.Err
 	if errors.Is(err, fs.ErrPermission) {
 		// The agent may not reach the socket (a directory on its path
 		// lost its search permission): that says nothing of the plugin,
 		// so it does not count as a failed check.
-		l.log.Debug("probe not possible", append(attrs(res), "op", res.Op.Kind.String(), "err", errText(err))...)
+		l.log.Debug("check not possible", append(attrs(res), "op", res.Op.Kind.String(), "err", errText(err))...)
 		err = nil
 	}
 	l.cache.Done(res.Op, plugins.Plugin{}, err)
@@ -172,8 +257,8 @@ func (l *loop) probed(res *Result) {
 		// Its deregistration, as replaced, and a new registration follow.
 		l.log.Info("plugin changed", append(attrs(res), "op", res.Op.Kind.String(), "err", errText(err))...)
 	case err != nil:
-		l.log.Warn("probe failed", append(attrs(res), "op", res.Op.Kind.String(), "attempt", res.Op.Attempt, "err", errText(err))...)
+		l.log.Warn("check failed", append(attrs(res), "op", res.Op.Kind.String(), "attempt", res.Op.Attempt, "err", errText(err))...)
 	case res.Op.Attempt > 1:
-		l.log.Info("probe succeeded again", append(attrs(res), "op", res.Op.Kind.String())...)
+		l.log.Info("check succeeded again", append(attrs(res), "op", res.Op.Kind.String())...)
 	}
 }

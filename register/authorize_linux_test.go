@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -41,12 +43,7 @@ func (p *credPlugin) NotifyRegistrationStatus(_ context.Context, st *pluginregis
 // one that called listen.
 func serveCredPlugin(t *testing.T) (string, *credPlugin) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "cred") // t.TempDir may overflow sun_path
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "a.sock")
+	path := filepath.Join(sockettest.Dir(t), "a.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +62,7 @@ func TestAllowUIDs(t *testing.T) {
 	paced := func(c *Client) *Client {
 		b := newBeat()
 		b.start(t)
-		p := *c
-		p.Pace = b.next
-		return &p
+		return &Client{Handlers: c.Handlers, AllowUIDs: c.AllowUIDs, Dirs: c.Dirs, Log: c.Log, GetInfoTimeout: c.GetInfoTimeout, Pace: b.next}
 	}
 	uid, pid := uint32(os.Getuid()), os.Getpid()
 	const prefix = "RegisterPlugin error -- plugin validation failed with err: "
@@ -93,8 +88,8 @@ func TestAllowUIDs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			h := plugins.NewHandlers()
-			h.Add("CSIPlugin", &plugins.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}})
+			h := handler.NewHandlers()
+			h.Add("CSIPlugin", &handler.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}})
 			c := &Client{Handlers: h, AllowUIDs: tc.allow}
 
 			p, err := c.Register(t.Context(), path, scan.ID{})
@@ -109,10 +104,10 @@ func TestAllowUIDs(t *testing.T) {
 					t.Fatalf("Register = %+v, %v; plugin told (%t, %q) after %d GetInfo calls; want registered after 1",
 						p, err, st.GetPluginRegistered(), st.GetError(), plugin.getInfos.Load())
 				}
-				if err := c.Ping(t.Context(), p); err != nil {
+				if err := c.ConnectCheck(t.Context(), p); err != nil {
 					t.Errorf("Ping = %v, want nil", err)
 				}
-				if err := paced(c).Probe(t.Context(), p); err != nil {
+				if err := paced(c).InfoCheck(t.Context(), p); err != nil {
 					t.Errorf("paced Probe = %v, want nil", err)
 				}
 				return
@@ -143,10 +138,10 @@ func TestAllowUIDs(t *testing.T) {
 			if err := c.Verify(t.Context(), old); !errors.Is(err, statecache.ErrChanged) {
 				t.Errorf("Verify = %v, want an error wrapping statecache.ErrChanged", err)
 			}
-			if err := c.Probe(t.Context(), old); !isRejection(err) {
+			if err := c.InfoCheck(t.Context(), old); !isRejection(err) {
 				t.Errorf("Probe = %v, want a rejection", err)
 			}
-			if err := paced(c).Probe(t.Context(), old); !isRejection(err) {
+			if err := paced(c).InfoCheck(t.Context(), old); !isRejection(err) {
 				t.Errorf("paced Probe = %v, want a rejection", err)
 			}
 			for len(plugin.status) > 0 {
@@ -154,7 +149,7 @@ func TestAllowUIDs(t *testing.T) {
 			}
 			// A connect check fails as "changed" too, and tells the plugin
 			// nothing: its registration, which follows, does.
-			if err := c.Ping(t.Context(), old); !errors.Is(err, statecache.ErrChanged) || isRejection(err) {
+			if err := c.ConnectCheck(t.Context(), old); !errors.Is(err, statecache.ErrChanged) || isRejection(err) {
 				t.Errorf("Ping = %v, want an error wrapping statecache.ErrChanged, not a rejection", err)
 			}
 			if n := len(plugin.status); n != 0 {

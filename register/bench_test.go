@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -27,11 +28,7 @@ func BenchmarkBurst(b *testing.B) {
 }
 
 func benchmarkBurst(b *testing.B, n int) {
-	dir, err := os.MkdirTemp("", "bst")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	for i := range n {
@@ -48,17 +45,16 @@ func benchmarkBurst(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := plugins.NewHandlers()
-	for _, a := range plugins.DefaultAccept() {
+	h := handler.NewHandlers()
+	for _, a := range handler.DefaultAccept() {
 		h.Add(a.Type, a)
 	}
 	var total time.Duration
 	for b.Loop() {
-		ticks := make(chan time.Time)
 		applied := make(chan Result, n)
 		reg := plugins.NewRegistry()
 		rec := &Reconciler{Scan: sc.Scan, Registrar: &Client{Handlers: h}, Registry: reg,
-			ticks: ticks, applied: func(r Result) { applied <- r }}
+			applied: func(r Result) { applied <- r }}
 		// Run scans at once when it starts, so the clock starts with it.
 		rctx, rcancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -82,22 +78,18 @@ func benchmarkBurst(b *testing.B, n int) {
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N*n), "µs/plugin")
 }
 
-// BenchmarkProbe measures one GetInfo check (dial, GetInfo, close) of a
+// BenchmarkInfoCheck measures one GetInfo check (dial, GetInfo, close) of a
 // real plugin served in this process; the figure includes the plugin's side.
-func BenchmarkProbe(b *testing.B) { benchmarkCheck(b, (*Client).Probe) }
+func BenchmarkInfoCheck(b *testing.B) { benchmarkCheck(b, (*Client).InfoCheck) }
 
-// BenchmarkPing measures one connect check (dial, close) of a real plugin
+// BenchmarkConnectCheck measures one connect check (dial, close) of a real plugin
 // served in this process; the figure includes the plugin's side: its
 // accept, and its HTTP/2 transport that starts and sees the end of the
 // connection.
-func BenchmarkPing(b *testing.B) { benchmarkCheck(b, (*Client).Ping) }
+func BenchmarkConnectCheck(b *testing.B) { benchmarkCheck(b, (*Client).ConnectCheck) }
 
 func benchmarkCheck(b *testing.B, check func(*Client, context.Context, plugins.Plugin) error) {
-	dir, err := os.MkdirTemp("", "prb")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	path := filepath.Join(dir, "p.sock")
@@ -108,7 +100,7 @@ func benchmarkCheck(b *testing.B, check func(*Client, context.Context, plugins.P
 	srv := &example.Plugin{Info: &pluginregistration.PluginInfo{
 		Type: "CSIPlugin", Name: "p.example.com", SupportedVersions: []string{"1.0.0"}}}
 	go srv.ServeListener(ctx, l)
-	c := &Client{Handlers: plugins.NewHandlers()}
+	c := &Client{Handlers: handler.NewHandlers()}
 	p := plugins.Plugin{Type: "CSIPlugin", Name: "p.example.com", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"}}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -9,12 +9,15 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/register/unary"
 	"github.com/plugreg/plugreg/scan"
@@ -38,7 +41,7 @@ const MaxInfoBytes = 64 << 10
 type Client struct {
 	// Handlers holds the Handler of each plugin type; a plugin whose type
 	// has none is rejected. It must not be nil.
-	Handlers *plugins.Handlers
+	Handlers *handler.Handlers
 
 	// Zero durations mean the Default* values.
 	DialTimeout    time.Duration // connecting to the socket
@@ -53,16 +56,7 @@ type Client struct {
 	// credentials cannot be read is a transient failure. Nil: anyone.
 	AllowUIDs []uint32
 
-	// Pending, when not nil, records every handler DeRegister that fails
-	// (plugins.Registry.AddPending), for the Reconciler to deliver again
-	// with RetryDeregister; a successful Register or Deregister of a plugin
-	// drops the entry of its type and name. Nil: a failed DeRegister is
-	// only returned. The entry of a plugin changes only while its
-	// Handlers.Lock is held, so a registration of the same type and name
-	// and the delivery of the entry never cross.
-	Pending *plugins.Registry
-
-	// Pace, when not nil, paces the liveness GetInfo checks (Probe): the
+	// Pace, when not nil, paces the liveness GetInfo checks (InfoCheck): the
 	// request is sent at once, and the reply is read when a channel Pace
 	// returned is closed, instead of when the plugin sends it (unix only).
 	// A check then costs the agent no wake-up of its own: Reconciler.Beat,
@@ -82,6 +76,8 @@ type Client struct {
 	Dirs []string
 
 	Log *slog.Logger // nil: discard
+
+	calls handlerCalls // see RetryDeRegister
 }
 
 func (c *Client) log() *slog.Logger {
@@ -102,7 +98,7 @@ func (c *Client) log() *slog.Logger {
 // registration) was reported to the plugin and wraps a *RejectError; any
 // other error is transient (a socket that is not ready yet, a plugin that
 // is slow or gone, a handler call that timed out, a handler that is
-// unavailable: plugins.ErrHandlerUnavailable). Both are wrapped in an
+// unavailable: handler.ErrUnavailable). Both are wrapped in an
 // *OpError.
 func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error) {
 	conn, rc, err := c.connect(ctx, path, id, nil)
@@ -147,20 +143,21 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	}
 	ann, err := h.Register(hctx, p)
 	if err == nil {
-		err = plugins.CheckAnnotations(ann)
+		err = handler.CheckAnnotations(ann)
 	}
-	if errors.Is(err, plugins.ErrBadAnnotations) {
+	var owed error // a rollback's DeRegister that failed
+	if errors.Is(err, handler.ErrBadAnnotations) {
 		// The handler did register it: undo that.
 		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			c.log().Debug("roll back of bad annotations failed", "path", path, "err", c.addPending(p, plugins.ReasonRolledBack, derr))
+			owed = fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr))
 		}
 	}
 	if err != nil {
 		if transient(ctx, hctx, err) {
-			return p, &OpError{"register", path, err}
+			return p, &OpError{"register", path, errors.Join(err, owed)}
 		}
 		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
-		return p, c.reject(ctx, rc, path, "register", msg, err)
+		return p, errors.Join(c.reject(ctx, rc, path, "register", msg, err), owed)
 	}
 	p.Annotations = ann
 	if err := c.notify(ctx, rc, true, ""); err != nil {
@@ -168,15 +165,13 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		// the kubelet does since v1.36. The notification's error is the
 		// one that counts; the rollback's is only joined to it.
 		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			err = errors.Join(err, fmt.Errorf("roll back: %w", c.addPending(p, plugins.ReasonRolledBack, derr)))
+			err = errors.Join(err, fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr)))
 		}
 		return p, &OpError{"notify", path, err}
 	}
 	// Registered again: a deregistration of the same type and name still
-	// pending would tell the handler it is gone.
-	if c.Pending != nil {
-		c.Pending.DropPending(p.Type, p.Name)
-	}
+	// owed would tell the handler it is gone (see RetryDeRegister).
+	c.registered(p, id)
 	return p, nil
 }
 
@@ -324,7 +319,7 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // accept it (the agent may run with other --accept flags now). An error
 // wrapping statecache.ErrChanged means the plugin answered differently or
 // is no longer accepted; one wrapping statecache.ErrUnchecked, that its
-// handler did not answer (a timeout, plugins.ErrHandlerUnavailable), which
+// handler did not answer (a timeout, handler.ErrUnavailable), which
 // says nothing of the plugin; any other error, that the plugin did not
 // answer. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
@@ -353,12 +348,12 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 	return nil
 }
 
-// Probe checks that a registered plugin still answers GetInfo, and
+// InfoCheck checks that a registered plugin still answers GetInfo, and
 // answers as it did: an error wrapping statecache.ErrChanged means it
 // answered differently. The handler is not asked again. Probes are paced
 // by c.Pace.
-func (c *Client) Probe(ctx context.Context, old plugins.Plugin) error {
-	_, err := c.infoAgain(ctx, old, "probe", c.Pace)
+func (c *Client) InfoCheck(ctx context.Context, old plugins.Plugin) error {
+	_, err := c.infoAgain(ctx, old, "info check", c.Pace)
 	return err
 }
 
@@ -392,21 +387,21 @@ func sameInfo(old, p plugins.Plugin) error {
 	return fmt.Errorf("%w: now %s %q at %s, versions %q", statecache.ErrChanged, p.Type, p.Name, p.Endpoint, p.Versions)
 }
 
-// Ping checks that someone still serves a registered plugin's socket: a
+// ConnectCheck checks that someone still serves a registered plugin's socket: a
 // connect, closed at once, without a byte sent. It fails when the socket
 // is gone, when nobody listens on it (refused, tried once: the plugin was
 // listening when it registered), and when its listen backlog is full; with
 // AllowUIDs, also when the socket file is not the one registered, or its
 // owner or serving process is not allowed, which the plugin is not told:
 // the registration that follows its deregistration tells it. A plugin that
-// accepts and never answers passes: Probe is the check for that.
+// accepts and never answers passes: InfoCheck is the check for that.
 //
 // Without AllowUIDs, it is the connect and nothing else: three system
 // calls, outside Go's network poller (connectOnce), as it runs for every
 // plugin every ProbeInterval. It does not look at the socket file: a
 // socket replaced since the registration is the scan's to see, within an
 // interval, and it sees it whether or not the new one answers.
-func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
+func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
 		if err := connectOnce(path); err != nil {
@@ -428,14 +423,14 @@ func (c *Client) Ping(ctx context.Context, p plugins.Plugin) error {
 // transient reports whether err, from a handler call made with hctx, a
 // context derived from ctx, says nothing of the plugin: the agent is
 // stopping, the call timed out, or the handler could not be reached
-// (plugins.ErrHandlerUnavailable). Such an error is retried, never
+// (handler.ErrUnavailable). Such an error is retried, never
 // reported to the plugin.
 func transient(ctx, hctx context.Context, err error) bool {
-	return ctx.Err() != nil || hctx.Err() != nil || errors.Is(err, plugins.ErrHandlerUnavailable)
+	return ctx.Err() != nil || hctx.Err() != nil || errors.Is(err, handler.ErrUnavailable)
 }
 
 // validate checks what every plugin must satisfy, then asks the handler.
-func validate(ctx context.Context, h plugins.Handler, p plugins.Plugin) error {
+func validate(ctx context.Context, h handler.Handler, p plugins.Plugin) error {
 	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		return err
 	}
@@ -460,17 +455,17 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 	return err
 }
 
-// Deregister calls the DeRegister of p's handler with reason (see
-// plugins.Handler), after any other call for the same plugin name has
+// DeRegister calls the DeRegister of p's handler with reason (see
+// handler.Handler), after any other call for the same plugin name has
 // finished, and returns its error. It never contacts the plugin.
 //
-// With Pending set, a DeRegister that fails, or that cannot wait its turn
-// (another call for the name outlasted HandlerTimeout, or ctx is done), is
-// recorded there to be delivered again, replacing any entry of the same
-// type and name; one that succeeds drops that entry. A DeRegister that
-// could not wait its turn is recorded without the lock, as if it had waited
-// for the call that holds it: that is an order the lock allows.
-func (c *Client) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
+// A DeRegister that fails, or that cannot wait its turn (another call for
+// the name outlasted HandlerTimeout, or ctx is done), is owed: its error
+// wraps an *UndeliveredError, for the caller to deliver again with
+// RetryDeRegister. One that could not wait its turn is marked as if it had
+// waited for the call that holds the name: that is an order the lock
+// allows.
+func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"deregister", p.SocketPath, fmt.Errorf("no handler for plugin type %s", p.Type)}
@@ -478,68 +473,112 @@ func (c *Client) Deregister(ctx context.Context, p plugins.Plugin, reason string
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
+	c.deregistered(p)
 	if err != nil {
-		return &OpError{"deregister", p.SocketPath, c.addPending(p, reason, err)}
+		return &OpError{"deregister", p.SocketPath, c.undelivered(p, p.SocketID, reason, err)}
 	}
 	defer unlock()
 	if err := h.DeRegister(ctx, p, reason); err != nil {
-		return &OpError{"deregister", p.SocketPath, c.addPending(p, reason, err)}
-	}
-	if c.Pending != nil {
-		c.Pending.DropPending(p.Type, p.Name)
+		return &OpError{"deregister", p.SocketPath, c.undelivered(p, p.SocketID, reason, err)}
 	}
 	return nil
 }
 
-// addPending records the failed DeRegister of p for reason in c.Pending,
-// if set, and returns err, the DeRegister's error, joined with the error of
-// recording it, if any.
-func (c *Client) addPending(p plugins.Plugin, reason string, err error) error {
-	if c.Pending == nil {
-		return err
-	}
-	if _, perr := c.Pending.AddPending(p, reason); perr != nil {
-		return errors.Join(err, fmt.Errorf("not retried: %w", perr))
-	}
-	return err
-}
-
-// RetryDeregister delivers a pending deregistration (see Pending) again.
-// After any other call for the same plugin name has finished, it checks
-// that pd is still the entry of its plugin: a registration of the same type
-// and name drops it, and a later failed deregistration replaces it. If so,
-// it calls the handler's DeRegister with pd's plugin and reason.
-//
-// delivered is true when DeRegister succeeded, and pd is dropped then. A
-// false delivered with a nil error means pd was no longer pending, and the
-// handler was not called. On any error pd stays pending, except when the
-// type has no handler any more: then pd is dropped, and the error wraps
-// ErrNoHandler.
-func (c *Client) RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (delivered bool, err error) {
-	p := pd.Plugin
-	if c.Pending == nil {
-		return false, nil
-	}
+// RetryDeRegister delivers an owed deregistration again: the DeRegister of
+// p's handler with reason, where since is the Since of the
+// *UndeliveredError that DeRegister or Register returned (0 for one
+// restored from the state file). After any other call for the same plugin
+// name has finished, it checks that no plugin of p's type and name was
+// registered by c since then: if one was, the handler would take the
+// DeRegister for the new plugin's, so it is not sent, and RetryDeRegister
+// returns ErrSuperseded. When p's type has no handler any more, the error
+// wraps ErrNoHandler. Both mean the deregistration is no longer owed; after
+// any other error it still is.
+func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
 	if err != nil {
-		return false, &OpError{"deregister", p.SocketPath, err}
+		return &OpError{"deregister", p.SocketPath, err}
 	}
 	defer unlock()
-	if cur, ok := c.Pending.PendingOf(p.Type, p.Name); !ok || cur.Seq != pd.Seq {
-		return false, nil
+	if c.registeredSince(p.Key(), since) {
+		return ErrSuperseded
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
-		c.Pending.DropPendingEntry(pd)
-		return false, &OpError{"deregister", p.SocketPath, fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
+		return &OpError{"deregister", p.SocketPath, fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
 	}
-	if err := h.DeRegister(ctx, p, pd.Reason); err != nil {
-		return false, &OpError{"deregister", p.SocketPath, err}
+	if err := h.DeRegister(ctx, p, reason); err != nil {
+		return &OpError{"deregister", p.SocketPath, err}
 	}
-	c.Pending.DropPendingEntry(pd)
-	return true, nil
+	return nil
+}
+
+// handlerCalls is what a Client knows of the registrations it made, for
+// RetryDeRegister: a count of the marks it gave, and for each plugin type
+// and name, each incarnation it registered and has not deregistered, with
+// the mark of its registration. It holds no more than the plugins
+// registered.
+type handlerCalls struct {
+	mu    sync.Mutex
+	marks uint64
+	held  map[plugins.Key]map[scan.ID]uint64
+}
+
+// mark returns a new mark, later than every one before.
+func (c *Client) mark() uint64 {
+	c.calls.mu.Lock()
+	defer c.calls.mu.Unlock()
+	c.calls.marks++
+	return c.calls.marks
+}
+
+// registered records that the incarnation id of p was registered, with a
+// new mark. It is called while Handlers.Lock is held for p's name.
+func (c *Client) registered(p plugins.Plugin, id scan.ID) {
+	at := c.mark()
+	c.calls.mu.Lock()
+	defer c.calls.mu.Unlock()
+	if c.calls.held == nil {
+		c.calls.held = make(map[plugins.Key]map[scan.ID]uint64)
+	}
+	k := p.Key()
+	if c.calls.held[k] == nil {
+		c.calls.held[k] = make(map[scan.ID]uint64)
+	}
+	c.calls.held[k][id] = at
+}
+
+// deregistered forgets the registration of p's incarnation.
+func (c *Client) deregistered(p plugins.Plugin) {
+	c.calls.mu.Lock()
+	defer c.calls.mu.Unlock()
+	k := p.Key()
+	delete(c.calls.held[k], p.SocketID)
+	if len(c.calls.held[k]) == 0 {
+		delete(c.calls.held, k)
+	}
+}
+
+// registeredSince reports whether an incarnation of k registered after the
+// mark since is still registered.
+func (c *Client) registeredSince(k plugins.Key, since uint64) bool {
+	c.calls.mu.Lock()
+	defer c.calls.mu.Unlock()
+	for _, at := range c.calls.held[k] {
+		if at > since {
+			return true
+		}
+	}
+	return false
+}
+
+// undelivered returns the *UndeliveredError of a DeRegister of the
+// incarnation id of p, for reason, that failed with err, marked now.
+func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason string, err error) *UndeliveredError {
+	p.SocketID = id
+	return &UndeliveredError{Plugin: p, Reason: reason, Since: c.mark(), Err: err}
 }
 
 // dialUnix connects to the socket at path. A socket file appears at bind,
@@ -560,7 +599,7 @@ func dialUnix(ctx context.Context, path string, timeout time.Duration) (net.Conn
 		switch {
 		case err == nil:
 			return conn, nil
-		case !plugins.IsRefused(err) || attempt == refusedAttempts || time.Until(deadline) < delay:
+		case !api.IsRefused(err) || attempt == refusedAttempts || time.Until(deadline) < delay:
 			return nil, err
 		}
 		t := time.NewTimer(delay)

@@ -51,7 +51,7 @@
 //
 // A Go program can run the agent in-process, with handlers of its own (see
 // the package example): a scan.Scanner for the plugin directories, a
-// plugins.Handlers with a plugins.Handler per plugin type, a
+// handler.Handlers with a handler.Handler per plugin type, a
 // plugins.Registry, a Client over the Handlers, and a Reconciler over the
 // scanner, the Client and the Registry. Run it until the context is done
 // and read the Registry (List, Get, Watch). Zero fields take the Default
@@ -60,7 +60,7 @@
 // 30 s and with GetInfo every 5 minutes, at most DefaultProbeRate checks a
 // second).
 // `plugreg run` is this wiring plus what its flags add: the API socket
-// (plugins.APIServer), the state file (plugins.Load and plugins.Saver)
+// (api.APIServer), the state file (plugins.Load and plugins.Saver)
 // and the metrics (register/metrics).
 //
 // # Registration
@@ -93,7 +93,7 @@
 // an event, a message to the plugin.
 //
 // Validate, Register and DeRegister for one plugin name never overlap (see
-// plugins.Handlers.Lock). Deregistration never contacts the plugin: its
+// handler.Handlers.Lock). Deregistration never contacts the plugin: its
 // socket is usually gone. DeRegister is told why ("removed", "replaced",
 // "unhealthy", "rolled back"); the plugin leaves the Registry whatever it
 // returns, and its error is logged on the "plugin deregistered" line.
@@ -101,29 +101,39 @@
 // # Pending deregistrations
 //
 // A DeRegister that fails (the handler is down, its program exits non-zero
-// or times out), a rollback's included, is not lost: Client records it in
-// the Registry's pending deregistrations (Client.Pending,
-// plugins.Registry.AddPending), which the state file keeps across
-// restarts. The Reconciler retries the entries as they fall due
-// (Client.RetryDeregister), within MaxInFlight: an entry it has not seen
-// (new, or restored from the state file) at once, then after 1, 2, 4, ...
-// intervals, capped at MaxBackoff, until the handler's DeRegister
-// succeeds. The entry goes when that happens, when a plugin of the same
-// type and name is registered, or deregistered successfully, and when its
-// type has no handler any more. Every change to the entry of a plugin is
-// made while Handlers.Lock is held for its type and name, and a retry
-// checks under that lock that its entry is still there, so a retry never
-// reaches the handler after a new registration of the name. A handler that
-// was down is never left believing that a plugin that is gone is still
-// there. A DeRegister that cannot wait its turn for the name (the call
-// holding it outlasted HandlerTimeout, or the agent stops) is recorded
+// or times out), a rollback's included, is not lost: Client returns it as
+// an *UndeliveredError, and the Reconciler records it in its state cache
+// as a pending deregistration (statecache.Cache.AddPending), keyed by the
+// plugin's incarnation (type, name and socket identity: two sockets that
+// carry one name, as in a rolling update, each get their DeRegister). The
+// cache schedules the retries like any other operation
+// (Client.RetryDeRegister): at once, then after 1, 2, 4, ... intervals,
+// capped at MaxBackoff, until the handler's DeRegister succeeds; they take
+// at most a quarter of MaxInFlight (at least one), and those of one plugin
+// type at most half of that, so that a handler that hangs cannot hold
+// every slot. An entry goes when its DeRegister succeeds, when a plugin of
+// the same type and name is registered, and when its type has no handler
+// any more; at most plugins.MaxPending are held. The Reconciler keeps the
+// Registry's copy of the set up to date (plugins.Registry.PutPending and
+// DropPending), saved before the plugin leaves the Registry, so the state
+// file keeps the entries across restarts, and they are restored into the
+// cache when Run starts (statecache.Cache.RestorePending) and retried at
+// once, without waiting for the first scan.
+//
+// Client marks every failed DeRegister and every registration while it
+// holds Handlers.Lock for the plugin's name, and a retry checks under that
+// lock that no plugin of the name was registered after the failure
+// (ErrSuperseded otherwise), so a retry never reaches the handler after a
+// new registration of the name, whatever order the outcomes reach the
+// loop in. A DeRegister that cannot wait its turn for the name (the call
+// holding it outlasted HandlerTimeout, or the agent stops) is marked
 // without the lock, which amounts to the order in which it would have run
 // after that call. The pending entries are not events: consumers saw the
 // plugin leave at once. Status.PendingDeregistrations counts them.
 //
 // The reconciler also verifies plugins restored from the state file
 // (Client.Verify: GetInfo must answer as before) and checks that
-// registered plugins are alive (Client.Ping and Client.Probe), and it
+// registered plugins are alive (Client.ConnectCheck and Client.InfoCheck), and it
 // records every change as an event in the plugins.Registry.
 //
 // # Rejections, failures and retries
@@ -134,7 +144,7 @@
 // else that stops a registration is a failure: a refused connection, a
 // timeout, a plugin that is not ready, credentials that cannot be read, a
 // handler that is unavailable (an error wrapping
-// plugins.ErrHandlerUnavailable: a gRPC handler that is down, not
+// handler.ErrUnavailable: a gRPC handler that is down, not
 // listening yet, or answered UNAVAILABLE; an exec handler whose program
 // cannot start, being missing, not executable or replaced, or fork
 // failing). A failure is never reported to
@@ -152,13 +162,13 @@
 // The kubelet keeps a plugin registered as long as its socket file exists,
 // even after its process died. The reconciler checks each registered
 // plugin in two ways, which plugins need not do anything for:
-//   - a connect check every ProbeInterval (Client.Ping): a connect to the
+//   - a connect check every ProbeInterval (Client.ConnectCheck): a connect to the
 //     socket, closed at once, without a byte sent. It fails when nobody
 //     serves the socket (refused) or the socket is gone. It costs three
 //     system calls, a fraction of a GetInfo check, on both sides, and
 //     leaves no log line in grpc-go or gRPC's C core (Python grpcio) at
 //     their default log levels: register's interop tests check both;
-//   - a GetInfo check every InfoProbeInterval (Client.Probe), which also
+//   - a GetInfo check every InfoProbeInterval (Client.InfoCheck), which also
 //     fails a plugin that accepts connections and never answers, and one
 //     whose socket file is no longer the one registered. A plugin that
 //     answers differently from its registration is "replaced" at once:
@@ -180,7 +190,8 @@
 // "healthy". A check the agent cannot make for lack of permission (a
 // directory on the socket's path lost its search permission) says nothing
 // of the plugin and does not count. The log lines of checks name their
-// kind: op="ping" or op="probe".
+// kind: op="connect check" (--probe-interval) or op="info check"
+// (--info-probe-interval).
 //
 // # Restored plugins
 //
@@ -260,8 +271,9 @@
 // again" ends it. Running out of file descriptors hits every socket at
 // once, so it is one Warn for the agent, "out of file descriptors:
 // registrations are retried", until a scan succeeds and every socket is
-// registered again. A failed liveness check is a Warn, "probe failed",
-// with op ("ping" or "probe") and attempt; "probe succeeded again" ends a
+// registered again. A failed liveness check is a Warn, "check failed",
+// with op ("connect check" or "info check") and attempt; "check succeeded
+// again" ends a
 // run of failures; a check that finds the plugin answering differently is
 // "plugin changed", followed by "plugin replaced". Nothing is logged at
 // Info per scan.

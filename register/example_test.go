@@ -14,6 +14,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
@@ -30,8 +31,8 @@ func (h prefixHandler) Validate(_ context.Context, p plugins.Plugin) error {
 	return nil
 }
 
-func (h prefixHandler) Register(context.Context, plugins.Plugin) (plugins.Annotations, error) {
-	return plugins.Annotations{"node": h.node}, nil
+func (h prefixHandler) Register(context.Context, plugins.Plugin) (handler.Annotations, error) {
+	return handler.Annotations{"node": h.node}, nil
 }
 
 func (h prefixHandler) DeRegister(context.Context, plugins.Plugin, string) error { return nil }
@@ -50,7 +51,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	handlers := plugins.NewHandlers()
+	handlers := handler.NewHandlers()
 	handlers.Add("CSIPlugin", prefixHandler{prefix: "csi.example.com", node: "node-1"})
 	registry := plugins.NewRegistry()
 	agent := &register.Reconciler{

@@ -1,14 +1,13 @@
 package register
 
-import "time"
-
 // Hooks for the tests of package register_test, which import
 // register/metrics: package register's own tests cannot, since metrics
 // imports register.
 
-// SetTicks makes r take a tick at each value received from ticks instead
-// of every Interval.
-func SetTicks(r *Reconciler, ticks <-chan time.Time) { r.ticks = ticks }
+// SetTimerNap makes r's scanner nap between scans on a Go timer, whose
+// time a synctest bubble moves, instead of in a nanosleep, whose time it
+// does not.
+func SetTimerNap(r *Reconciler) { r.nap = timerNap }
 
 // SetApplied makes r call f on Run's goroutine after the outcome of each
 // operation was applied.

@@ -103,12 +103,8 @@ func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
 	grpcPlugin(t, filepath.Join(r.dir, "hang.sock"), hangNotify{name: "hang"})
 
 	_, status, _ := r.plugin("healthy", "CSIPlugin", "/e", "1.0.0")
-	// Keep ticking: on a loaded machine even the healthy plugin's calls
-	// may miss their 300 ms and need a retry.
-	stopTicking := r.keepTicking(50 * time.Millisecond)
 	expectStatus(t, status, true, "")
 	r.registered("healthy")
-	stopTicking()
 
 	r.stop()
 	// Only the healthy plugin and the one that answers GetInfo reach the
@@ -167,12 +163,9 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	// scans run while the sockets appear, so the outcomes may come before
 	// the tick that makes sure the last sockets are seen: the tick is sent
 	// while they are read, or the loop, blocked on r.applied, takes none.
-	ticks := r.ticks
 	peak := 0
 	for failed, n := map[string]bool{}, 0; len(failed) < 500; {
 		select {
-		case ticks <- time.Now():
-			ticks = nil
 		case res := <-r.applied:
 			if res.Err == nil {
 				t.Fatalf("hung plugin registered: %+v", res)
@@ -199,11 +192,7 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 		}
 	}()
 	_, status, _ := r.plugin("zz-healthy", "CSIPlugin", "/e", "1.0.0")
-	// Keep ticking: on a loaded machine even the healthy plugin's GetInfo
-	// may miss its 200 ms and need a retry.
-	stopTicking := r.keepTicking(50 * time.Millisecond)
 	expectStatus(t, status, true, "")
-	stopTicking()
 	r.cancel()
 	<-r.done
 	r.cancel = nil
@@ -211,7 +200,8 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 }
 
 // operationGoroutines counts the goroutines that run a reconciler's
-// operations: those whose stack holds the closure Run starts them with.
+// operations: those whose stack holds the closure dispatch starts them
+// with.
 func operationGoroutines() int {
 	buf := make([]byte, 1<<20)
 	for {
@@ -224,7 +214,7 @@ func operationGoroutines() int {
 	}
 	count := 0
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "plugreg/register.(*Reconciler).Run.func") && strings.Contains(g, "(*loop).run(") {
+		if strings.Contains(g, "plugreg/register.(*loop).dispatch.func") && strings.Contains(g, "(*loop).run(") {
 			count++
 		}
 	}

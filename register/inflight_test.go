@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -98,14 +99,14 @@ func TestOperationsRunConcurrently(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := plugins.NewHandlers()
-			h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+			h := handler.NewHandlers()
+			h.Add("CSIPlugin", handler.DefaultAccept()[0])
 			applied := make(chan Result, plugged)
 			rec := &Reconciler{
 				Scan: scansEndWithTest(t, sc.Scan), Registry: plugins.NewRegistry(), Interval: time.Second, MaxInFlight: tc.maxInFlight,
 				// The calls wait for the barrier longer than the test does.
 				Registrar: &Client{Handlers: h, GetInfoTimeout: 2 * eventTimeout, Log: log},
-				Types:     h.Types(), Log: log, ticks: make(chan time.Time), applied: func(r Result) { applied <- r },
+				Types:     h.Types(), Log: log, applied: func(r Result) { applied <- r },
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)

@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -37,12 +39,12 @@ const eventTimeout = 10 * time.Second
 // ENDPOINT REASON". It fails the test if two calls for one name overlap.
 type recorder struct {
 	t       *testing.T
-	accept  *plugins.Accept
+	accept  *handler.Accept
 	events  chan string
 	mu      sync.Mutex
 	active  map[string]int
 	failReg error               // returned by Register
-	ann     plugins.Annotations // returned by Register
+	ann     handler.Annotations // returned by Register
 	// regGate, when not nil, holds each Register after its event until
 	// it is closed.
 	regGate chan struct{}
@@ -61,7 +63,7 @@ type deregCall struct {
 }
 
 func newRecorder(t *testing.T) *recorder {
-	return &recorder{t: t, accept: &plugins.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}},
+	return &recorder{t: t, accept: &handler.Accept{Type: "CSIPlugin", Patterns: []string{"1.*"}},
 		events: make(chan string, 100), active: map[string]int{}}
 }
 
@@ -81,7 +83,7 @@ func (r *recorder) Validate(ctx context.Context, p plugins.Plugin) error {
 	return r.accept.Validate(ctx, p)
 }
 
-func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (plugins.Annotations, error) {
+func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (handler.Annotations, error) {
 	defer r.enter(p.Name)()
 	r.events <- "register " + p.Name + " " + p.Endpoint
 	if r.regGate != nil {
@@ -131,7 +133,7 @@ type rig struct {
 	dir      string
 	handler  *recorder
 	registry *plugins.Registry
-	ticks    chan time.Time
+	rec      *Reconciler
 	applied  chan Result
 	client   *Client
 	cancel   context.CancelFunc
@@ -143,11 +145,7 @@ type rig struct {
 // ignores errors: os.RemoveAll fails under wine.
 func unixDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "reg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	if l, err := net.Listen("unix", filepath.Join(dir, "probe.sock")); err != nil {
 		t.Skipf("no AF_UNIX sockets here: %v", err)
 	} else {
@@ -174,16 +172,17 @@ func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*Client))
 		t.Fatal(err)
 	}
 	r := &rig{t: t, dir: dir, handler: newRecorder(t), registry: reg,
-		ticks: make(chan time.Time), applied: make(chan Result, 100), done: make(chan error, 1)}
-	h := plugins.NewHandlers()
+		applied: make(chan Result, 100), done: make(chan error, 1)}
+	h := handler.NewHandlers()
 	h.Add("CSIPlugin", r.handler)
-	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Pending: r.registry, Log: log}
+	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
 	for _, f := range configure {
 		f(r.client)
 	}
 	rec := &Reconciler{Scan: scansEndWithTest(t, sc.Scan), Registrar: r.client, Registry: r.registry,
-		Interval: time.Second, ticks: r.ticks, Log: log,
+		Interval: rigInterval, Log: log,
 		applied: func(res Result) { r.applied <- res }}
+	r.rec = rec
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- rec.Run(ctx) }()
@@ -191,35 +190,20 @@ func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*Client))
 	return r
 }
 
-// keepTicking makes the reconciler scan every interval until the returned
-// func is called; the func returns once the ticking has stopped.
-func (r *rig) keepTicking(every time.Duration) (stop func()) {
-	quit, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case r.ticks <- time.Now():
-			case <-quit:
-				return
-			}
-			select {
-			case <-time.After(every):
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return func() { close(quit); <-stopped }
-}
+// rigInterval is the scan interval of a rig: the reconciler scans, and
+// retries, on its own clock.
+const rigInterval = 200 * time.Millisecond
 
-// tick makes the reconciler scan once.
+// tick waits until the reconciler has scanned twice: the second scan
+// started after tick was called, so it saw what the test changed before.
 func (r *rig) tick() {
 	r.t.Helper()
-	select {
-	case r.ticks <- time.Now():
-	case <-time.After(eventTimeout):
-		r.t.Fatal("reconciler does not take a tick")
+	for range 2 {
+		select {
+		case <-r.rec.Beat():
+		case <-time.After(eventTimeout):
+			r.t.Fatal("the reconciler does not scan")
+		}
 	}
 }
 
@@ -229,19 +213,19 @@ func (r *rig) registered(name string) { r.appliedOp(statecache.Register, name) }
 
 // deregistered waits until the reconciler has applied the deregistration
 // of a plugin called name.
-func (r *rig) deregistered(name string) { r.appliedOp(statecache.Deregister, name) }
+func (r *rig) deregistered(name string) { r.appliedOp(statecache.DeRegister, name) }
 
 // retried waits until the reconciler has applied the outcome of a retried
 // deregistration, and returns it.
 func (r *rig) retried() Result {
 	r.t.Helper()
-	return r.awaitApplied("a retried deregistration", func(res Result) bool { return res.Retry != nil })
+	return r.awaitApplied("a retried deregistration", func(res Result) bool { return res.Op.Kind == statecache.RetryDeRegister })
 }
 
 func (r *rig) appliedOp(kind statecache.Kind, name string) {
 	r.t.Helper()
 	r.awaitApplied(kind.String()+" of "+name, func(res Result) bool {
-		return res.Retry == nil && res.Op.Kind == kind && res.Err == nil && res.Plugin.Name == name
+		return res.Op.Kind == kind && res.Err == nil && res.Plugin.Name == name
 	})
 }
 
@@ -250,7 +234,7 @@ func (r *rig) appliedOp(kind statecache.Kind, name string) {
 func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
 	r.t.Helper()
 	return r.awaitApplied(kind.String()+" of "+name, func(res Result) bool {
-		return res.Retry == nil && res.Op.Kind == kind && res.Plugin.Name == name
+		return res.Op.Kind == kind && res.Plugin.Name == name
 	})
 }
 
@@ -398,7 +382,7 @@ func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
 
 func TestIntegrationAnnotations(t *testing.T) {
 	r := newRig(t)
-	r.handler.ann = plugins.Annotations{"node": "worker-1"}
+	r.handler.ann = handler.Annotations{"node": "worker-1"}
 	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
 	r.tick()
 	r.handler.expect("validate a", "register a /e")
@@ -422,13 +406,13 @@ func TestIntegrationAnnotations(t *testing.T) {
 func TestIntegrationBadAnnotations(t *testing.T) {
 	tests := []struct {
 		name     string
-		ann      plugins.Annotations
+		ann      handler.Annotations
 		err      error
 		rollback bool
 		msg      string
 	}{
-		{"beyond the limits", plugins.Annotations{"": "x"}, nil, true, "annotation with an empty key"},
-		{"unreadable", nil, fmt.Errorf("handler printed junk: %w", plugins.ErrBadAnnotations), true, "handler printed junk: plugins: bad annotations"},
+		{"beyond the limits", handler.Annotations{"": "x"}, nil, true, "annotation with an empty key"},
+		{"unreadable", nil, fmt.Errorf("handler printed junk: %w", handler.ErrBadAnnotations), true, "handler printed junk: handler: bad annotations"},
 		{"register failed", nil, errors.New("no room"), false, "no room"},
 	}
 	for _, tc := range tests {
@@ -648,7 +632,7 @@ func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
 }
 
 func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
-	c := &Client{Handlers: plugins.NewHandlers()}
+	c := &Client{Handlers: handler.NewHandlers()}
 	path := "/" + strings.Repeat("x", scan.MaxSocketPath)
 	_, err := c.Register(context.Background(), path, scan.ID{})
 	var tl *scan.PathTooLongError
@@ -662,7 +646,7 @@ func TestIntegrationTooLongPathIsNotDialled(t *testing.T) {
 // plugin as it was registered; the plugin left the registry at the first.
 func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	r := newRig(t)
-	r.handler.ann = plugins.Annotations{"node": "n1"}
+	r.handler.ann = handler.Annotations{"node": "n1"}
 	r.handler.deregFails = 3
 	_, status, stop := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
 	r.tick()
@@ -677,33 +661,31 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	stop()
 	r.tick()
 	r.handler.expect("deregister a /e removed")
-	if res := r.appliedAny(statecache.Deregister, "a"); res.Err == nil || !strings.Contains(res.Err.Error(), "handler down") {
+	if res := r.appliedAny(statecache.DeRegister, "a"); res.Err == nil || !strings.Contains(res.Err.Error(), "handler down") {
 		t.Fatalf("deregistration = %v, want the handler's error", res.Err)
 	}
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins after a failed deregistration, want 0", n)
 	}
-	want := []plugins.PendingDeregistration{{Plugin: registered, Reason: plugins.ReasonRemoved, Seq: 1}}
+	want := []plugins.PendingDeregistration{{Plugin: registered, Reason: plugins.ReasonRemoved}}
 	if diff := cmp.Diff(want, r.registry.Pending()); diff != "" {
 		t.Fatalf("pending (-want +got):\n%s", diff)
 	}
 
-	// The retries come with backoff (their ticks are checked in
-	// retry_test.go): tick until the two retries that still fail have
-	// failed and the third is delivered, the fourth DeRegister in all,
-	// each one of the plugin as registered.
-	stopTicking := r.keepTicking(10 * time.Millisecond)
+	// The retries come with backoff (their times are checked in
+	// retry_test.go): the two retries that still fail fail and the third
+	// is delivered, the fourth DeRegister in all, each one of the plugin
+	// as registered.
 	for i := 1; ; i++ {
 		r.handler.expect("deregister a /e removed")
 		res := r.retried()
-		if res.Delivered != (res.Err == nil) || res.Retry.Plugin.Name != "a" || res.Delivered != (i == 3) {
-			t.Fatalf("retry %d of a: delivered %t, err %v; want delivered at the third", i, res.Delivered, res.Err)
+		if res.Plugin.Name != "a" || (res.Err == nil) != (i == 3) {
+			t.Fatalf("retry %d of a: err %v; want delivered at the third", i, res.Err)
 		}
-		if res.Delivered {
+		if res.Err == nil {
 			break
 		}
 	}
-	stopTicking()
 	r.stop()
 	r.handler.mu.Lock()
 	fails := r.handler.deregFails
@@ -720,67 +702,18 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	}
 }
 
-// TestIntegrationPendingDeregistrationSuperseded: a pending deregistration
-// whose retry waits for a registration of the same name is never delivered
-// after it: the registration drops it, under the same lock.
-func TestIntegrationPendingDeregistrationSuperseded(t *testing.T) {
-	r := newRig(t)
-	gate := make(chan struct{})
-	r.handler.regGate = gate
-	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /e") // Register holds the lock for a now
-	old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/old", SocketPath: filepath.Join(r.dir, "old.sock"), Versions: []string{"1.0.0"}}
-	if _, err := r.registry.AddPending(old, plugins.ReasonRemoved); err != nil {
-		t.Fatal(err)
-	}
-	r.tick() // dispatches the retry of old, which waits for the lock
-	r.tick() // the loop is done with the tick before
-	close(gate)
-	expectStatus(t, status, true, "")
-	// Both outcomes, in either order.
-	var retried, registered bool
-	for !retried || !registered {
-		select {
-		case res := <-r.applied:
-			switch {
-			case res.Retry != nil:
-				retried = true
-				if res.Delivered || res.Err != nil {
-					t.Errorf("retry of the superseded deregistration: delivered %t, err %v; want neither", res.Delivered, res.Err)
-				}
-			case res.Op.Kind == statecache.Register && res.Err == nil:
-				registered = true
-			}
-		case <-time.After(eventTimeout):
-			t.Fatalf("outcomes: retry %t, registration %t; want both", retried, registered)
-		}
-	}
-	r.stop()
-	select {
-	case ev := <-r.handler.events:
-		t.Errorf("handler event %q after the registration, want none", ev)
-	default:
-	}
-	if got := r.registry.Pending(); got != nil {
-		t.Errorf("pending %+v after the registration, want none", got)
-	}
-	if ps := r.registry.List(""); len(ps) != 1 || ps[0].Endpoint != "/e" {
-		t.Errorf("registry %+v, want a at /e", ps)
-	}
-}
-
 // TestIntegrationFailedRollbackIsPending: a rollback whose DeRegister fails
 // is pending like any other deregistration.
 func TestIntegrationFailedRollbackIsPending(t *testing.T) {
 	r := newRig(t)
-	r.handler.ann = plugins.Annotations{"": "x"}
-	r.handler.deregFails = 1
+	r.handler.ann = handler.Annotations{"": "x"}
+	r.handler.deregFails = 1000
 	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
 	r.tick()
-	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
+	// The rollback, then its first retry, at once.
+	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back", "deregister a /e rolled back")
 	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
-	r.stop()
+	r.retried()
 	got := r.registry.Pending()
 	if len(got) != 1 || got[0].Plugin.Name != "a" || got[0].Plugin.Endpoint != "/e" || got[0].Reason != plugins.ReasonRolledBack {
 		t.Errorf("pending %+v, want a at /e, rolled back", got)
@@ -797,13 +730,9 @@ func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
 		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e/a", SocketPath: "/p/a.sock",
 			SocketID: scan.ID{Dev: 1, Ino: 2}, Versions: []string{"1.0.0", "1.1.0"},
 			RegisteredAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-			Annotations:  plugins.Annotations{"node": "n1", "volume-" + reason: "v1"}}
-		t.Run(reason+"/running", func(t *testing.T) {
-			r := newRig(t)
-			if _, err := r.registry.AddPending(p, reason); err != nil {
-				t.Fatal(err)
-			}
-			checkRetried(t, r, p, reason)
+			Annotations:  handler.Annotations{"node": "n1", "volume-" + reason: "v1"}}
+		t.Run(reason+"/registry", func(t *testing.T) {
+			checkRetried(t, newRigFrom(t, plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}})), p, reason)
 		})
 		t.Run(reason+"/restarted", func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state.json")
@@ -825,8 +754,8 @@ func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason string) {
 	t.Helper()
 	r.tick()
 	r.handler.expect("deregister " + p.Name + " " + p.Endpoint + " " + reason)
-	if res := r.retried(); !res.Delivered || res.Err != nil {
-		t.Fatalf("retry: delivered %t, err %v; want delivered", res.Delivered, res.Err)
+	if res := r.retried(); res.Err != nil {
+		t.Fatalf("retry: %v; want delivered", res.Err)
 	}
 	r.stop()
 	if diff := cmp.Diff([]deregCall{{p, reason}}, r.handler.deregistrations()); diff != "" {

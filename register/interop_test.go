@@ -23,7 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -90,7 +92,7 @@ type pyPlugin struct {
 // startPluginProcess starts cmd, a plugin, with this process's environment
 // less its GRPC_* variables (so that gRPC logs at its defaults) plus
 // cmd.Env, and returns its stdin, its stdout and what it writes to stderr.
-func startPluginProcess(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.Reader, *lockedBuffer) {
+func startPluginProcess(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.Reader, *sockettest.Buffer) {
 	t.Helper()
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GRPC_") })
 	cmd.Env = append(env, cmd.Env...)
@@ -102,7 +104,7 @@ func startPluginProcess(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.Reader,
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &sockettest.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -165,8 +167,8 @@ func TestInteropPythonGRPC(t *testing.T) {
 	requireInterop(t)
 	py := interopPython(t)
 	dir := unixDir(t)
-	h := plugins.NewHandlers()
-	h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+	h := handler.NewHandlers()
+	h.Add("CSIPlugin", handler.DefaultAccept()[0])
 	c := &Client{Handlers: h}
 
 	t.Run("registers and answers probes", func(t *testing.T) {
@@ -185,7 +187,7 @@ func TestInteropPythonGRPC(t *testing.T) {
 			t.Errorf("event %+v, want notify registered", ev)
 		}
 		for range 3 {
-			if err := c.Probe(t.Context(), got); err != nil {
+			if err := c.InfoCheck(t.Context(), got); err != nil {
 				t.Errorf("Probe: %v", err)
 			}
 			if ev := p.next(t); ev.Event != "getinfo" {
@@ -200,7 +202,7 @@ func TestInteropPythonGRPC(t *testing.T) {
 		p := startPyPlugin(t, py, dir, "quiet")
 		reg := plugins.Plugin{Name: "py.example.com", Type: "CSIPlugin", Endpoint: p.path, SocketPath: p.path, Versions: []string{"1.0.0"}}
 		for range 20 {
-			if err := c.Ping(t.Context(), reg); err != nil {
+			if err := c.ConnectCheck(t.Context(), reg); err != nil {
 				t.Fatalf("Ping: %v", err)
 			}
 		}
@@ -211,9 +213,8 @@ func TestInteropPythonGRPC(t *testing.T) {
 		// SETTINGS, which must not make it log either.
 		b := newBeat()
 		b.start(t)
-		pc := *c
-		pc.Pace = b.next
-		if err := pc.Probe(t.Context(), reg); err != nil {
+		pc := &Client{Handlers: c.Handlers, GetInfoTimeout: c.GetInfoTimeout, Pace: b.next}
+		if err := pc.InfoCheck(t.Context(), reg); err != nil {
 			t.Errorf("paced Probe: %v", err)
 		}
 		if ev := p.next(t); ev.Event != "getinfo" {
@@ -302,11 +303,11 @@ func TestInteropGoGRPC(t *testing.T) {
 	c := &Client{Pace: b.next} // the GetInfo check paced, as the agent's are
 	reg := plugins.Plugin{Name: "go.example.com", Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"}}
 	for range 20 {
-		if err := c.Ping(t.Context(), reg); err != nil {
+		if err := c.ConnectCheck(t.Context(), reg); err != nil {
 			t.Fatalf("Ping: %v", err)
 		}
 	}
-	if err := c.Probe(t.Context(), reg); err != nil {
+	if err := c.InfoCheck(t.Context(), reg); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
 	stdin.Close() // the plugin stops at the end of its stdin

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -123,7 +124,7 @@ func TestClientLivenessChecks(t *testing.T) {
 				return "fail"
 			}
 			for range 3 {
-				if err := c.Ping(t.Context(), p); outcome(err) != tc.ping {
+				if err := c.ConnectCheck(t.Context(), p); outcome(err) != tc.ping {
 					t.Fatalf("Ping = %v, want %s", err, tc.ping)
 				}
 			}
@@ -140,7 +141,7 @@ func TestClientLivenessChecks(t *testing.T) {
 					t.Fatalf("connection of Ping %d not closed", i+1)
 				}
 			}
-			err := c.Probe(t.Context(), p)
+			err := c.InfoCheck(t.Context(), p)
 			if outcome(err) != tc.probe {
 				t.Errorf("Probe = %v, want %s", err, tc.probe)
 			}
@@ -176,13 +177,13 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := plugins.NewHandlers()
+	h := handler.NewHandlers()
 	h.Add("CSIPlugin", newRecorder(t))
 	client := &Client{Handlers: h, GetInfoTimeout: time.Hour}
-	ticks, applied := make(chan time.Time), make(chan Result, 10)
+	applied := make(chan Result, 10)
 	rec := &Reconciler{Scan: sc.Scan, Registrar: client, Registry: plugins.NewRegistry(),
-		Interval: time.Second, InfoProbeInterval: time.Second,
-		ticks: ticks, applied: func(res Result) { applied <- res }}
+		Interval: 100 * time.Millisecond, InfoProbeInterval: 100 * time.Millisecond,
+		applied: func(res Result) { applied <- res }}
 	waiting := make(chan struct{}, 1)
 	client.Pace = func() <-chan struct{} {
 		select {
@@ -196,14 +197,6 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 	go func() { done <- rec.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	tick := func() {
-		t.Helper()
-		select {
-		case ticks <- time.Now():
-		case <-time.After(eventTimeout):
-			t.Fatal("the reconciler takes no tick")
-		}
-	}
 	select {
 	case res := <-applied:
 		if res.Op.Kind != statecache.Register || res.Err != nil {
@@ -212,7 +205,7 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 	case <-time.After(eventTimeout):
 		t.Fatal("no registration applied")
 	}
-	tick() // the GetInfo check is due: its request goes out
+	// The GetInfo check falls due: its request goes out.
 	select {
 	case <-waiting:
 	case res := <-applied:
@@ -220,22 +213,15 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 	case <-time.After(eventTimeout):
 		t.Fatal("the GetInfo check does not wait for the beat")
 	}
-	// The beats: the reply is read at the first one after it came.
-	beat := time.NewTicker(time.Millisecond)
-	defer beat.Stop()
+	// The reply is read at the first beat, a scan, after it came.
 	deadline := time.After(eventTimeout)
-	for res := (Result{}); res.Op.Kind != statecache.Probe; {
+	for res := (Result{}); res.Op.Kind != statecache.InfoCheck; {
 		select {
-		case now := <-beat.C:
-			select {
-			case ticks <- now:
-			case res = <-applied:
-			}
 		case res = <-applied:
 		case <-deadline:
 			t.Fatal("no GetInfo check applied")
 		}
-		if res.Op.Kind == statecache.Probe && res.Err != nil {
+		if res.Op.Kind == statecache.InfoCheck && res.Err != nil {
 			t.Fatalf("GetInfo check: %v", res.Err)
 		}
 	}

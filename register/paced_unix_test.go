@@ -70,7 +70,7 @@ func TestPacedProbe(t *testing.T) {
 			start := time.Now()
 			q := p
 			q.SocketPath = path
-			go func() { done <- c.Probe(ctx, q) }()
+			go func() { done <- c.InfoCheck(ctx, q) }()
 			select {
 			case <-b.waiting: // the request is out; the reply waits for the beat
 			case err := <-done:
@@ -149,11 +149,11 @@ func TestChecksOfAReplacedSocket(t *testing.T) {
 	for _, c := range []*Client{{}, {Pace: b.next}} {
 		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", SocketPath: path, Versions: []string{"1.0.0"}}
 		p.SocketID = old
-		if err := c.Probe(t.Context(), p); !errors.Is(err, errNotRegistered) {
+		if err := c.InfoCheck(t.Context(), p); !errors.Is(err, errNotRegistered) {
 			t.Errorf("Probe of the replaced socket (paced %v) = %v, want %v", c.Pace != nil, err, errNotRegistered)
 		}
 		p.SocketID = now
-		if err := c.Probe(t.Context(), p); err != nil {
+		if err := c.InfoCheck(t.Context(), p); err != nil {
 			t.Errorf("Probe of the socket registered (paced %v) = %v", c.Pace != nil, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,32 +21,33 @@ type Registrar interface {
 	// Register registers the plugin at the socket path, which the scan saw
 	// as id: a socket other than that one is not registered. An error
 	// wrapping a *RejectError is a rejection; any error is retried with
-	// backoff while the socket exists.
+	// backoff while the socket exists. An error that wraps an
+	// *UndeliveredError also says that a rollback's DeRegister is owed.
 	Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error)
-	// Deregister deregisters a registered plugin; reason says why
+	// DeRegister deregisters a registered plugin; reason says why
 	// (statecache.Reason's text). The plugin leaves the Registry whatever
-	// it returns, and an error is logged. A handler call that failed is
-	// for the Registrar to record in the Registry's pending
-	// deregistrations (plugins.Registry.AddPending): the Reconciler
-	// retries those with RetryDeregister.
-	Deregister(ctx context.Context, p plugins.Plugin, reason string) error
-	// RetryDeregister delivers a pending deregistration again. delivered
-	// is false with a nil error when pd was no longer pending. An error
-	// wrapping ErrNoHandler means pd was dropped; after any other error
-	// pd stays pending, and is retried with backoff.
-	RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (delivered bool, err error)
+	// it returns, and an error is logged. An error that wraps an
+	// *UndeliveredError is owed to the handler: the Reconciler keeps it
+	// pending and delivers it again with RetryDeRegister.
+	DeRegister(ctx context.Context, p plugins.Plugin, reason string) error
+	// RetryDeRegister delivers a pending deregistration again, with the
+	// plugin, reason and Since of its *UndeliveredError (0 for one
+	// restored from the state file). ErrSuperseded, and an error wrapping
+	// ErrNoHandler, mean it is no longer owed, and it is dropped; after
+	// any other error it is retried with backoff.
+	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now,
 	// one wrapping statecache.ErrUnchecked that the check could not be
 	// made (its handler did not answer): it stays, and is checked again
 	// with backoff.
 	Verify(ctx context.Context, p plugins.Plugin) error
-	// Probe checks that a registered plugin still answers GetInfo; an
+	// InfoCheck checks that a registered plugin still answers GetInfo; an
 	// error wrapping statecache.ErrChanged means it answers differently.
-	Probe(ctx context.Context, p plugins.Plugin) error
-	// Ping checks that someone still serves a registered plugin's socket,
+	InfoCheck(ctx context.Context, p plugins.Plugin) error
+	// ConnectCheck checks that someone still serves a registered plugin's socket,
 	// at the cost of a connect.
-	Ping(ctx context.Context, p plugins.Plugin) error
+	ConnectCheck(ctx context.Context, p plugins.Plugin) error
 }
 
 // Defaults of a Reconciler.
@@ -72,12 +72,13 @@ const checkBatch = 5 * time.Second
 type Reconciler struct {
 	Scan func() (scan.Snapshot, error) // one scan of the plugin directories, such as scan.Scanner.Scan
 	// Registrar runs the registrations, deregistrations, verifications
-	// and probes; a *Client is the real one.
+	// and liveness checks; a *Client is the real one.
 	Registrar Registrar
 	// Registry receives every change as an event. The plugins it holds when
 	// Run starts (restored from a state file) are verified, not registered
 	// again. Its pending deregistrations are retried from the start, with
-	// backoff, within MaxInFlight.
+	// backoff, within a quarter of MaxInFlight, and Run keeps its copy of
+	// them, which the state file saves, up to date.
 	Registry *plugins.Registry
 
 	Interval    time.Duration // between scans; 0: DefaultInterval
@@ -90,9 +91,9 @@ type Reconciler struct {
 	// already keep their place.
 	MaxPlugins int
 
-	// ProbeInterval is the time between two connect checks (Ping) of a
+	// ProbeInterval is the time between two connect checks (ConnectCheck) of a
 	// registered plugin, and InfoProbeInterval between two GetInfo checks
-	// (Probe), which also catch a plugin that accepts connections and
+	// (InfoCheck), which also catch a plugin that accepts connections and
 	// never answers; 0 turns either off. After ProbeFailures (0:
 	// DefaultProbeFailures) failed checks in a row, of either kind, while
 	// its socket is still there, a plugin is unhealthy: deregistered, and
@@ -117,10 +118,6 @@ type Reconciler struct {
 
 	Log *slog.Logger // nil: discard
 
-	// ticks, when not nil, replaces in tests the clocks of the loop and
-	// the scanner: each value received is a tick of the state cache,
-	// which triggers a scan.
-	ticks <-chan time.Time
 	// applied, when not nil, is called in tests on Run's goroutine after
 	// the outcome of each operation was applied.
 	applied func(Result)
@@ -134,8 +131,7 @@ type Reconciler struct {
 	beat  chan struct{}       // closed at the next tick; nil until Beat is called
 }
 
-// Beat returns a channel that is closed at the next scan of Run (with the
-// ticks of a test, at the next tick): the pace of the agent's liveness
+// Beat returns a channel that is closed at the next scan of Run: the pace of the agent's liveness
 // GetInfo checks (Client.Pace), which read their replies within a wake-up
 // the agent has anyway. Beat is safe for
 // concurrent use; before Run and after it returned, the channel stays open.
@@ -170,13 +166,9 @@ func (r *Reconciler) pulse() bool {
 
 // Result is the outcome of one operation.
 type Result struct {
-	Op     statecache.Op[plugins.Plugin] // zero for a retried deregistration
-	Plugin plugins.Plugin                // Register: what the plugin reported; otherwise Op.Plugin, or Retry.Plugin
+	Op     statecache.Op[plugins.Plugin]
+	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
 	Err    error
-	// Retry is set for a retried deregistration (RetryDeregister): the
-	// pending entry retried. Delivered is its outcome.
-	Retry     *plugins.PendingDeregistration
-	Delivered bool
 }
 
 // Run scans and reconciles until ctx is done, then cancels the operations
@@ -199,126 +191,82 @@ type Result struct {
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	scanDone := make(chan struct{})
-	defer func() {
-		cancel()
-		wg.Wait()
-		// scanLoop starts no scan once ctx is done, which it checks under
-		// the lock of Status, where it marks a scan as started.
-		var scanning bool
-		r.update(func(s *Status) { scanning = !s.ScanStarted.IsZero() })
-		if !scanning {
-			<-scanDone
-		}
-	}()
 	l := r.newLoop()
 	scans := make(chan scanned, 1)
-	// With the ticks of a test, each tick is a tick of the cache and
-	// triggers a scan; otherwise the scanner keeps its own time, and the
-	// loop's timer (below) wakes it when something is due.
-	var trigger chan struct{}
-	if r.ticks != nil {
-		trigger = make(chan struct{}, 1)
-	}
+	scanDone := make(chan struct{})
 	go func() {
 		defer close(scanDone)
-		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, trigger: trigger}, scans)
+		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval}, scans)
 	}()
-	dispatch := func() {
-		if free := l.maxInFlight - l.inFlight - l.retrying; free > 0 {
-			for _, op := range l.cache.Next(free) {
-				l.inFlight++
-				wg.Go(func() { l.results <- l.run(ctx, op) })
-			}
-		}
-		if !l.ready && l.observed && l.inFlight == 0 {
-			l.ready = true
-			l.publish()
-			l.log.Debug("first pass complete")
-		}
-	}
-	retry := func() {
-		for _, pd := range l.duePending(l.maxInFlight - l.inFlight - l.retrying) {
-			l.retrying++
-			wg.Go(func() { l.results <- l.retry(ctx, pd) })
-		}
-	}
-	var timer *time.Timer
-	var wake <-chan time.Time
-	var armed time.Time // when the timer fires
-	if r.ticks == nil {
-		retry() // the pending deregistrations restored wait for no tick
-		armed = l.wakeAt()
-		timer = time.NewTimer(time.Until(armed))
-		defer timer.Stop()
-		wake = timer.C
-	}
-	// rearm brings the timer forward when something falls due before it.
-	rearm := func() {
-		if at := l.wakeAt(); at.Before(armed) {
-			timer.Reset(time.Until(at))
-			armed = at
-		}
-	}
+	defer r.wait(cancel, &wg, scanDone)
+	l.dispatch(ctx, &wg) // the pending deregistrations restored wait for no scan
+	l.publish()
+	armed := l.wakeAt() // when the timer fires
+	timer := time.NewTimer(time.Until(armed))
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-r.ticks:
-			l.cache.Tick()
-			r.heartbeat(now)
-			r.pulse()
-			select {
-			case trigger <- struct{}{}:
-				// The scan's result dispatches what the tick made due,
-				// so that the changes it sees come first: a retry is not
-				// started for a socket the scan finds gone.
-			default:
-				// The scanner has not taken the last trigger: a scan is
-				// slow. Go on without it.
-				dispatch()
-				l.publish()
-			}
-			retry() // the pending deregistrations wait for no scan
-		case now := <-wake:
+		case now := <-timer.C:
 			l.advance(now)
 			r.heartbeat(now)
-			dispatch()
-			retry()
+			l.dispatch(ctx, &wg)
 			l.publish()
-			armed = l.wakeAt()
-			timer.Reset(time.Until(armed))
+			armed = time.Time{}
 		case s := <-scans:
-			if timer != nil {
-				l.advance(time.Now())
-			}
+			l.advance(time.Now())
 			l.observe(s)
-			dispatch()
+			l.dispatch(ctx, &wg)
 			l.publish()
-			if timer != nil {
-				rearm()
-			}
 		case res := <-l.results:
-			if timer != nil {
-				l.advance(time.Now())
-			}
-			if res.Retry != nil {
-				l.retrying--
-			} else {
-				l.inFlight--
-			}
+			l.advance(time.Now())
+			l.inFlight--
 			l.apply(&res)
 			if r.applied != nil {
 				r.applied(res)
 			}
-			dispatch()
-			if timer != nil {
-				if res.Retry != nil || res.Op.Kind == statecache.Deregister {
-					retry() // a deregistration may have left one pending
-				}
-				rearm()
+			l.dispatch(ctx, &wg)
+			if res.Op.Kind == statecache.RetryDeRegister {
+				l.publish() // the count of pending deregistrations
 			}
 		}
+		// The timer is brought forward when something falls due before it.
+		if at := l.wakeAt(); armed.IsZero() || at.Before(armed) {
+			timer.Reset(time.Until(at))
+			armed = at
+		}
+	}
+}
+
+// wait ends Run: it cancels the operations in flight and waits for them,
+// and for the scanning goroutine unless a scan is running.
+func (r *Reconciler) wait(cancel context.CancelFunc, wg *sync.WaitGroup, scanDone <-chan struct{}) {
+	cancel()
+	wg.Wait()
+	// scanLoop starts no scan once ctx is done, which it checks under the
+	// lock of Status, where it marks a scan as started.
+	var scanning bool
+	r.update(func(s *Status) { scanning = !s.ScanStarted.IsZero() })
+	if !scanning {
+		<-scanDone
+	}
+}
+
+// dispatch starts the operations due, within MaxInFlight, each in a
+// goroutine of wg that sends its result to l.results, and marks the first
+// pass complete once the first scan's operations are done.
+func (l *loop) dispatch(ctx context.Context, wg *sync.WaitGroup) {
+	if free := l.maxInFlight - l.inFlight; free > 0 {
+		for _, op := range l.cache.Next(free) {
+			l.inFlight++
+			wg.Go(func() { l.results <- l.run(ctx, op) })
+		}
+	}
+	if !l.ready && l.observed && l.inFlight == 0 {
+		l.ready = true
+		l.publish()
+		l.log.Debug("first pass complete")
 	}
 }
 
@@ -331,146 +279,14 @@ func (l *loop) advance(now time.Time) {
 }
 
 // wakeAt returns when the loop must next wake by itself: at the tick the
-// cache or a pending deregistration next has something due, and at the
-// next batch of checks (Config.CheckBatch ticks apart) for its heartbeat.
+// cache next has something due, and at the next batch of checks
+// (Config.CheckBatch ticks apart) for its heartbeat.
 func (l *loop) wakeAt() time.Time {
 	next := l.cache.NextBatch()
 	if due := l.cache.NextDue(); due != 0 && due < next {
 		next = due
 	}
-	if l.retryNext != 0 && l.retryNext < next {
-		next = l.retryNext
-	}
 	return l.start.Add(time.Duration(next) * l.interval)
-}
-
-// scanned is the outcome of one scan.
-type scanned struct {
-	snap scan.Snapshot
-	err  error
-}
-
-// minFollowUp is the shortest time between a scan that found changes and
-// the next one.
-const minFollowUp = 10 * time.Millisecond
-
-// followUp returns the time from a scan that found changes to the next
-// one: an eighth of the interval, at least minFollowUp.
-func followUp(interval time.Duration) time.Duration {
-	return max(interval/8, minFollowUp)
-}
-
-// burstQuiet returns how long the follow-ups go on after the last scan
-// that found changes: half the interval. Plugins starting together do not
-// appear at an even pace: the process starting them stalls for tens of
-// milliseconds at a time (its garbage collector, a CPU it shares with
-// their registrations), and a burst that went back to one scan per
-// interval at the first follow-up that saw nothing new would leave the
-// rest of it waiting up to an interval.
-func burstQuiet(interval time.Duration) time.Duration {
-	return interval / 2
-}
-
-// scanPace says when scanLoop scans.
-type scanPace struct {
-	// start and interval are the scanner's clock: it scans at start plus
-	// every multiple of interval, and during a burst followUp(interval)
-	// after each scan (see scanLoop).
-	start    time.Time
-	interval time.Duration
-	// trigger, when not nil, replaces the clock: a scan for each value
-	// received, and the follow-ups of a burst.
-	trigger <-chan struct{}
-}
-
-// scanLoop runs the scans, on its own goroutine, until ctx is done: one at
-// once, then one at each interval of the pace, and during a burst of
-// changes one after each scan, followUp(interval) later, so that the rest
-// of the burst is seen in a fraction of the interval. A burst goes on
-// while the last scan that found changes started less than
-// burstQuiet(interval) before this one. Between scans it naps (see nap).
-// It hands a scan to the loop on out only when the loop has something to
-// learn from it: the first, one that saw a change, one that failed or the
-// first to succeed after one; with a trigger, every scan. A result the
-// loop has not taken yet is replaced: a slow loop never queues snapshots,
-// and a slow scan never blocks the loop. The status shows the scan in
-// progress, for /healthz; without a trigger, each scan is a beat (Beat).
-func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scanned) {
-	after, quiet := followUp(pace.interval), burstQuiet(pace.interval)
-	timer := time.NewTimer(after)
-	timer.Stop()
-	defer timer.Stop()
-	napUntil := r.nap
-	if napUntil == nil {
-		napUntil = nap
-	}
-	var prev scan.Snapshot
-	var failed bool
-	var lastChange time.Time // the start of the last scan that found changes
-	for first := true; ; first = false {
-		t0 := time.Now()
-		stopped := false
-		r.update(func(s *Status) {
-			if stopped = ctx.Err() != nil; !stopped {
-				s.ScanStarted = t0
-			}
-		})
-		if stopped {
-			return
-		}
-		snap, err := r.Scan()
-		d := time.Since(t0)
-		r.update(func(s *Status) {
-			s.Scans.observe(d)
-			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
-		})
-		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
-		prev = snap
-		if changed {
-			lastChange = t0
-		}
-		burst := changed || !lastChange.IsZero() && t0.Sub(lastChange) < quiet
-		sent := first || changed || err != nil || failed || pace.trigger != nil
-		if sent {
-			select {
-			case <-out: // replaced by the newer result
-			default:
-			}
-			out <- scanned{snap, err} // only this goroutine sends, and out has room now
-		}
-		failed = err != nil
-		if pace.trigger == nil {
-			if r.pulse() || sent {
-				// The goroutines just woken run before the nap: a
-				// goroutine in a system call keeps its P until the
-				// runtime's sysmon takes it back, up to 10 ms later when
-				// the agent was idle, and the agent has one P.
-				runtime.Gosched()
-			}
-			now := time.Now()
-			next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
-			sleep := napUntil
-			if soon := now.Add(after); burst && soon.Before(next) {
-				// A burst: its registrations need the P more than the
-				// scanner needs a cheap sleep.
-				next, sleep = soon, timerNap
-			}
-			if !sleep(ctx, next) {
-				return
-			}
-			continue
-		}
-		if burst {
-			timer.Reset(after)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-pace.trigger:
-			timer.Stop()
-		case <-timer.C:
-		}
-	}
 }
 
 // loop is the state owned by Run's goroutine.
@@ -500,13 +316,6 @@ type loop struct {
 	refusedSample   []string
 	refusedWarned   int
 	refusedWarnedAt time.Time
-
-	// The pending deregistrations (see retry.go).
-	retrying   int                            // retries in flight, beside the inFlight operations of the cache
-	maxBackoff uint64                         // in ticks
-	retries    map[plugins.Key]*retrySchedule // the entries seen, by plugin type and name
-	pending    int                            // entries at the last tick
-	retryNext  uint64                         // the tick the next retry not yet started is due, or 0
 }
 
 // newLoop sets the defaults, resets the status, and restores the plugins
@@ -520,42 +329,50 @@ func (r *Reconciler) newLoop() *loop {
 	ticksOf := func(d time.Duration) uint64 { return uint64((d + interval - 1) / interval) }
 	cfg := statecache.Config{
 		MaxBackoff:    ticksOf(orDefault(r.MaxBackoff, DefaultMaxBackoff)),
-		ProbeFailures: orDefault(r.ProbeFailures, DefaultProbeFailures),
+		CheckFailures: orDefault(r.ProbeFailures, DefaultProbeFailures),
+		MaxPending:    plugins.MaxPending,
 	}
 	if r.ProbeInterval > 0 {
-		cfg.ProbeEvery = ticksOf(r.ProbeInterval)
+		cfg.ConnectCheckEvery = ticksOf(r.ProbeInterval)
 	}
 	if r.InfoProbeInterval > 0 {
-		cfg.InfoProbeEvery = ticksOf(r.InfoProbeInterval)
+		cfg.InfoCheckEvery = ticksOf(r.InfoProbeInterval)
 	}
 	// A batch is no longer than a check interval: a check comes at most
 	// one batch late.
 	cfg.CheckBatch = max(uint64(checkBatch/interval), 1)
-	for _, every := range []uint64{cfg.ProbeEvery, cfg.InfoProbeEvery} {
+	for _, every := range []uint64{cfg.ConnectCheckEvery, cfg.InfoCheckEvery} {
 		if every > 0 {
 			cfg.CheckBatch = min(cfg.CheckBatch, every)
 		}
 	}
 	if r.ProbeRate > 0 {
-		cfg.MaxProbesPerBatch = uint64(math.Ceil(r.ProbeRate * float64(cfg.CheckBatch) * interval.Seconds()))
+		cfg.MaxChecksPerBatch = uint64(math.Ceil(r.ProbeRate * float64(cfg.CheckBatch) * interval.Seconds()))
 	}
+	maxInFlight := orDefault(r.MaxInFlight, DefaultMaxInFlight)
+	// The retries of pending deregistrations take at most a quarter of
+	// the operations in flight, and those of one type half of that (see
+	// statecache.Config.RetryInFlight).
+	cfg.RetryInFlight = max(maxInFlight/4, 1)
 	l := &loop{
 		r:           r,
 		start:       time.Now(),
 		log:         log,
 		interval:    interval,
-		maxInFlight: orDefault(r.MaxInFlight, DefaultMaxInFlight),
+		maxInFlight: maxInFlight,
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
 		cache:       statecache.New[plugins.Plugin](cfg),
 		reported:    make(map[string]int),
-		maxBackoff:  max(cfg.MaxBackoff, 1),
-		retries:     make(map[plugins.Key]*retrySchedule),
-		pending:     len(r.Registry.Pending()),
 	}
 	l.results = make(chan Result, l.maxInFlight)
 	for _, p := range r.Registry.List("") {
 		l.cache.Restore(p.SocketPath, p.SocketID, p)
 	}
+	for _, pd := range r.Registry.Pending() {
+		p := pd.Plugin
+		l.cache.RestorePending(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
+	}
+	l.cache.PendingChanges() // the Registry holds them already
 	now := time.Now()
 	r.update(func(s *Status) {
 		*s = Status{
@@ -579,8 +396,8 @@ func (r *Reconciler) newLoop() *loop {
 func (l *loop) publish() {
 	st := l.cache.Stats()
 	l.r.update(func(s *Status) {
-		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight+l.retrying, l.prev.Entries, l.ready
-		s.PendingDeregistrations = l.pending
+		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight, l.prev.Entries, l.ready
+		s.PendingDeregistrations = st.Pending
 	})
 	if l.fdFault && !l.scanFailed && st.Backoff == 0 && st.Registered == st.Desired {
 		l.fdFault = false
@@ -729,14 +546,16 @@ func (l *loop) fdExhausted(msg string, attrs ...any) {
 func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result {
 	reg := l.r.Registrar
 	switch op.Kind {
-	case statecache.Deregister:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.Deregister(ctx, op.Plugin, op.Reason.String())}
+	case statecache.DeRegister:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.DeRegister(ctx, op.Plugin, op.Reason.String())}
+	case statecache.RetryDeRegister:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.RetryDeRegister(ctx, op.Plugin, op.Reason.String(), op.Stamp)}
 	case statecache.Verify:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
-	case statecache.Probe:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.Probe(ctx, op.Plugin)}
-	case statecache.Ping:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.Ping(ctx, op.Plugin)}
+	case statecache.InfoCheck:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.InfoCheck(ctx, op.Plugin)}
+	case statecache.ConnectCheck:
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.ConnectCheck(ctx, op.Plugin)}
 	}
 	p, err := reg.Register(ctx, op.Path, op.ID)
 	return Result{Op: op, Plugin: p, Err: err}

@@ -1,7 +1,6 @@
 package register
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,7 +12,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -23,18 +24,18 @@ type call struct {
 	path   string
 	plugin plugins.Plugin // deregister, retry: what is deregistered
 	reason string         // deregister, retry: why
-	seq    uint64         // retry: the pending entry's Seq
+	since  uint64         // retry: the Since of the failure
 	reply  chan error
 }
 
 // fakeRegistrar passes every call to the test on calls and returns what the
-// test answers, or the context's error. It keeps the pending
-// deregistrations of plugs as Client does: a failed Deregister is added, a
-// successful RetryDeregister drops its entry, and so does one that fails
-// with ErrNoHandler.
+// test answers, or the context's error. A DeRegister that fails is owed,
+// as with Client: its error wraps an *UndeliveredError whose Since is the
+// number of DeRegister calls so far.
 type fakeRegistrar struct {
-	calls chan call
-	plugs *plugins.Registry
+	calls  chan call
+	mu     sync.Mutex
+	deregs uint64
 }
 
 func (f *fakeRegistrar) do(ctx context.Context, c call) error {
@@ -57,37 +58,30 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string, _ scan.ID) (p
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
 }
 
-func (f *fakeRegistrar) Deregister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
 	err := f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deregs++
 	if err != nil {
-		if _, perr := f.plugs.AddPending(p, reason); perr != nil {
-			panic(perr)
-		}
+		return &UndeliveredError{Plugin: p, Reason: reason, Since: f.deregs, Err: err}
 	}
-	return err
+	return nil
 }
 
-func (f *fakeRegistrar) RetryDeregister(ctx context.Context, pd plugins.PendingDeregistration) (bool, error) {
-	err := f.do(ctx, call{kind: "retry", path: pd.Plugin.SocketPath, plugin: pd.Plugin, reason: pd.Reason, seq: pd.Seq})
-	switch {
-	case errors.Is(err, ErrNoHandler):
-		f.plugs.DropPendingEntry(pd)
-		return false, err
-	case err != nil:
-		return false, err
-	}
-	return f.plugs.DropPendingEntry(pd), nil
+func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error {
+	return f.do(ctx, call{kind: "retry", path: p.SocketPath, plugin: p, reason: reason, since: since})
 }
 
 func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
 	return f.do(ctx, call{kind: "verify", path: p.SocketPath, plugin: p})
 }
 
-func (f *fakeRegistrar) Probe(ctx context.Context, p plugins.Plugin) error {
+func (f *fakeRegistrar) InfoCheck(ctx context.Context, p plugins.Plugin) error {
 	return f.do(ctx, call{kind: "probe", path: p.SocketPath, plugin: p})
 }
 
-func (f *fakeRegistrar) Ping(ctx context.Context, p plugins.Plugin) error {
+func (f *fakeRegistrar) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	return f.do(ctx, call{kind: "ping", path: p.SocketPath, plugin: p})
 }
 
@@ -151,7 +145,7 @@ func startWith(t *testing.T, initial map[string]uint64, reg *plugins.Registry, c
 	e := &env{
 		t:     t,
 		dir:   &fakeDir{entries: initial},
-		reg:   &fakeRegistrar{calls: make(chan call), plugs: reg},
+		reg:   &fakeRegistrar{calls: make(chan call)},
 		plugs: reg,
 		done:  make(chan error, 1),
 	}
@@ -387,24 +381,6 @@ func TestReconcilerStopCancelsOperationsInFlight(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestReconcilerLogsAScanFaultOnce checks that a fault of the scan is
 // logged at Warn once while it lasts, even when the error's text changes
 // (EMFILE coming and going at the limit on open files), and its end at Info
@@ -452,7 +428,7 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var buf lockedBuffer
+				var buf sockettest.Buffer
 				h := slog.NewTextHandler(&buf, &slog.HandlerOptions{
 					Level: slog.LevelDebug,
 					ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -462,10 +438,8 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 						return a
 					},
 				})
-				ticks := make(chan time.Time)
 				scans := 0 // Scan runs on the scanner's goroutine only; synctest.Wait orders it before the reads here
 				startWith(t, nil, plugins.NewRegistry(), func(r *Reconciler) {
-					r.ticks = ticks
 					r.Log = slog.New(h)
 					r.Scan = func() (scan.Snapshot, error) {
 						if scans >= len(tc.scans) {
@@ -480,12 +454,10 @@ func TestReconcilerLogsAScanFaultOnce(t *testing.T) {
 						return scan.Snapshot{}, errors.New(msg)
 					}
 				})
-				// Run scans once before the first tick. Each tick waits for
-				// the scan before: a tick that finds the scanner busy starts
-				// no scan, and the loop sees only the latest result.
+				// Run scans at once, then once an interval.
 				for range len(tc.scans) - 1 {
 					synctest.Wait()
-					ticks <- time.Time{}
+					time.Sleep(time.Second)
 				}
 				synctest.Wait()
 				if scans != len(tc.scans) {
@@ -526,13 +498,11 @@ type okRegistrar struct{}
 func (okRegistrar) Register(_ context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
 }
-func (okRegistrar) Deregister(context.Context, plugins.Plugin, string) error { return nil }
-func (okRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
-func (okRegistrar) Probe(context.Context, plugins.Plugin) error              { return nil }
-func (okRegistrar) Ping(context.Context, plugins.Plugin) error               { return nil }
-func (okRegistrar) RetryDeregister(context.Context, plugins.PendingDeregistration) (bool, error) {
-	return true, nil
-}
+func (okRegistrar) DeRegister(context.Context, plugins.Plugin, string) error              { return nil }
+func (okRegistrar) Verify(context.Context, plugins.Plugin) error                          { return nil }
+func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                       { return nil }
+func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                    { return nil }
+func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, string, uint64) error { return nil }
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, and so on until none has found

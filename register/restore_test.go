@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -30,7 +32,7 @@ func TestReconcilerRestoreUnchecked(t *testing.T) {
 		events := watch(t, reg, 7)
 		e := startWith(t, map[string]uint64{"/p/a": 1, "/p/b": 2}, reg, func(*Reconciler) {})
 		unchecked := func(path string) error {
-			return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrUnchecked, plugins.ErrHandlerUnavailable)}
+			return &OpError{"verify", path, fmt.Errorf("%w: %w", statecache.ErrUnchecked, handler.ErrUnavailable)}
 		}
 
 		calls := e.all("verify", "/p/a", "/p/b")

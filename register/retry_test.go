@@ -10,20 +10,22 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/scan"
 )
 
-// retryEnv is a reconciler driven by injected ticks, logging at Debug
-// level without times into log.
+// retryEnv is a reconciler in a synctest bubble, logging at Debug level
+// without times into log.
 type retryEnv struct {
 	*env
-	ticks chan time.Time
-	log   *lockedBuffer
+	log *sockettest.Buffer
 }
 
 func startRetry(t *testing.T, initial map[string]uint64, reg *plugins.Registry, config func(*Reconciler)) *retryEnv {
 	t.Helper()
-	e := &retryEnv{ticks: make(chan time.Time), log: &lockedBuffer{}}
+	e := &retryEnv{log: &sockettest.Buffer{}}
 	h := slog.NewTextHandler(e.log, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -34,17 +36,17 @@ func startRetry(t *testing.T, initial map[string]uint64, reg *plugins.Registry, 
 		},
 	})
 	e.env = startWith(t, initial, reg, func(r *Reconciler) {
-		r.ticks, r.Log = e.ticks, slog.New(h)
+		r.Log = slog.New(h)
 		config(r)
 	})
 	return e
 }
 
-// tick makes the reconciler tick once, after it has applied every outcome
-// it was given.
+// tick lets one interval (a tick of the cache) pass, once the reconciler
+// has applied every outcome it was given.
 func (e *retryEnv) tick() {
 	synctest.Wait()
-	e.ticks <- time.Time{}
+	time.Sleep(time.Second)
 }
 
 // lines returns the log lines that contain s.
@@ -60,62 +62,64 @@ func (e *retryEnv) lines(s string) []string {
 }
 
 // TestReconcilerRetriesFailedDeregistration: a deregistration whose
-// handler call fails leaves the registry at once, and is retried at the
-// next tick, then 1, 2, 4 ticks apart (MaxBackoff is 8 ticks), until it is
-// delivered; one Warn for the entry, Debug for later failures.
+// handler call fails leaves the registry at once, is saved in the
+// registry's pending set, and is retried at once, then 1, 2, 4 ticks
+// apart (MaxBackoff is 8 ticks), until it is delivered, with the Since of
+// its failure; one Warn for the entry, Debug for later failures.
 func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := startRetry(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(*Reconciler) {})
 		e.next("register", "/p/a").reply <- nil
 		e.dir.set("/p/a", 0)
-		e.tick() // tick 1
+		e.tick()
+		start := time.Now()
 		e.next("deregister", "/p/a").reply <- errors.New("handler down")
 		if got := e.registered(); len(got) != 0 {
 			t.Fatalf("registered %v after a failed deregistration, want none: the plugin is gone all the same", got)
 		}
+		synctest.Wait()
 		pending := e.plugs.Pending()
 		if len(pending) != 1 || pending[0].Plugin.Name != "a" || pending[0].Reason != "removed" {
 			t.Fatalf("pending %+v, want a, removed", pending)
 		}
 
-		var at []int // ticks of the retries
-		for tick := 2; tick <= 20 && len(at) < 5; tick++ {
-			e.tick()
+		var at []time.Duration // times of the retries, after the failure
+		for len(at) < 5 && time.Since(start) < 30*time.Second {
 			synctest.Wait()
 			select {
 			case c := <-e.reg.calls:
-				if c.kind != "retry" || c.path != "/p/a" || c.reason != "removed" || c.seq != pending[0].Seq {
-					t.Fatalf("call %s %s %q seq %d, want retry /p/a \"removed\" seq %d", c.kind, c.path, c.reason, c.seq, pending[0].Seq)
+				if c.kind != "retry" || c.path != "/p/a" || c.reason != "removed" || c.since != 1 {
+					t.Fatalf("call %s %s %q since %d, want retry /p/a \"removed\" since 1", c.kind, c.path, c.reason, c.since)
 				}
-				at = append(at, tick)
+				at = append(at, time.Since(start))
 				if len(at) < 5 {
 					c.reply <- fmt.Errorf("deregister /p/a: handler down %d", len(at))
 				} else {
 					c.reply <- nil
 				}
 			default:
+				time.Sleep(100 * time.Millisecond)
 			}
 		}
-		if diff := cmp.Diff([]int{2, 3, 5, 9, 17}, at); diff != "" {
-			t.Errorf("ticks of the retries (-want +got):\n%s", diff)
+		want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second}
+		if diff := cmp.Diff(want, at); diff != "" {
+			t.Errorf("times of the retries (-want +got):\n%s", diff)
 		}
 		synctest.Wait()
 		if got := e.plugs.Pending(); got != nil {
 			t.Errorf("pending %+v after delivery, want none", got)
 		}
-		for range 10 {
-			e.tick()
-		}
+		time.Sleep(10 * time.Second)
 		e.none()
 
-		want := []string{
+		wantLog := []string{
 			`level=WARN msg="deregistration not delivered" path=/p/a plugin=a type=T endpoint=/p/a reason=removed attempt=1 err="deregister /p/a: handler down 1" retry=1s`,
 			`level=DEBUG msg="deregistration not delivered" path=/p/a plugin=a type=T endpoint=/p/a reason=removed attempt=2 err="deregister /p/a: handler down 2" retry=2s`,
 			`level=DEBUG msg="deregistration not delivered" path=/p/a plugin=a type=T endpoint=/p/a reason=removed attempt=3 err="deregister /p/a: handler down 3" retry=4s`,
 			`level=DEBUG msg="deregistration not delivered" path=/p/a plugin=a type=T endpoint=/p/a reason=removed attempt=4 err="deregister /p/a: handler down 4" retry=8s`,
 			`level=INFO msg="plugin deregistration delivered" path=/p/a plugin=a type=T endpoint=/p/a reason=removed attempt=5`,
 		}
-		if diff := cmp.Diff(want, e.lines("deregistration")); diff != "" {
+		if diff := cmp.Diff(wantLog, e.lines("deregistration")); diff != "" {
 			t.Errorf("log of the retries (-want +got):\n%s", diff)
 		}
 		// The failed deregistration itself: one Info line, with its error.
@@ -126,8 +130,8 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 }
 
 // TestReconcilerRetriesRestoredDeregistrations: entries restored from the
-// state file are retried at the first tick, not before, and the status
-// counts them until they are delivered.
+// state file are retried at once, before the first scan is done, and the
+// status counts them until they are delivered.
 func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := func(name string) plugins.Plugin {
@@ -136,28 +140,33 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 		reg := plugins.NewRegistryFrom(plugins.State{Version: plugins.StateVersion, Revision: 7, Pending: []plugins.PendingDeregistration{
 			{Plugin: p("a"), Reason: plugins.ReasonRemoved}, {Plugin: p("b"), Reason: plugins.ReasonRolledBack},
 		}})
-		e := startRetry(t, nil, reg, func(*Reconciler) {})
-		e.none()
+		scanning := make(chan struct{})
+		e := startRetry(t, nil, reg, func(r *Reconciler) {
+			scanDir := r.Scan
+			r.Scan = func() (scan.Snapshot, error) { <-scanning; return scanDir() }
+		})
+		calls := e.all("retry", "/p/a", "/p/b")
+		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack || c.since != 0 {
+			t.Errorf("retry of b with reason %q since %d, want %q since 0", c.reason, c.since, plugins.ReasonRolledBack)
+		}
 		if n := e.rec.Status().PendingDeregistrations; n != 2 {
-			t.Errorf("Status().PendingDeregistrations = %d before the first tick, want 2", n)
+			t.Errorf("Status().PendingDeregistrations = %d with both in flight, want 2", n)
 		}
-		e.tick()
-		calls := e.collect("retry /p/a", "retry /p/b")
-		if c := calls["retry /p/b"]; c.reason != plugins.ReasonRolledBack {
-			t.Errorf("retry of b with reason %q, want %q", c.reason, plugins.ReasonRolledBack)
-		}
-		calls["retry /p/a"].reply <- nil
-		calls["retry /p/b"].reply <- errors.New("handler down")
+		close(scanning)
+		calls["/p/a"].reply <- nil
+		calls["/p/b"].reply <- errors.New("handler down")
 		e.tick()
 		c := e.next("retry", "/p/b")
 		if n := e.rec.Status().PendingDeregistrations; n != 1 {
 			t.Errorf("Status().PendingDeregistrations = %d with b pending, want 1", n)
 		}
 		c.reply <- nil
-		e.tick()
 		synctest.Wait()
 		if n := e.rec.Status().PendingDeregistrations; n != 0 {
 			t.Errorf("Status().PendingDeregistrations = %d after delivery, want 0", n)
+		}
+		if got := reg.Pending(); got != nil {
+			t.Errorf("registry's pending %+v after delivery, want none", got)
 		}
 		if rev := reg.Revision(); rev != 7 {
 			t.Errorf("revision %d, want 7: a retried deregistration is no event", rev)
@@ -165,29 +174,76 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 	})
 }
 
-// TestReconcilerRetriesWithinMaxInFlight: a retry waits for a free slot.
+// TestReconcilerRetriesWithinMaxInFlight: retries take at most a quarter
+// of MaxInFlight (at least one), those of one type half of that, and
+// wait for a free slot.
 func TestReconcilerRetriesWithinMaxInFlight(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		reg := plugins.NewRegistry()
-		if _, err := reg.AddPending(plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old", Endpoint: "/e"}, plugins.ReasonRemoved); err != nil {
-			t.Fatal(err)
-		}
-		e := startRetry(t, map[string]uint64{"/p/a": 1}, reg, func(r *Reconciler) { r.MaxInFlight = 1 })
-		hung := e.next("register", "/p/a")
-		e.tick()
-		e.none() // the only slot is taken
-		if st := e.rec.Status(); st.InFlightOps != 1 {
-			t.Errorf("Status().InFlightOps = %d, want 1", st.InFlightOps)
-		}
-		hung.reply <- nil
-		e.tick()
-		c := e.next("retry", "/p/old")
-		e.tick()
-		synctest.Wait()
-		if st := e.rec.Status(); st.InFlightOps != 1 {
-			t.Errorf("Status().InFlightOps = %d with a retry in flight, want 1", st.InFlightOps)
-		}
-		c.reply <- nil
+	p := func(typ, name string) plugins.PendingDeregistration {
+		return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: name, Type: typ, SocketPath: "/p/" + name, Endpoint: "/e"}, Reason: plugins.ReasonRemoved}
+	}
+	t.Run("one slot", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			reg := plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{p("T", "old")}})
+			e := startRetry(t, map[string]uint64{"/p/a": 1}, reg, func(r *Reconciler) { r.MaxInFlight = 1 })
+			first := <-e.reg.calls // the retry wants no scan: it may come first
+			if first.kind == "retry" {
+				first.reply <- errors.New("down")
+				first = e.next("register", "/p/a")
+			}
+			e.tick()
+			e.none() // the only slot is taken
+			if st := e.rec.Status(); st.InFlightOps != 1 {
+				t.Errorf("Status().InFlightOps = %d, want 1", st.InFlightOps)
+			}
+			first.reply <- nil
+			c := e.await("retry", "/p/old")
+			synctest.Wait()
+			if st := e.rec.Status(); st.InFlightOps != 1 {
+				t.Errorf("Status().InFlightOps = %d with a retry in flight, want 1", st.InFlightOps)
+			}
+			c.reply <- nil
+		})
+	})
+	t.Run("a quarter, half of it per type", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var pending []plugins.PendingDeregistration
+			for i := range 6 {
+				pending = append(pending, p("hung", fmt.Sprint("h", i)), p("ok", fmt.Sprint("o", i)))
+			}
+			reg := plugins.NewRegistryFrom(plugins.State{Pending: pending})
+			e := startRetry(t, nil, reg, func(r *Reconciler) { r.MaxInFlight = 16 })
+			perType := map[string][]call{}
+			inFlight := func() {
+				for {
+					synctest.Wait()
+					select {
+					case c := <-e.reg.calls:
+						perType[c.plugin.Type] = append(perType[c.plugin.Type], c)
+						continue
+					default:
+					}
+					return
+				}
+			}
+			inFlight()
+			if len(perType["hung"]) != 2 || len(perType["ok"]) != 2 {
+				t.Fatalf("retries in flight: %d hung, %d ok; want 2 and 2 (16/4, half per type)", len(perType["hung"]), len(perType["ok"]))
+			}
+			// The handler of type hung does not answer; the other's
+			// retries go on through the slots left to them.
+			for range 4 {
+				c := perType["ok"][0]
+				perType["ok"] = perType["ok"][1:]
+				c.reply <- nil
+				inFlight()
+				if len(perType["hung"]) != 2 || len(perType["ok"]) != 2 {
+					t.Fatalf("retries in flight: %d hung, %d ok; want 2 and 2: type hung holds its share alone", len(perType["hung"]), len(perType["ok"]))
+				}
+			}
+			for _, c := range append(perType["ok"], perType["hung"]...) {
+				c.reply <- nil
+			}
+		})
 	})
 }
 
@@ -195,12 +251,9 @@ func TestReconcilerRetriesWithinMaxInFlight(t *testing.T) {
 // any more is dropped, with a Warn, and not retried.
 func TestReconcilerPendingWithoutHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := plugins.NewRegistry()
-		if _, err := reg.AddPending(plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old", Endpoint: "/e"}, plugins.ReasonRemoved); err != nil {
-			t.Fatal(err)
-		}
+		old := plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old", Endpoint: "/e"}
+		reg := plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: old, Reason: plugins.ReasonRemoved}}})
 		e := startRetry(t, nil, reg, func(*Reconciler) {})
-		e.tick()
 		e.next("retry", "/p/old").reply <- &OpError{"deregister", "/p/old", fmt.Errorf("%w T", ErrNoHandler)}
 		for range 10 {
 			e.tick()
@@ -210,36 +263,59 @@ func TestReconcilerPendingWithoutHandler(t *testing.T) {
 		if diff := cmp.Diff(want, e.lines("pending deregistration")); diff != "" {
 			t.Errorf("log (-want +got):\n%s", diff)
 		}
+		if got := reg.Pending(); got != nil {
+			t.Errorf("registry's pending %+v, want none", got)
+		}
 	})
 }
 
-// TestReconcilerPendingReplacedInFlight: an entry replaced while its retry
-// is in flight is a new entry: tried at the next tick whatever the
-// backoff of the old one, with a Warn of its own.
-func TestReconcilerPendingReplacedInFlight(t *testing.T) {
+// TestReconcilerPendingDroppedByRegistration: a registration of a plugin
+// of the same type and name drops the pending deregistrations of every
+// incarnation of the name, and a superseded retry is dropped too, with no
+// Warn.
+func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := plugins.NewRegistry()
-		old := plugins.Plugin{Name: "a", Type: "T", SocketPath: "/p/a1", Endpoint: "/e"}
-		if _, err := reg.AddPending(old, plugins.ReasonRemoved); err != nil {
-			t.Fatal(err)
+		a := func(path string) plugins.PendingDeregistration {
+			return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: "a", Type: "T", SocketPath: path, Endpoint: "/e"}, Reason: plugins.ReasonRemoved}
 		}
+		one, two := a("/p/a1"), a("/p/a2")
+		two.Plugin.SocketID.Ino = 2
+		reg := plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{one, two}})
 		e := startRetry(t, nil, reg, func(*Reconciler) {})
-		e.tick()
-		e.next("retry", "/p/a1").reply <- errors.New("down")
-		e.tick()
-		c := e.next("retry", "/p/a1") // 1 tick later
-		// A deregistration of another socket with the same name fails
-		// meanwhile.
-		if _, err := reg.AddPending(plugins.Plugin{Name: "a", Type: "T", SocketPath: "/p/a2"}, plugins.ReasonReplaced); err != nil {
-			t.Fatal(err)
+		calls := e.all("retry", "/p/a1", "/p/a2")
+		calls["/p/a1"].reply <- errors.New("down")
+		calls["/p/a2"].reply <- ErrSuperseded
+		synctest.Wait()
+		if got := reg.Pending(); len(got) != 1 || got[0].Plugin.SocketPath != "/p/a1" {
+			t.Fatalf("registry's pending %+v, want a1's alone", got)
 		}
-		c.reply <- errors.New("down") // the old entry's next retry would be 2 ticks later
-		e.tick()
-		e.next("retry", "/p/a2").reply <- errors.New("down")
-		got := e.lines("deregistration not delivered")
-		if len(got) != 3 || !strings.Contains(got[0], "level=WARN") || !strings.Contains(got[1], "level=DEBUG") ||
-			!strings.Contains(got[2], "level=WARN") || !strings.Contains(got[2], "path=/p/a2") {
-			t.Errorf("log %q, want a Warn for a1, a Debug, and a Warn for a2", got)
+		e.dir.set("/p/a", 1)
+		for registered := false; !registered; {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			for more := true; more; synctest.Wait() {
+				select {
+				case c := <-e.reg.calls:
+					if c.kind == "register" {
+						c.reply <- nil // registers "a", of type T
+						registered = true
+					} else {
+						c.reply <- errors.New("down")
+					}
+				default:
+					more = false
+				}
+			}
+		}
+		if got := reg.Pending(); got != nil {
+			t.Errorf("registry's pending %+v after a registration of the name, want none", got)
+		}
+		for range 20 {
+			e.tick()
+		}
+		e.none()
+		if got := e.lines("level=WARN"); len(got) != 1 {
+			t.Errorf("warnings %q, want the one of a1's first failed retry", got)
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -49,8 +50,8 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := plugins.NewHandlers()
-	h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+	h := handler.NewHandlers()
+	h.Add("CSIPlugin", handler.DefaultAccept()[0])
 	for _, allow := range [][]uint32{nil, {uint32(os.Getuid())}} {
 		c := &Client{Handlers: h, AllowUIDs: allow}
 		for _, path := range []string{link, file} {
@@ -58,7 +59,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 			if !errors.Is(err, errNotSocket) || isRejection(err) {
 				t.Errorf("AllowUIDs %v: Register(%s) = %v, want a failure: not a socket", allow, filepath.Base(path), err)
 			}
-			if err := c.Probe(t.Context(), plugins.Plugin{SocketPath: path}); !errors.Is(err, errNotSocket) {
+			if err := c.InfoCheck(t.Context(), plugins.Plugin{SocketPath: path}); !errors.Is(err, errNotSocket) {
 				t.Errorf("AllowUIDs %v: Probe(%s) = %v, want a failure: not a socket", allow, filepath.Base(path), err)
 			}
 		}

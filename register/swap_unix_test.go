@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -38,8 +38,8 @@ func (s *sink) Write(b []byte) (int, error) {
 // even when it leads to the very socket scanned; without, the socket file's
 // identity (device, inode and times) is what is checked.
 func TestRegisterDialsTheSocketScanned(t *testing.T) {
-	h := plugins.NewHandlers()
-	h.Add("CSIPlugin", plugins.DefaultAccept()[0])
+	h := handler.NewHandlers()
+	h.Add("CSIPlugin", handler.DefaultAccept()[0])
 	for _, tc := range []struct {
 		name    string
 		dirs    bool // Client.Dirs holds the plugin directory

@@ -8,6 +8,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -17,9 +18,9 @@ import (
 // ErrChanged, and the plugin is told nothing. After up, which brings the
 // handler back and returns it, Verify succeeds. Whatever the handler, a plugin that no
 // longer answers is not "unchecked": that is its own answer.
-func checkVerifyHandlerDown(t *testing.T, h plugins.Handler, up func() plugins.Handler) {
+func checkVerifyHandlerDown(t *testing.T, h handler.Handler, up func() handler.Handler) {
 	t.Helper()
-	handlers := plugins.NewHandlers()
+	handlers := handler.NewHandlers()
 	handlers.Add("CSIPlugin", h)
 	c := &Client{Handlers: handlers}
 	path := filepath.Join(unixDir(t), "a.sock")
@@ -39,8 +40,8 @@ func checkVerifyHandlerDown(t *testing.T, h plugins.Handler, up func() plugins.H
 	old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/a", SocketPath: path, Versions: []string{"1.0.0"}}
 
 	err = c.Verify(t.Context(), old)
-	if !errors.Is(err, statecache.ErrUnchecked) || errors.Is(err, statecache.ErrChanged) || !errors.Is(err, plugins.ErrHandlerUnavailable) {
-		t.Errorf("Verify with the handler down = %v, want an error wrapping statecache.ErrUnchecked and plugins.ErrHandlerUnavailable", err)
+	if !errors.Is(err, statecache.ErrUnchecked) || errors.Is(err, statecache.ErrChanged) || !errors.Is(err, handler.ErrUnavailable) {
+		t.Errorf("Verify with the handler down = %v, want an error wrapping statecache.ErrUnchecked and handler.ErrUnavailable", err)
 	}
 	select {
 	case st := <-status:
@@ -63,15 +64,15 @@ func checkVerifyHandlerDown(t *testing.T, h plugins.Handler, up func() plugins.H
 // first one waits up to a second to reconnect.
 func TestVerifyGRPCHandlerDown(t *testing.T) {
 	hpath := filepath.Join(unixDir(t), "handler.sock")
-	newGRPC := func() plugins.Handler {
-		g, err := plugins.NewGRPC("CSIPlugin", hpath)
+	newGRPC := func() handler.Handler {
+		g, err := handler.NewGRPC("CSIPlugin", hpath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { g.Close() })
 		return g
 	}
-	checkVerifyHandlerDown(t, newGRPC(), func() plugins.Handler {
+	checkVerifyHandlerDown(t, newGRPC(), func() handler.Handler {
 		serveAnnotatingHandler(t, hpath)
 		return newGRPC()
 	})

@@ -13,37 +13,44 @@ type Kind uint8
 
 // The operations the cache asks for.
 const (
-	Register   Kind = iota + 1 // register the socket's current incarnation
-	Deregister                 // deregister what is registered at the socket
-	Verify                     // check that a restored registration still answers the same
-	Probe                      // check that a registered plugin still answers (GetInfo)
-	Ping                       // check that someone still serves a registered plugin's socket (a connect)
+	Register        Kind = iota + 1 // register the socket's current incarnation
+	DeRegister                      // deregister what is registered at the socket
+	Verify                          // check that a restored registration still answers the same
+	InfoCheck                       // check that a registered plugin still answers (GetInfo)
+	ConnectCheck                    // check that someone still serves a registered plugin's socket (a connect)
+	RetryDeRegister                 // deliver a pending deregistration again (see AddPending)
 )
 
 func (k Kind) String() string {
 	switch k {
 	case Register:
 		return "register"
-	case Deregister:
+	case DeRegister:
 		return "deregister"
 	case Verify:
 		return "verify"
-	case Probe:
-		return "probe"
-	case Ping:
-		return "ping"
+	case InfoCheck:
+		return "info check"
+	case ConnectCheck:
+		return "connect check"
+	case RetryDeRegister:
+		return "retry deregister"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Reason says why a Deregister is due.
+// Reason says why a DeRegister is due.
 type Reason uint8
 
-// Reasons for a Deregister.
+// Reasons for a DeRegister.
 const (
 	Removed   Reason = iota + 1 // the socket is gone
 	Replaced                    // a new incarnation of the socket waits, or a restored plugin answers differently
 	Unhealthy                   // the plugin stopped answering while its socket stayed
+	// RolledBack: a registration was undone because the plugin could not
+	// be told of it. The cache never gives it; it carries it for
+	// AddPending.
+	RolledBack
 )
 
 func (r Reason) String() string {
@@ -54,6 +61,8 @@ func (r Reason) String() string {
 		return "replaced"
 	case Unhealthy:
 		return "unhealthy"
+	case RolledBack:
+		return "rolled back"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -71,26 +80,33 @@ var ErrUnchecked = errors.New("statecache: plugin not checked")
 // Config tunes a Cache. Durations are in ticks.
 type Config struct {
 	MaxBackoff uint64 // cap of the retry delay (at least 1)
-	// ProbeEvery is the number of ticks between two connect checks (Ping)
+	// ConnectCheckEvery is the number of ticks between two connect checks (ConnectCheck)
 	// of a registered plugin; 0: none.
-	ProbeEvery uint64
-	// InfoProbeEvery is the number of ticks between two GetInfo checks
-	// (Probe) of a registered plugin; 0: none.
-	InfoProbeEvery uint64
-	// ProbeFailures is the number of failed checks in a row, of either
+	ConnectCheckEvery uint64
+	// InfoCheckEvery is the number of ticks between two GetInfo checks
+	// (InfoCheck) of a registered plugin; 0: none.
+	InfoCheckEvery uint64
+	// CheckFailures is the number of failed checks in a row, of either
 	// kind, that make a plugin unhealthy (at least 1).
-	ProbeFailures int
+	CheckFailures int
 	// CheckBatch, above 1, gathers the checks of CheckBatch ticks into
 	// one: a check falls due on the first tick at or after its time whose
 	// number is a multiple of CheckBatch. Checks that run together cost
 	// less than the same checks a tick apart: each warms the caches for
 	// the next, and the agent is awake for one stretch instead of several.
 	CheckBatch uint64
-	// MaxProbesPerBatch bounds the checks of both kinds that Next hands
+	// MaxChecksPerBatch bounds the checks of both kinds that Next hands
 	// out per batch, CheckBatch ticks (one tick when CheckBatch is 0 or
 	// 1); 0: no bound. Checks beyond it wait for the next batch, so with
 	// many plugins each is checked less often than configured.
-	MaxProbesPerBatch uint64
+	MaxChecksPerBatch uint64
+	// MaxPending bounds the pending deregistrations held (AddPending);
+	// 0: no bound.
+	MaxPending int
+	// RetryInFlight bounds the RetryDeRegister ops in flight at once, and
+	// half of it (at least one) those of one plugin type, so that a
+	// handler that hangs holds at most half of them; 0: no bound.
+	RetryInFlight int
 }
 
 // Op is one operation the cache wants run. P is what the caller registers
@@ -99,24 +115,33 @@ type Config struct {
 type Op[P any] struct {
 	Kind Kind
 	Path string  // the socket path
-	ID   scan.ID // Register: the incarnation to register; Deregister: the registered one
+	ID   scan.ID // Register: the incarnation to register; DeRegister: the registered one
 	Gen  uint64  // generation of that incarnation: 1 for the first one the cache saw, and so on
 	// Attempt counts the registrations of this incarnation, or the
-	// verifications of a restored plugin, 1 for the first, or for Probe
-	// and Ping the checks that failed in a row, plus one; always 1 for
-	// Deregister.
+	// verifications of a restored plugin, 1 for the first, or for InfoCheck
+	// and ConnectCheck the checks that failed in a row, plus one, or for
+	// RetryDeRegister the retries of its entry by this cache; always 1
+	// for DeRegister.
 	Attempt int
 	// Plugin is what is registered at Path, as Restore or Done was given
-	// it; set for Deregister, Verify, Probe and Ping.
+	// it; set for DeRegister, Verify, InfoCheck and ConnectCheck. For RetryDeRegister,
+	// the plugin AddPending was given (Path is empty).
 	Plugin P
-	// Reason is why a Deregister is due.
+	// Reason is why a DeRegister is due, or what a RetryDeRegister's
+	// pending entry was given.
 	Reason Reason
 	// Recovering is set on a Register when the socket's last registration
 	// ended because the plugin was unhealthy.
 	Recovering bool
-	// Restored is set on a Deregister of a restored registration that was
+	// Restored is set on a DeRegister of a restored registration that was
 	// never verified: the socket went or changed while the agent was down.
 	Restored bool
+	// Pending is the key of the pending deregistration a RetryDeRegister
+	// delivers; Gen tells that entry from a later one of the same key.
+	Pending PendingKey
+	// Stamp is, for a RetryDeRegister, what AddPending was given (0 for
+	// RestorePending); the cache only carries it.
+	Stamp uint64
 }
 
 // entry is everything the cache knows about one socket path.
@@ -135,13 +160,13 @@ type entry[P any] struct {
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
 	// checkFailed: the restored plugin did not answer its Verify (reason
-	// Unhealthy), or a Verify, Probe or Ping found it changed (reason
+	// Unhealthy), or a Verify, InfoCheck or ConnectCheck found it changed (reason
 	// Replaced); deregister it.
 	checkFailed Reason
 
-	probeFails int    // consecutive failed checks (Ping or Probe)
-	pingAt     uint64 // tick of the next Ping; 0: none
-	probeAt    uint64 // tick of the next Probe; 0: none
+	checkFails int    // consecutive failed checks (ConnectCheck or InfoCheck)
+	connectAt  uint64 // tick of the next ConnectCheck; 0: none
+	infoAt     uint64 // tick of the next InfoCheck; 0: none
 	unhealthy  bool   // checks failed: deregister, then register again
 	recovering bool   // the last registration ended unhealthy
 
@@ -176,7 +201,7 @@ type Cache[P any] struct {
 	// firstChecks counts the registrations and verifications whose first
 	// checks were scheduled, to spread them (see scheduleChecks).
 	firstChecks uint64
-	probes      uint64 // checks handed out in this batch, for MaxProbesPerBatch
+	probes      uint64 // checks handed out in this batch, for MaxChecksPerBatch
 	gen         uint64
 	entries     map[string]*entry[P]
 	// timers holds, per tick, the paths whose check or retry falls due then.
@@ -197,19 +222,36 @@ type Cache[P any] struct {
 	// observed is set by the first Observe: until the scanner has
 	// reported, restored registrations must be left alone.
 	observed bool
+
+	// The pending deregistrations (pending.go): by plugin type and name,
+	// then socket identity; how many, not counting those dropped while
+	// their retry is in flight; the heap of retry times; the queues of
+	// due ones by type; the retries in flight, in all and by type.
+	pending     map[nameKey]map[scan.ID]*pend[P]
+	nPending    int
+	pendSeq     uint64                  // seq of the latest entry
+	pendChanged map[PendingKey]struct{} // keys changed since PendingChanges
+	pendWait    minHeap[pendTimer]
+	pendDue     map[string][]*pend[P]
+	nRetrying   int
+	retriesOf   map[string]int
 }
 
 // New returns an empty cache whose retry delay doubles from one tick up to
 // cfg.MaxBackoff ticks.
 func New[P any](cfg Config) *Cache[P] {
 	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
-	cfg.ProbeFailures = max(cfg.ProbeFailures, 1)
+	cfg.CheckFailures = max(cfg.CheckFailures, 1)
 	return &Cache[P]{
-		cfg:      cfg,
-		entries:  make(map[string]*entry[P]),
-		timers:   make(map[uint64][]string),
-		queued:   make(map[string]int),
-		retrying: make(map[string]struct{}),
+		cfg:         cfg,
+		entries:     make(map[string]*entry[P]),
+		timers:      make(map[uint64][]string),
+		queued:      make(map[string]int),
+		retrying:    make(map[string]struct{}),
+		pending:     make(map[nameKey]map[scan.ID]*pend[P]),
+		pendChanged: make(map[PendingKey]struct{}),
+		pendDue:     make(map[string][]*pend[P]),
+		retriesOf:   make(map[string]int),
 	}
 }
 
@@ -307,7 +349,8 @@ func (c *Cache[P]) addTimer(at uint64, path string) {
 // earliest tick with a retry or a check filed; or, while ops wait in the
 // queue of ready ones (Next was not asked for them all), the next tick, or
 // the next batch when the only ones waiting are checks beyond
-// MaxProbesPerBatch. A caller that sleeps between ticks wakes at NextDue
+// MaxChecksPerBatch; or the tick of the next retry of a pending
+// deregistration. A caller that sleeps between ticks wakes at NextDue
 // and misses nothing.
 func (c *Cache[P]) NextDue() uint64 {
 	var next uint64
@@ -323,14 +366,17 @@ func (c *Cache[P]) NextDue() uint64 {
 			next = due
 		}
 	}
+	if due := c.nextRetryDue(); due != 0 && (next == 0 || due < next) {
+		next = due
+	}
 	return next
 }
 
 // checksHeld reports whether the first ready op is a check held back by
-// MaxProbesPerBatch. Checks come last in the ready queue: once the first
+// MaxChecksPerBatch. Checks come last in the ready queue: once the first
 // is a check, the rest are checks too, all held back.
 func (c *Cache[P]) checksHeld() bool {
-	return c.ready[0].class == classProbe && c.cfg.MaxProbesPerBatch > 0 && c.probes >= c.cfg.MaxProbesPerBatch
+	return c.ready[0].class == classCheck && c.cfg.MaxChecksPerBatch > 0 && c.probes >= c.cfg.MaxChecksPerBatch
 }
 
 // NextBatch returns the first tick after the current one that starts a
@@ -343,8 +389,8 @@ func (c *Cache[P]) NextBatch() uint64 {
 
 // scheduleChecks files the entry's next liveness checks after a check of
 // kind (Register and Verify count as GetInfo checks) whose outcome was ok:
-// a Ping ProbeEvery ticks from now, and after a GetInfo check, a Probe
-// InfoProbeEvery ticks from now.
+// a ConnectCheck ConnectCheckEvery ticks from now, and after a GetInfo check, an InfoCheck
+// InfoCheckEvery ticks from now.
 //
 // The first checks after a registration or verification come sooner, at
 // a point of the interval that spreads them: the i-th registration's at
@@ -358,11 +404,11 @@ func (c *Cache[P]) scheduleChecks(path string, en *entry[P], kind Kind) {
 		i = c.firstChecks
 		c.firstChecks++
 	}
-	if every := c.cfg.ProbeEvery; every > 0 {
-		c.schedule(path, &en.pingAt, every-spread(i, every))
+	if every := c.cfg.ConnectCheckEvery; every > 0 {
+		c.schedule(path, &en.connectAt, every-spread(i, every))
 	}
-	if every := c.cfg.InfoProbeEvery; every > 0 && kind != Ping {
-		c.schedule(path, &en.probeAt, every-spread(i, every))
+	if every := c.cfg.InfoCheckEvery; every > 0 && kind != ConnectCheck {
+		c.schedule(path, &en.infoAt, every-spread(i, every))
 	}
 }
 
@@ -376,20 +422,20 @@ func spread(i, every uint64) uint64 {
 }
 
 // scheduleRetry files the check that follows a failed one of kind. A
-// failed Ping is followed by the next Ping as usual. A failed Probe is
-// repeated after the shorter of the two intervals, and no Ping comes
+// failed ConnectCheck is followed by the next ConnectCheck as usual. A failed InfoCheck is
+// repeated after the shorter of the two intervals, and no ConnectCheck comes
 // before it: a plugin that accepts connections and never answers fails
-// its checks in a row, where a Ping would succeed.
+// its checks in a row, where a ConnectCheck would succeed.
 func (c *Cache[P]) scheduleRetry(path string, en *entry[P], kind Kind) {
-	ping, info := c.cfg.ProbeEvery, c.cfg.InfoProbeEvery
-	if ping > 0 {
-		c.schedule(path, &en.pingAt, ping)
+	connect, info := c.cfg.ConnectCheckEvery, c.cfg.InfoCheckEvery
+	if connect > 0 {
+		c.schedule(path, &en.connectAt, connect)
 	}
-	if kind == Probe {
-		if ping > 0 && ping < info {
-			info = ping
+	if kind == InfoCheck {
+		if connect > 0 && connect < info {
+			info = connect
 		}
-		c.schedule(path, &en.probeAt, info)
+		c.schedule(path, &en.infoAt, info)
 	}
 }
 
@@ -405,29 +451,37 @@ func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
 
 // checkAt returns the tick of the entry's next liveness check, or 0.
 func checkAt[P any](en *entry[P]) uint64 {
-	if en.pingAt == 0 || en.probeAt != 0 && en.probeAt < en.pingAt {
-		return en.probeAt
+	if en.connectAt == 0 || en.infoAt != 0 && en.infoAt < en.connectAt {
+		return en.infoAt
 	}
-	return en.pingAt
+	return en.connectAt
 }
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations and verifications, then liveness checks (Probe when a
-// GetInfo check is due, else Ping), each group sorted by path,
+// registrations and verifications, then retries of pending
+// deregistrations (RetryDeRegister), then liveness checks (InfoCheck when a
+// GetInfo check is due, else ConnectCheck), each group sorted by path,
 // except that registrations that failed before come after first attempts
-// (fewest failures first).
+// (fewest failures first), and retries go by type in turn (see
+// AddPending). Until the first Observe, only retries are handed out.
 // Every returned op must be reported back with Done.
 func (c *Cache[P]) Next(limit int) []Op[P] {
-	if !c.observed {
-		return nil
+	var ops []Op[P]
+	if c.observed {
+		ops = c.nextReady(ops, limit, classCheck)
 	}
-	n := len(c.ready)
-	if limit > 0 {
-		n = min(n, limit)
+	ops = c.nextRetries(ops, limit)
+	if c.observed {
+		ops = c.nextReady(ops, limit, classCheck+1)
 	}
-	ops := make([]Op[P], 0, n) // at most n: the stale candidates make fewer
-	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) {
+	return ops
+}
+
+// nextReady appends to ops, up to limit ops in all, the ready ops of the
+// classes below below.
+func (c *Cache[P]) nextReady(ops []Op[P], limit, below int) []Op[P] {
+	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) && c.ready[0].class < below {
 		if c.checksHeld() {
 			break
 		}
@@ -444,13 +498,13 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 		c.nInFlight++
 		op := Op[P]{Path: cd.path, Attempt: 1}
 		switch {
-		case cd.class == classDeregister:
-			op.Kind, op.ID, op.Gen, op.Plugin = Deregister, en.have, en.haveGen, en.plugin
+		case cd.class == classDeRegister:
+			op.Kind, op.ID, op.Gen, op.Plugin = DeRegister, en.have, en.haveGen, en.plugin
 			op.Reason, op.Restored = en.deregisterReason(), en.unverified
-		case cd.class == classProbe:
-			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Ping, en.have, en.haveGen, en.plugin, en.probeFails+1
-			if en.probeAt != 0 && c.tick >= en.probeAt {
-				op.Kind = Probe // both due: the GetInfo check, which does what a Ping does
+		case cd.class == classCheck:
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = ConnectCheck, en.have, en.haveGen, en.plugin, en.checkFails+1
+			if en.infoAt != 0 && c.tick >= en.infoAt {
+				op.Kind = InfoCheck // both due: the GetInfo check, which does what a ConnectCheck does
 			}
 			c.probes++
 		case en.registered: // a restored registration to verify
@@ -538,9 +592,9 @@ func (h *minHeap[T]) pop() T {
 
 // Classes of due ops, in the order Next hands them out.
 const (
-	classDeregister = iota
+	classDeRegister = iota
 	classRegister   // Register and Verify
-	classProbe      // Probe and Ping
+	classCheck      // InfoCheck and ConnectCheck
 )
 
 // due returns the class of the op due for the entry now, or -1.
@@ -549,7 +603,7 @@ func (c *Cache[P]) due(en *entry[P]) int {
 	case en.inFlight:
 		return -1
 	case en.deregisterReason() != 0:
-		return classDeregister
+		return classDeRegister
 	case !en.desired:
 		return -1
 	case en.registered && en.unverified && c.tick >= en.retryAt:
@@ -559,7 +613,7 @@ func (c *Cache[P]) due(en *entry[P]) int {
 	case !en.registered && c.tick >= en.retryAt:
 		return classRegister
 	case en.registered && checkAt(en) != 0 && c.tick >= checkAt(en):
-		return classProbe
+		return classCheck
 	}
 	return -1
 }
@@ -569,17 +623,22 @@ func (c *Cache[P]) due(en *entry[P]) int {
 // For a Register, p is the plugin that was registered (ignored when err is
 // not nil); a failure schedules a retry and Done returns its delay in ticks,
 // or 0 when no retry is scheduled because the incarnation is gone. A
-// Deregister always succeeds: the plugin is no longer registered, whatever
+// DeRegister always succeeds: the plugin is no longer registered, whatever
 // its handler said. A failed Verify deregisters the restored plugin, as
 // replaced if err wraps ErrChanged, else as unhealthy; one whose err wraps
 // ErrUnchecked leaves it registered and is retried with backoff, and Done
-// returns the delay as for a Register. A Probe or Ping
+// returns the delay as for a Register. A InfoCheck or ConnectCheck
 // whose error wraps ErrChanged deregisters the plugin as replaced, to be
 // registered again at once; any other failure counts towards
-// ProbeFailures, and reaching it makes the plugin unhealthy: it is
+// CheckFailures, and reaching it makes the plugin unhealthy: it is
 // deregistered, then registered again with backoff once it answers. A
-// successful check ends the count.
+// successful check ends the count. A RetryDeRegister whose err is nil
+// drops its pending entry; any other err schedules the next retry, and
+// Done returns its delay (see AddPending).
 func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
+	if op.Kind == RetryDeRegister {
+		return c.retried(op, err)
+	}
 	en, ok := c.entries[op.Path]
 	if !ok || !en.inFlight {
 		panic(fmt.Sprintf("statecache: Done(%s %s) without an op in flight", op.Kind, op.Path))
@@ -601,10 +660,10 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 			retryTicks = c.backoff(op.Path, en)
 		}
 		if err == nil {
-			en.recovering, en.probeFails = false, 0
+			en.recovering, en.checkFails = false, 0
 			c.scheduleChecks(op.Path, en, Register)
 		}
-	case Deregister:
+	case DeRegister:
 		if en.registered {
 			c.nRegistered--
 		}
@@ -619,20 +678,20 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 		}
 	case Verify:
 		retryTicks = c.verified(op, en, err)
-	case Probe, Ping:
+	case InfoCheck, ConnectCheck:
 		switch {
 		case err == nil:
-			en.probeFails = 0
+			en.checkFails = 0
 			c.scheduleChecks(op.Path, en, op.Kind)
 		case !en.registered || en.have != op.ID:
 			// The socket went or changed meanwhile: its deregistration
 			// is due anyway.
 		case errors.Is(err, ErrChanged):
-			en.checkFailed, en.probeFails = Replaced, 0
+			en.checkFailed, en.checkFails = Replaced, 0
 		default:
-			en.probeFails++
-			if en.probeFails >= c.cfg.ProbeFailures {
-				en.unhealthy, en.probeFails = true, 0
+			en.checkFails++
+			if en.checkFails >= c.cfg.CheckFailures {
+				en.unhealthy, en.checkFails = true, 0
 			} else {
 				c.scheduleRetry(op.Path, en, op.Kind)
 			}
@@ -687,7 +746,7 @@ func (c *Cache[P]) update(path string, en *entry[P]) {
 	if class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
 		order := uint64(en.fails)
-		if class == classProbe {
+		if class == classCheck {
 			order = checkAt(en) // the longest due first, so a bound on checks starves none
 		}
 		c.ready.push(cand{class: class, order: order, path: path})
@@ -705,13 +764,14 @@ type Stats struct {
 	Registered int // plugins registered
 	InFlight   int // operations in flight
 	Backoff    int // sockets waiting for a retry
+	Pending    int // pending deregistrations
 }
 
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
 // O(sockets): it runs at every tick, also while thousands of checks wait
-// for their turn under MaxProbesPerBatch.
+// for their turn under MaxChecksPerBatch.
 func (c *Cache[P]) Stats() Stats {
-	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight}
+	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight + c.nRetrying, Pending: c.nPending}
 	for p := range c.retrying {
 		if en := c.entries[p]; en != nil && !en.inFlight && en.desired && !en.registered && en.retryAt > c.tick {
 			s.Backoff++

@@ -15,7 +15,8 @@
 //     at a known path is a replacement: the old incarnation is deregistered
 //     before the new one is registered;
 //   - Next returns deregistrations, then registrations and verifications of
-//     restored plugins, then liveness checks; registrations with fewer
+//     restored plugins, then retries of pending deregistrations, then
+//     liveness checks; registrations with fewer
 //     failures first, so new sockets are not held back by failing ones;
 //     ties by path, so the output is a pure function of the inputs;
 //   - at most one operation is in flight per path;
@@ -28,27 +29,28 @@
 //
 // # Liveness
 //
-// A registered plugin gets two kinds of check: a Ping (is anyone serving
-// the socket: a connect) every Config.ProbeEvery ticks, and a Probe (does
-// the plugin answer, and answer the same: GetInfo) every
-// Config.InfoProbeEvery ticks; either may be off. When both are due, the
-// Probe runs and the Ping is skipped: it does what a Ping does, and the
-// next Ping comes ProbeEvery ticks after it. The first checks after the
+// A registered plugin gets two kinds of check: a ConnectCheck (is anyone
+// serving the socket: a connect) every Config.ConnectCheckEvery ticks, and
+// an InfoCheck (does the plugin answer, and answer the same: GetInfo) every
+// Config.InfoCheckEvery ticks; either may be off. When both are due, the
+// InfoCheck runs and the ConnectCheck is skipped: it does what a
+// ConnectCheck does, and the next ConnectCheck comes ConnectCheckEvery
+// ticks after it. The first checks after the
 // registrations are spread evenly over each interval, however many come at
 // once (the i-th registration's come frac(i/φ) of an interval sooner, φ
 // the golden ratio), so that a burst of registrations becomes a steady
 // load of checks, not a burst of them every interval.
 // Config.CheckBatch gathers the checks due within that many ticks on one
-// tick, where they cost less than apart, and Config.MaxProbesPerBatch
+// tick, where they cost less than apart, and Config.MaxChecksPerBatch
 // bounds the checks of both kinds handed out per batch, the check due
 // longest first, so that none starves.
 //
 // A check that fails while the socket is still the one registered counts,
-// whatever its kind, and one that succeeds ends the count; a failed Probe
-// is repeated after the shorter of the two intervals, with no Ping before
+// whatever its kind, and one that succeeds ends the count; a failed InfoCheck
+// is repeated after the shorter of the two intervals, with no ConnectCheck before
 // it, so that a plugin that accepts connections and never answers fails in
 // a row.
-// Config.ProbeFailures failures in a row make the plugin unhealthy: it is
+// Config.CheckFailures failures in a row make the plugin unhealthy: it is
 // deregistered (reason Unhealthy), then registered again with backoff, and
 // that registration carries Op.Recovering. A check whose error wraps
 // ErrChanged (the plugin answers GetInfo differently, or is no longer
@@ -72,6 +74,35 @@
 //     then registers it again with backoff once it answers;
 //   - a socket that is gone, or has another identity, is deregistered
 //     (Op.Restored), then a new socket at the path is registered.
+//
+// # Pending deregistrations
+//
+// A handler's DeRegister that did not succeed is owed to it. AddPending
+// records it, keyed by the plugin's incarnation (PendingKey: type, name
+// and socket identity, so that two sockets that carry one name, as during
+// a rolling update, each get their DeRegister), and RestorePending records
+// one that an earlier run owed, from the state file. Next hands out its
+// retry (RetryDeRegister) at once, before the first Observe too, and Done
+// reports it like any other op:
+//   - a retry whose err is nil drops the entry; any other is retried after
+//     1, 2, 4, ... ticks, capped at Config.MaxBackoff;
+//   - DropPending, when a plugin of the same type and name registers,
+//     drops every entry of the name: the handler would take an older
+//     one's DeRegister for the new plugin's. The outcome of a retry in
+//     flight then, or of one whose entry was replaced by a new
+//     AddPending of its key, is ignored, and one key has at most one
+//     retry in flight;
+//   - at most Config.MaxPending entries: AddPending refuses a new key
+//     beyond it;
+//   - at most Config.RetryInFlight retries in flight, and at most half of
+//     that (at least one) of one plugin type, so that a handler that hangs
+//     holds half of them and the other types share the rest; the types
+//     take turns, in name order, each type's oldest entry first;
+//   - retries come after registrations and before liveness checks in
+//     Next, and NextDue includes their retry times.
+//
+// PendingList is what the caller saves, the entries sorted by key, and
+// PendingChanges what changed in it since the caller last asked.
 //
 // The package does no I/O, reads no clock, starts no goroutine, takes no
 // lock and does not log. A Cache is not safe for concurrent use: one

@@ -12,18 +12,24 @@ import (
 // FuzzCache drives the cache with random inputs and checks its promises:
 // at most one op per path in flight, deregistrations before registrations,
 // never a registration over a registered incarnation, liveness checks only
-// of the registered incarnation, a Probe rather than a Ping when both are
-// due, at most MaxProbesPerBatch checks a tick, no op due before NextDue,
+// of the registered incarnation, an InfoCheck rather than a ConnectCheck when both are
+// due, at most MaxChecksPerBatch checks a tick, no op due before NextDue,
 // Stats equal to a count of the entries, and convergence once the inputs
 // stop and every op succeeds: then exactly the sockets the scanner last
 // reported are registered, each as the incarnation last seen at its path
 // (a simple model of the Observe calls says which), and nothing else, as
-// the cache itself and the ops it handed out both tell.
+// the cache itself and the ops it handed out both tell. Pending
+// deregistrations come and go among them: at most MaxPending, at most
+// RetryInFlight retries in flight and half of that per type, one per key,
+// none of a type and name after DropPending, and none left at the end.
 func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
+	f.Add([]byte{0, 8, 0, 8, 1, 8, 6, 8, 7, 4, 0, 10, 1, 10, 0, 9, 4, 4, 0, 3, 1, 4, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New[string](Config{MaxBackoff: 4, ProbeEvery: 2, InfoProbeEvery: 3, ProbeFailures: 2, MaxProbesPerBatch: 2})
+		c := New[string](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
+			MaxPending: 5, RetryInFlight: 3})
+		pf := newPendingFuzz(t, c)
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
@@ -47,6 +53,10 @@ func FuzzCache(f *testing.F) {
 			}
 			seenRegister := false
 			for _, op := range ops {
+				if op.Kind == RetryDeRegister {
+					pf.started(op)
+					continue
+				}
 				if _, dup := inFlight[op.Path]; dup {
 					t.Fatalf("two ops in flight for %s", op.Path)
 				}
@@ -56,7 +66,7 @@ func FuzzCache(f *testing.F) {
 					if _, ok := registered[op.Path]; ok {
 						t.Fatalf("register %s while registered", op.Path)
 					}
-				case Verify, Probe, Ping:
+				case Verify, InfoCheck, ConnectCheck:
 					seenRegister = true
 					if id, ok := registered[op.Path]; !ok || id != op.ID {
 						t.Fatalf("%s %s ID %v, registered %v (%t)", op.Kind, op.Path, op.ID, id, ok)
@@ -70,7 +80,7 @@ func FuzzCache(f *testing.F) {
 					if checks++; checks > 2 {
 						t.Fatalf("%d checks in tick %d, want at most 2", checks, c.tick)
 					}
-				case Deregister:
+				case DeRegister:
 					if seenRegister {
 						t.Fatalf("deregistration after a registration in %v", ops)
 					}
@@ -88,10 +98,10 @@ func FuzzCache(f *testing.F) {
 			}
 			delete(inFlight, path)
 			var err error
-			if fail && op.Kind != Deregister {
+			if fail && op.Kind != DeRegister {
 				err = errors.New("fail")
 				switch {
-				case (op.Kind == Verify || op.Kind == Probe) && op.ID.Ino%2 == 0:
+				case (op.Kind == Verify || op.Kind == InfoCheck) && op.ID.Ino%2 == 0:
 					err = fmt.Errorf("other: %w", ErrChanged)
 				case op.Kind == Verify && op.ID.Ino%4 == 1:
 					err = fmt.Errorf("handler down: %w", ErrUnchecked)
@@ -99,7 +109,7 @@ func FuzzCache(f *testing.F) {
 			}
 			c.Done(op, path, err)
 			switch {
-			case op.Kind == Deregister:
+			case op.Kind == DeRegister:
 				delete(registered, path)
 			case op.Kind == Register && err == nil:
 				registered[path] = op.ID
@@ -116,7 +126,7 @@ func FuzzCache(f *testing.F) {
 		for i := 0; i+1 < len(prog); i += 2 {
 			path := paths[int(prog[i+1])%len(paths)]
 			id := scan.ID{Ino: uint64(prog[i+1] >> 2)}
-			switch prog[i] % 8 {
+			switch prog[i] % 11 {
 			case 0:
 				c.Observe(scan.Changes{Added: []scan.Entry{{Path: path, ID: id}}})
 				seen[path] = id
@@ -138,8 +148,11 @@ func FuzzCache(f *testing.F) {
 				for range prog[i+1] % 16 {
 					tick()
 				}
+			case 8, 9, 10:
+				pf.step(prog[i]%11-8, prog[i+1])
 			}
 			checkStats(t, c)
+			pf.check()
 		}
 		// Let everything succeed: the cache must converge within a bounded
 		// number of rounds.
@@ -151,10 +164,11 @@ func FuzzCache(f *testing.F) {
 			for p := range inFlight {
 				done(p, false)
 			}
+			pf.doneAll()
 			if idle(c) {
 				break
 			}
-			c.Tick() // one at a time: with MaxProbesPerBatch, probes are handed out per tick
+			c.Tick() // one at a time: with MaxChecksPerBatch, probes are handed out per tick
 			next(0)
 		}
 		checkStats(t, c)
@@ -195,7 +209,7 @@ func checkConverged(t *testing.T, c *Cache[string], seen, registered map[string]
 // over every entry.
 func checkStats(t *testing.T, c *Cache[string]) {
 	t.Helper()
-	var want Stats
+	want := Stats{InFlight: c.nRetrying, Pending: len(c.PendingList())}
 	for _, en := range c.entries {
 		switch {
 		case en.inFlight:
@@ -212,5 +226,110 @@ func checkStats(t *testing.T, c *Cache[string]) {
 	}
 	if got := c.Stats(); got != want {
 		t.Fatalf("Stats() = %+v, counted %+v", got, want)
+	}
+}
+
+// pendingFuzz drives the pending deregistrations of a cache in FuzzCache,
+// and checks their rules.
+type pendingFuzz struct {
+	t        *testing.T
+	c        *Cache[string]
+	inFlight map[PendingKey]Op[string]
+	saved    map[PendingKey]Pending[string] // the list kept up to date with PendingChanges
+}
+
+func newPendingFuzz(t *testing.T, c *Cache[string]) *pendingFuzz {
+	return &pendingFuzz{t: t, c: c, inFlight: map[PendingKey]Op[string]{}, saved: map[PendingKey]Pending[string]{}}
+}
+
+// key returns the pending key arg picks: two types, three names, four
+// socket identities.
+func (pf *pendingFuzz) key(arg byte) PendingKey {
+	return PendingKey{Type: []string{"t0", "t1"}[arg&1], Name: []string{"a", "b", "c"}[int(arg>>1)%3], ID: scan.ID{Ino: uint64(arg>>3) % 4}}
+}
+
+// step runs one fuzz command: 0 AddPending, 1 DropPending, 2 Done of a
+// retry in flight (failed when arg is odd).
+func (pf *pendingFuzz) step(cmd, arg byte) {
+	k := pf.key(arg)
+	switch cmd {
+	case 0:
+		before := pf.c.nPending
+		if !pf.c.AddPending(k, k.Type+"/"+k.Name, Removed, uint64(arg)) && before < pf.c.cfg.MaxPending {
+			pf.t.Fatalf("AddPending(%v) refused with %d entries", k, before)
+		}
+	case 1:
+		pf.c.DropPending(k.Type, k.Name)
+		for _, pd := range pf.c.PendingList() {
+			if pd.Key.Type == k.Type && pd.Key.Name == k.Name {
+				pf.t.Fatalf("DropPending(%s, %s) left %v", k.Type, k.Name, pd.Key)
+			}
+		}
+	case 2:
+		for key, op := range pf.inFlight {
+			var err error
+			if arg&1 == 1 {
+				err = errors.New("fail")
+			}
+			delete(pf.inFlight, key)
+			pf.c.Done(op, "", err)
+			return
+		}
+	}
+}
+
+// started records a retry Next handed out.
+func (pf *pendingFuzz) started(op Op[string]) {
+	if _, dup := pf.inFlight[op.Pending]; dup {
+		pf.t.Fatalf("two retries of %v in flight", op.Pending)
+	}
+	if op.Plugin != op.Pending.Type+"/"+op.Pending.Name {
+		pf.t.Fatalf("retry of %v carries %q", op.Pending, op.Plugin)
+	}
+	pf.inFlight[op.Pending] = op
+}
+
+// doneAll reports every retry in flight as delivered.
+func (pf *pendingFuzz) doneAll() {
+	for key, op := range pf.inFlight {
+		delete(pf.inFlight, key)
+		pf.c.Done(op, "", nil)
+	}
+}
+
+// check compares the counts of the cache with the retries in flight, and
+// checks the bounds.
+func (pf *pendingFuzz) check() {
+	perType := map[string]int{}
+	for k := range pf.inFlight {
+		perType[k.Type]++
+	}
+	if len(pf.inFlight) > pf.c.cfg.RetryInFlight || pf.c.nRetrying != len(pf.inFlight) {
+		pf.t.Fatalf("%d retries in flight, cache counts %d, bound %d", len(pf.inFlight), pf.c.nRetrying, pf.c.cfg.RetryInFlight)
+	}
+	for typ, n := range perType {
+		if n > pf.c.retryShare() || pf.c.retriesOf[typ] != n {
+			pf.t.Fatalf("%d retries of %s in flight, cache counts %d, share %d", n, typ, pf.c.retriesOf[typ], pf.c.retryShare())
+		}
+	}
+	list := pf.c.PendingList()
+	if n := len(list); n > pf.c.cfg.MaxPending || n != pf.c.Stats().Pending {
+		pf.t.Fatalf("%d pending, Stats %d, bound %d", n, pf.c.Stats().Pending, pf.c.cfg.MaxPending)
+	}
+	put, gone := pf.c.PendingChanges()
+	for _, pd := range put {
+		pf.saved[pd.Key] = pd
+	}
+	for _, k := range gone {
+		delete(pf.saved, k)
+	}
+	if !maps.Equal(pf.saved, maps.Collect(func(yield func(PendingKey, Pending[string]) bool) {
+		for _, pd := range list {
+			if !yield(pd.Key, pd) {
+				return
+			}
+		}
+	})) {
+		pf.t.Fatalf("list kept with PendingChanges %v, PendingList %v", pf.saved, list)
 	}
 }

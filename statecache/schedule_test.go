@@ -87,11 +87,11 @@ func TestReadyHeapOrder(t *testing.T) {
 }
 
 // TestCheckBatch checks that with CheckBatch the checks fall due only on
-// ticks that are multiples of it, that MaxProbesPerBatch bounds each
+// ticks that are multiples of it, that MaxChecksPerBatch bounds each
 // batch, and that every plugin is still checked.
 func TestCheckBatch(t *testing.T) {
 	const batch, perBatch, plugins = 5, 4, 10
-	c := New[string](Config{MaxBackoff: 1, ProbeEvery: 7, ProbeFailures: 1, CheckBatch: batch, MaxProbesPerBatch: perBatch})
+	c := New[string](Config{MaxBackoff: 1, ConnectCheckEvery: 7, CheckFailures: 1, CheckBatch: batch, MaxChecksPerBatch: perBatch})
 	var added []scan.Entry
 	for i := range plugins {
 		added = append(added, scan.Entry{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
@@ -105,11 +105,11 @@ func TestCheckBatch(t *testing.T) {
 	for range 100 {
 		c.Tick()
 		for _, op := range c.Next(0) {
-			if op.Kind != Ping {
-				t.Fatalf("tick %d: %s %s, want only Pings", c.Ticks(), op.Kind, op.Path)
+			if op.Kind != ConnectCheck {
+				t.Fatalf("tick %d: %s %s, want only ConnectChecks", c.Ticks(), op.Kind, op.Path)
 			}
 			if c.Ticks()%batch != 0 {
-				t.Errorf("Ping of %s at tick %d, not a multiple of %d", op.Path, c.Ticks(), batch)
+				t.Errorf("ConnectCheck of %s at tick %d, not a multiple of %d", op.Path, c.Ticks(), batch)
 			}
 			checked[op.Path]++
 			perWindow[c.Ticks()/batch]++
@@ -138,7 +138,7 @@ func TestNextDue(t *testing.T) {
 	b := scan.Entry{Path: "/p/b.sock", ID: scan.ID{Ino: 2}}
 	d := scan.Entry{Path: "/p/d.sock", ID: scan.ID{Ino: 3}}
 	fail := errors.New("refused")
-	cfg := Config{MaxBackoff: 8, ProbeEvery: 30, InfoProbeEvery: 300, ProbeFailures: 3, CheckBatch: 10, MaxProbesPerBatch: 1}
+	cfg := Config{MaxBackoff: 8, ConnectCheckEvery: 30, InfoCheckEvery: 300, CheckFailures: 3, CheckBatch: 10, MaxChecksPerBatch: 1}
 	tests := []struct {
 		name string
 		run  func(c *Cache[string])
@@ -166,6 +166,21 @@ func TestNextDue(t *testing.T) {
 			c.Observe(scan.Changes{Added: []scan.Entry{a, b}})
 			c.Next(1)
 		}, 1},
+		{"a pending deregistration, due at once", func(c *Cache[string]) {
+			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
+		}, 1},
+		{"a pending deregistration's second retry", func(c *Cache[string]) {
+			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
+			c.Done(c.Next(0)[0], "", fail)
+			c.Tick()
+			c.Done(c.Next(0)[0], "", fail)
+		}, 3},
+		{"retries beyond RetryInFlight wait for a Done", func(c *Cache[string]) {
+			c.cfg.RetryInFlight = 1
+			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
+			c.AddPending(PendingKey{Type: "t", Name: "b"}, "", Removed, 0)
+			c.Next(0)
+		}, 0},
 		{"checks beyond the bound wait for the next batch", func(c *Cache[string]) {
 			c.Observe(scan.Changes{Added: []scan.Entry{a, b, d}})
 			for _, op := range c.Next(0) {
@@ -193,10 +208,14 @@ func TestNextDue(t *testing.T) {
 }
 
 // TestNextDueMissesNothing walks a cache with failing registrations,
-// checks in batches and a bound on them, waking only at NextDue: no op
-// falls due on a tick it slept through, and every op still comes.
+// checks in batches and a bound on them, and failing retries of pending
+// deregistrations, waking only at NextDue: no op falls due on a tick it
+// slept through, and every op still comes.
 func TestNextDueMissesNothing(t *testing.T) {
-	c := New[string](Config{MaxBackoff: 16, ProbeEvery: 7, InfoProbeEvery: 23, ProbeFailures: 2, CheckBatch: 4, MaxProbesPerBatch: 3})
+	c := New[string](Config{MaxBackoff: 16, ConnectCheckEvery: 7, InfoCheckEvery: 23, CheckFailures: 2, CheckBatch: 4, MaxChecksPerBatch: 3, RetryInFlight: 2})
+	for i := range 6 {
+		c.AddPending(PendingKey{Type: fmt.Sprint("t", i%2), Name: fmt.Sprint(i), ID: scan.ID{Ino: uint64(i)}}, "", Removed, 0)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var added []scan.Entry
 	for i := range 12 {
@@ -230,7 +249,10 @@ func TestNextDueMissesNothing(t *testing.T) {
 		c.Tick()
 		wakes++
 	}
-	for _, k := range []Kind{Register, Deregister, Probe, Ping} {
+	if c.Stats().Pending != 0 {
+		t.Errorf("%d deregistrations still pending after 2000 ticks", c.Stats().Pending)
+	}
+	for _, k := range []Kind{Register, DeRegister, InfoCheck, ConnectCheck, RetryDeRegister} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in 2000 ticks: %v", k, kinds)
 		}

@@ -2,6 +2,7 @@ package statecache
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,23 +14,39 @@ import (
 	"github.com/plugreg/plugreg/scan"
 )
 
+// update rewrites the expected output of the scripts with what they print.
+var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
+
 // TestScripts runs the scripts in testdata/*.txt. A script is a list of
 // commands, one per line; the lines after a command that start with "> "
-// are what the command must print, in order. Commands:
+// are what the command must print, in order (go test -update rewrites
+// them). Commands:
 //
-//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES [MAXPROBESPERTICK [INFOPROBEEVERY]]]
+//	new MAXBACKOFF [PROBEEVERY PROBEFAILURES [MAXPROBESPERTICK [INFOPROBEEVERY]]] [maxpending=N] [retries=N]
 //	                         start a fresh cache (the default: MaxBackoff 8, no checks);
-//	                         PROBEEVERY paces the Pings, INFOPROBEEVERY the Probes
+//	                         PROBEEVERY paces the ConnectChecks, INFOPROBEEVERY the InfoChecks;
+//	                         maxpending is Config.MaxPending, retries Config.RetryInFlight
 //	restore PATH INO NAME    a registration restored from an earlier run
+//	pend TYPE/NAME INO REASON [STAMP]
+//	                         a DeRegister of the incarnation failed (AddPending); prints "refused"
+//	                         when not recorded. The plugin carried is "TYPE/NAME@INO".
+//	restore-pending TYPE/NAME INO REASON
+//	                         a pending deregistration restored from an earlier run
+//	drop TYPE/NAME           a plugin of the type and name registered (DropPending); prints "dropped N"
+//	pending                  print the pending deregistrations: "TYPE/NAME ino=I reason=R"
+//	changes                  print the changes to them since the last call (PendingChanges):
+//	                         "put TYPE/NAME@INO reason=R", "gone TYPE/NAME@INO"
 //	add PATH INO             the scanner saw a new socket with identity INO
 //	replace PATH INO         the socket at PATH got identity INO
 //	remove PATH              the socket at PATH is gone
 //	tick [N]                 advance logical time by N ticks (default 1)
 //	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A [recovering]",
 //	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N attempt=A",
-//	                         "probe PATH ino=I name=N attempt=A", "ping PATH ino=I name=N attempt=A"
-//	done PATH [ok NAME|fail|changed|unchecked]
-//	                         report the op in flight for PATH; prints "retry in N" when a retry is scheduled
+//	                         "info check PATH ino=I name=N attempt=A", "connect check PATH ino=I name=N attempt=A",
+//	                         "retry TYPE/NAME@INO reason=R attempt=A stamp=S"
+//	done PATH|TYPE/NAME@INO [ok NAME|fail|changed|unchecked]
+//	                         report the op in flight for PATH, or the retry of the pending
+//	                         deregistration; prints "retry in N" when a retry is scheduled
 //	stats                    print "desired=D registered=R inflight=F backoff=B idle=true|false"
 //
 // Blank lines and lines starting with # are ignored.
@@ -44,7 +61,12 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runScript(t, string(data))
+			out := runScript(t, string(data))
+			if *update {
+				if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 }
@@ -83,21 +105,42 @@ func newHarness(cfg Config) *harness {
 	return &harness{c: New[string](cfg), inFlight: map[string]Op[string]{}}
 }
 
-func runScript(t *testing.T, text string) {
+// runScript runs the script text, and returns it with the output the
+// commands printed in place of the expected one.
+func runScript(t *testing.T, text string) string {
 	h := newHarness(Config{MaxBackoff: 8})
+	lines := strings.Split(text, "\n")
+	var out []string
+	at := 0 // lines copied to out so far
 	for _, s := range parseScript(text) {
 		got, err := h.exec(s.cmd)
 		if err != nil {
 			t.Fatalf("line %d: %s: %v", s.line, s.cmd, err)
 		}
-		if diff := cmp.Diff(s.want, got); diff != "" {
+		if diff := cmp.Diff(s.want, got); diff != "" && !*update {
 			t.Errorf("line %d: %s: output (-want +got):\n%s", s.line, s.cmd, diff)
 		}
+		out = append(out, lines[at:s.line]...)
+		for _, g := range got {
+			out = append(out, "> "+g)
+		}
+		for at = s.line; at < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[at]), ">"); at++ {
+		}
 	}
+	return strings.Join(append(out, lines[at:]...), "\n")
 }
 
 func (h *harness) exec(cmd string) ([]string, error) {
-	f := strings.Fields(cmd)
+	f, opts := strings.Fields(cmd), map[string]uint64{}
+	for len(f) > 1 && strings.Contains(f[len(f)-1], "=") {
+		k, v, _ := strings.Cut(f[len(f)-1], "=")
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		opts[k] = n
+		f = f[:len(f)-1]
+	}
 	arg := func(i int) string {
 		if i < len(f) {
 			return f[i]
@@ -120,7 +163,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 			return nil, err
 		}
-		*h = *newHarness(Config{MaxBackoff: n, ProbeEvery: every, InfoProbeEvery: infoEvery, ProbeFailures: int(fails), MaxProbesPerBatch: perTick})
+		*h = *newHarness(Config{MaxBackoff: n, ConnectCheckEvery: every, InfoCheckEvery: infoEvery, CheckFailures: int(fails), MaxChecksPerBatch: perTick,
+			MaxPending: int(opts["maxpending"]), RetryInFlight: int(opts["retries"])})
+	case "pend", "restore-pending", "drop", "pending", "changes":
+		return h.execPending(f)
 	case "restore":
 		ino, err := num(2, 0)
 		if err != nil || arg(3) == "" {
@@ -155,10 +201,14 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		}
 		var out []string
 		for _, op := range h.c.Next(int(n)) {
-			if _, dup := h.inFlight[op.Path]; dup {
-				return nil, fmt.Errorf("second op in flight for %s", op.Path)
+			k := opKey(op)
+			if _, dup := h.inFlight[k]; dup {
+				return nil, fmt.Errorf("second op in flight for %s", k)
 			}
-			h.inFlight[op.Path] = op
+			if op.Kind == RetryDeRegister && op.Plugin != k {
+				return nil, fmt.Errorf("retry of %s carries plugin %q", k, op.Plugin)
+			}
+			h.inFlight[k] = op
 			out = append(out, formatOp(op))
 		}
 		return out, nil
@@ -195,9 +245,89 @@ func (h *harness) exec(cmd string) ([]string, error) {
 	return nil, nil
 }
 
+// opKey is what the harness knows an op in flight by: its path, or for a
+// retry of a pending deregistration "TYPE/NAME@INO".
+func opKey(op Op[string]) string {
+	if op.Kind == RetryDeRegister {
+		return pendingText(op.Pending)
+	}
+	return op.Path
+}
+
+// pendingText is the text of a pending key: "TYPE/NAME@INO".
+func pendingText(k PendingKey) string {
+	return fmt.Sprintf("%s/%s@%d", k.Type, k.Name, k.ID.Ino)
+}
+
+// reasons are the Reasons by their text in scripts.
+var reasons = map[string]Reason{"removed": Removed, "replaced": Replaced, "unhealthy": Unhealthy, "rolled-back": RolledBack}
+
+// execPending runs the commands of pending deregistrations: pend,
+// restore-pending, drop and pending.
+func (h *harness) execPending(f []string) ([]string, error) {
+	if f[0] == "changes" {
+		var out []string
+		put, gone := h.c.PendingChanges()
+		for _, pd := range put {
+			out = append(out, fmt.Sprintf("put %s reason=%s", pendingText(pd.Key), pd.Reason))
+		}
+		for _, k := range gone {
+			out = append(out, "gone "+pendingText(k))
+		}
+		return out, nil
+	}
+	if f[0] == "pending" {
+		var out []string
+		for _, pd := range h.c.PendingList() {
+			if pd.Plugin != pendingText(pd.Key) {
+				return nil, fmt.Errorf("pending %s carries plugin %q", pendingText(pd.Key), pd.Plugin)
+			}
+			out = append(out, fmt.Sprintf("%s/%s ino=%d reason=%s", pd.Key.Type, pd.Key.Name, pd.Key.ID.Ino, pd.Reason))
+		}
+		if n := h.c.Stats().Pending; n != len(out) {
+			return nil, fmt.Errorf("Stats().Pending = %d, listed %d", n, len(out))
+		}
+		return out, nil
+	}
+	typ, name, ok := strings.Cut(f[1], "/")
+	if !ok {
+		return nil, fmt.Errorf("want TYPE/NAME, got %q", f[1])
+	}
+	if f[0] == "drop" {
+		return []string{fmt.Sprintf("dropped %d", h.c.DropPending(typ, name))}, nil
+	}
+	if len(f) < 4 {
+		return nil, fmt.Errorf("want %s TYPE/NAME INO REASON", f[0])
+	}
+	ino, err := strconv.ParseUint(f[2], 10, 64)
+	reason, known := reasons[f[3]]
+	if err != nil || !known {
+		return nil, fmt.Errorf("want %s TYPE/NAME INO REASON: %v, reason %q", f[0], err, f[3])
+	}
+	var stamp uint64
+	if len(f) > 4 {
+		if stamp, err = strconv.ParseUint(f[4], 10, 64); err != nil {
+			return nil, err
+		}
+	}
+	k := PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
+	var added bool
+	if f[0] == "restore-pending" {
+		added = h.c.RestorePending(k, pendingText(k), reason)
+	} else {
+		added = h.c.AddPending(k, pendingText(k), reason, stamp)
+	}
+	if !added {
+		return []string{"refused"}, nil
+	}
+	return nil, nil
+}
+
 func formatOp(op Op[string]) string {
 	switch op.Kind {
-	case Deregister:
+	case RetryDeRegister:
+		return fmt.Sprintf("retry %s reason=%s attempt=%d stamp=%d", pendingText(op.Pending), op.Reason, op.Attempt, op.Stamp)
+	case DeRegister:
 		s := fmt.Sprintf("deregister %s ino=%d name=%s reason=%s", op.Path, op.ID.Ino, op.Plugin, op.Reason)
 		if op.Restored {
 			s += " restored"
@@ -205,7 +335,7 @@ func formatOp(op Op[string]) string {
 		return s
 	case Verify:
 		fallthrough
-	case Probe, Ping:
+	case InfoCheck, ConnectCheck:
 		return fmt.Sprintf("%s %s ino=%d name=%s attempt=%d", op.Kind, op.Path, op.ID.Ino, op.Plugin, op.Attempt)
 	}
 	s := fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
@@ -216,12 +346,15 @@ func formatOp(op Op[string]) string {
 }
 
 // idle reports whether no operation is in flight or due, now or later:
-// every desired socket is registered and verified, nothing else is, and no
-// check is due.
+// every desired socket is registered and verified, nothing else is, no
+// check is due, and no deregistration is pending.
 func idle[P any](c *Cache[P]) bool {
+	if c.nPending > 0 || c.nRetrying > 0 {
+		return false
+	}
 	for _, en := range c.entries {
 		if en.inFlight || en.desired != en.registered || en.deregisterReason() != 0 ||
-			en.unverified || c.due(en) == classProbe {
+			en.unverified || c.due(en) == classCheck {
 			return false
 		}
 	}

@@ -10,7 +10,7 @@
 // a live socket or a file that is not a socket, and the socket is removed
 // when serving stops.
 //
-// It depends on the agent's packages only for [plugins.ListenUnix], the
+// It depends on the agent's packages only for [api.ListenUnix], the
 // socket set-up the agent uses for its own API; never on register,
 // statecache or scan. With the agent it shares only the wire API in
 // proto/pluginregistration/v1.

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/plugreg/plugreg/plugins"
-
+	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -32,33 +32,17 @@ var csiInfo = &pluginregistration.PluginInfo{
 	SupportedVersions: []string{"1.0.0", "1.2.0"},
 }
 
-// socketPath returns a socket path in a fresh directory. It uses
-// os.MkdirTemp rather than t.TempDir, whose long paths can overflow
-// sun_path on macOS.
+// socketPath returns a socket path in a fresh short directory.
 func socketPath(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "plg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) }) // fails harmlessly under wine
-	return filepath.Join(dir, "p.sock")
-}
-
-// skipWithoutAFUnix skips the test if err says the system has no AF_UNIX
-// sockets (wine, old Windows).
-func skipWithoutAFUnix(t *testing.T, err error) {
-	t.Helper()
-	if err != nil && afUnixUnsupported(err) {
-		t.Skipf("AF_UNIX sockets are not supported here: %v", err)
-	}
+	return filepath.Join(sockettest.Dir(t), "p.sock")
 }
 
 // listen is Listen for a path the test expects to be free.
 func listen(t *testing.T, path string) net.Listener {
 	t.Helper()
 	l, err := Listen(path)
-	skipWithoutAFUnix(t, err)
+	sockettest.SkipWithoutAFUnix(t, err)
 	if err != nil {
 		t.Fatalf("Listen(%q) error: %v", path, err)
 	}
@@ -248,7 +232,7 @@ func TestServe(t *testing.T) {
 	for serving := false; !serving; {
 		select {
 		case err := <-done: // failed to listen
-			skipWithoutAFUnix(t, err)
+			sockettest.SkipWithoutAFUnix(t, err)
 			t.Fatalf("Serve = %v before being cancelled", err)
 		case msg := <-msgs:
 			serving = msg == "serving"
@@ -280,8 +264,8 @@ func TestServeNotSocket(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := (&Plugin{Info: csiInfo}).Serve(ctx, path)
-	if !errors.Is(err, plugins.ErrNotSocket) {
-		t.Errorf("Serve on a regular file = %v, want %v", err, plugins.ErrNotSocket)
+	if !errors.Is(err, api.ErrNotSocket) {
+		t.Errorf("Serve on a regular file = %v, want %v", err, api.ErrNotSocket)
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != "data" {
 		t.Errorf("file after Serve: %q, %v; want %q, nil", b, err, "data")
@@ -291,7 +275,7 @@ func TestServeNotSocket(t *testing.T) {
 func TestListen(t *testing.T) {
 	tests := []struct {
 		name string
-		// setup prepares the path; it calls skipWithoutAFUnix if it creates a socket.
+		// setup prepares the path; it calls SkipWithoutAFUnix if it creates a socket.
 		setup     func(t *testing.T, path string)
 		wantErr   error // nil: success; errAny: any error
 		wantAfter func(t *testing.T, path string)
@@ -304,7 +288,7 @@ func TestListen(t *testing.T) {
 			name: "stale socket",
 			setup: func(t *testing.T, path string) {
 				l, err := net.Listen("unix", path)
-				skipWithoutAFUnix(t, err)
+				sockettest.SkipWithoutAFUnix(t, err)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -316,13 +300,13 @@ func TestListen(t *testing.T) {
 			name: "live socket",
 			setup: func(t *testing.T, path string) {
 				l, err := net.Listen("unix", path)
-				skipWithoutAFUnix(t, err)
+				sockettest.SkipWithoutAFUnix(t, err)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { l.Close() })
 			},
-			wantErr: plugins.ErrInUse,
+			wantErr: api.ErrInUse,
 			wantAfter: func(t *testing.T, path string) {
 				c, err := net.Dial("unix", path)
 				if err != nil {
@@ -339,7 +323,7 @@ func TestListen(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			wantErr: plugins.ErrNotSocket,
+			wantErr: api.ErrNotSocket,
 			wantAfter: func(t *testing.T, path string) {
 				if b, err := os.ReadFile(path); err != nil || string(b) != "data" {
 					t.Errorf("file after Listen: %q, %v; want %q, nil", b, err, "data")
@@ -353,7 +337,7 @@ func TestListen(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			wantErr: plugins.ErrNotSocket,
+			wantErr: api.ErrNotSocket,
 			wantAfter: func(t *testing.T, path string) {
 				if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
 					t.Errorf("directory after Listen: %v, %v; want a directory", fi, err)
@@ -366,7 +350,7 @@ func TestListen(t *testing.T) {
 			path := socketPath(t)
 			tc.setup(t, path)
 			l, err := Listen(path)
-			skipWithoutAFUnix(t, err)
+			sockettest.SkipWithoutAFUnix(t, err)
 			switch {
 			case tc.wantErr == nil && err != nil:
 				t.Fatalf("Listen(%q) error: %v", path, err)

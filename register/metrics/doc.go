@@ -39,8 +39,8 @@
 //	plugreg_scan_duration_seconds                      histogram  time one scan takes; buckets from 100 µs to 2.5 s
 //	plugreg_scans_total                                counter    scans
 //	plugreg_scan_entries                               gauge      sockets the last scan saw
-//	plugreg_operations_in_flight                       gauge      registrations, deregistrations, verifications
-//	                                                              and probes running
+//	plugreg_operations_in_flight                       gauge      registrations, deregistrations, verifications,
+//	                                                              liveness checks and retried deregistrations running
 //	plugreg_sockets_in_backoff                         gauge      sockets waiting to retry a registration
 //	plugreg_pending_deregistrations                    gauge      handler deregistrations that failed and wait
 //	                                                              to be delivered again
@@ -49,6 +49,14 @@
 //	plugreg_watch_clients                              gauge      clients watching the registry
 //	plugreg_watch_resyncs_total                        counter    resync snapshots sent to watchers that fell
 //	                                                              behind or resumed from a revision no longer held
+//	plugreg_publish_in_sync                            gauge      1 when etcd holds the registry (this and the
+//	                                                              next six: with run --publish only)
+//	plugreg_publish_lag_revisions                      gauge      registry revisions not yet in etcd
+//	plugreg_publish_last_sync_timestamp_seconds        gauge      Unix time of the last successful sync
+//	plugreg_publish_lease_alive                        gauge      1 while the node's lease is kept alive
+//	plugreg_publish_syncs_total                        counter    successful syncs to etcd
+//	plugreg_publish_errors_total                       counter    failed syncs and lease operations
+//	plugreg_publish_writes_total                       counter    keys written to or deleted from etcd
 //	go_goroutines                                      gauge      goroutines of the agent
 //	plugin_manager_total_plugins{socket_path,state}    gauge      the kubelet's: 1 per socket the scanner sees
 //	                                                              (state="desired_state_of_world") and per socket

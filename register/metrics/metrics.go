@@ -40,6 +40,9 @@ type Sources struct {
 	Resyncs          func() uint64                     // plugreg_watch_resyncs_total
 	Sockets          func() (desired, actual []string) // socket paths: plugin_manager_total_plugins
 	Ignored          func() map[string]uint64          // sockets the scan left out, by reason: plugreg_sockets_ignored_total
+	// Publish is the fleet publisher's state: plugreg_publish_* and a
+	// second part of the /healthz line. Nil: no --publish.
+	Publish func() Publish
 }
 
 func (s Sources) agent() register.Status {
@@ -52,7 +55,8 @@ func (s Sources) agent() register.Status {
 // Handler serves:
 //
 //   - /metrics: every metric in the Prometheus text format 0.0.4;
-//   - /healthz: 200 "ok" while the reconcile loop ticked at most stale
+//   - /healthz: 200 "ok" (with --publish, "ok; " and the fleet
+//     publisher's one-line health) while the reconcile loop ticked at most stale
 //     ago and no scan has been running for more than stale, else 503 and
 //     the reason ("scan running for 12s (bound 10s)"); a non-positive
 //     stale accepts any age;
@@ -78,6 +82,10 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if reason := unhealthy(src.agent(), stale, now()); reason != "" {
 			writePlain(w, http.StatusServiceUnavailable, "unhealthy: "+reason)
+			return
+		}
+		if src.Publish != nil { // the fleet view never makes the agent unhealthy
+			writePlain(w, http.StatusOK, "ok; "+src.Publish().Health)
 			return
 		}
 		writePlain(w, http.StatusOK, "ok")
@@ -153,7 +161,7 @@ func expose(src Sources) []byte {
 		histogram("plugreg_scan_duration_seconds", "Duration of a scan of the plugin directories.", st.Scans),
 		scalar("plugreg_scan_entries", "Sockets seen by the last scan.", "gauge", strconv.Itoa(st.ScanEntries)),
 		scalar("plugreg_scans_total", "Scans of the plugin directories.", "counter", strconv.FormatUint(st.Scans.Count, 10)),
-		scalar("plugreg_operations_in_flight", "Operations in progress: registrations, deregistrations, verifications and probes.", "gauge", strconv.Itoa(st.InFlightOps)),
+		scalar("plugreg_operations_in_flight", "Operations in progress: registrations, deregistrations, verifications, liveness checks and retried deregistrations.", "gauge", strconv.Itoa(st.InFlightOps)),
 		scalar("plugreg_sockets_in_backoff", "Sockets waiting for a registration retry.", "gauge", strconv.Itoa(st.Backoff)),
 		scalar("plugreg_pending_deregistrations", "Handler deregistrations that failed and wait to be delivered again.", "gauge", strconv.Itoa(st.PendingDeregistrations)),
 		scalar("go_goroutines", "Number of goroutines that currently exist.", "gauge", strconv.Itoa(goroutines())),
@@ -185,6 +193,9 @@ func expose(src Sources) []byte {
 	if f := src.Ignored; f != nil {
 		fams = append(fams, vec1("plugreg_sockets_ignored_total", "Sockets the scan left out, by reason (name: not valid UTF-8; path_too_long).",
 			"counter", "reason", f()))
+	}
+	if f := src.Publish; f != nil {
+		fams = append(fams, publishFamilies(f())...)
 	}
 	if f := src.Sockets; f != nil {
 		desired, actual := f()

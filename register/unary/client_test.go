@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -46,11 +46,7 @@ func dialUnary(t *testing.T, path string) (grpc.ClientConnInterface, net.Conn) {
 // sockets are not available.
 func unixDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "unary")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	if l, err := net.Listen("unix", filepath.Join(dir, "probe.sock")); err != nil {
 		t.Skipf("no AF_UNIX sockets here: %v", err)
 	} else {

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins/fleet"
+)
+
+const fleetUsage = `usage: plugreg fleet <command> --etcd ENDPOINTS [flags]
+
+commands:
+  list          list the plugins of every node that publishes to etcd
+  watch         stream changes of the fleet view, with etcd revisions
+  forget NODE   delete a node's keys at once
+
+Run 'plugreg fleet <command> -h' for the flags of a command.
+`
+
+// runFleet is `plugreg fleet`.
+func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("fleet: no command given")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "list":
+		return runFleetList(ctx, rest, stdout, stderr)
+	case "watch":
+		return runFleetWatch(ctx, rest, stdout, stderr)
+	case "forget":
+		return runFleetForget(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, fleetUsage)
+		return nil
+	default:
+		return usagef("fleet: unknown command %q", cmd)
+	}
+}
+
+// fleetFlags are the flags every fleet command takes.
+type fleetFlags struct {
+	endpoints, prefix string
+	etcd              etcdFlags
+}
+
+func (f *fleetFlags) register(flags *flag.FlagSet) {
+	flags.StringVar(&f.endpoints, "etcd", "", "comma-separated etcd `endpoints` (host:port or http(s)://host:port); required")
+	flags.StringVar(&f.prefix, "prefix", fleet.DefaultPrefix, "etcd key `prefix` of the fleet view (the agents' --publish-prefix)")
+}
+
+// connect checks the flags and connects to etcd.
+func (f *fleetFlags) connect(name string) (*clientv3.Client, fleet.Layout, error) {
+	if f.endpoints == "" {
+		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
+	}
+	cl, err := f.etcd.client(f.endpoints, nil)
+	return cl, fleet.Layout{Prefix: f.prefix}, err
+}
+
+// runFleetList is `plugreg fleet list`.
+func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := newFlagSet("fleet list", "--etcd ENDPOINTS [flags]", stderr)
+	var ff fleetFlags
+	ff.register(flags)
+	ff.etcd.register(flags)
+	var f fleet.Filter
+	flags.StringVar(&f.Type, "type", "", "list only plugins of this `type`")
+	flags.StringVar(&f.Name, "name", "", "list only plugins of this `name`")
+	flags.StringVar(&f.Node, "node", "", "list only plugins of this `node`")
+	output := flags.String("o", "table", "output format: table or json")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return usagef("invalid value %q for flag -o: want table or json", *output)
+	}
+	cl, layout, err := ff.connect("list")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	out := newEntryWriter(stdout, *output == "json")
+	if _, err := fleet.List(ctx, cl, layout, f, out.write); err != nil {
+		return err
+	}
+	return out.close()
+}
+
+// entryWriter prints fleet entries as they come: a JSON array, or a
+// table flushed every fleet.PageSize rows, so that memory does not grow
+// with the fleet.
+type entryWriter struct {
+	w    io.Writer
+	json bool
+	tw   *tabwriter.Writer
+	n    int
+	err  error
+}
+
+func newEntryWriter(w io.Writer, json bool) *entryWriter {
+	return &entryWriter{w: w, json: json}
+}
+
+func (e *entryWriter) write(en fleet.Entry) error {
+	if e.json {
+		sep := "[\n"
+		if e.n > 0 {
+			sep = ",\n"
+		}
+		e.n++
+		if _, err := io.WriteString(e.w, sep); err != nil {
+			return err
+		}
+		return writeJSONIndented(e.w, en)
+	}
+	if e.n%fleet.PageSize == 0 {
+		if err := e.flush(); err != nil {
+			return err
+		}
+		e.tw = tabwriter.NewWriter(e.w, 0, 8, 2, ' ', 0)
+		if e.n == 0 {
+			fmt.Fprintln(e.tw, "NODE\tTYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOCKET")
+		}
+	}
+	e.n++
+	registered := en.RegisteredAt
+	if t, err := time.Parse(time.RFC3339Nano, en.RegisteredAt); err == nil {
+		registered = t.Local().Format(time.RFC3339)
+	}
+	_, err := fmt.Fprintf(e.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(en.Node), printable(en.Type), printable(en.Name),
+		printable(en.Endpoint), printable(strings.Join(en.Versions, ",")), printable(registered), printable(en.SocketPath))
+	return err
+}
+
+func (e *entryWriter) flush() error {
+	if e.tw == nil {
+		return nil
+	}
+	return e.tw.Flush()
+}
+
+func (e *entryWriter) close() error {
+	if e.json {
+		end := "\n]\n"
+		if e.n == 0 {
+			end = "[]\n"
+		}
+		_, err := io.WriteString(e.w, end)
+		return err
+	}
+	if e.n == 0 {
+		fmt.Fprintln(e.w, "NODE  TYPE  NAME  ENDPOINT  VERSIONS  REGISTERED  SOCKET")
+	}
+	return e.flush()
+}
+
+// writeJSONIndented writes v indented as one element of an array, with
+// no newline after it.
+func writeJSONIndented(w io.Writer, v any) error {
+	var b strings.Builder
+	if err := writeJSONValue(&b, v); err != nil {
+		return err
+	}
+	s := strings.TrimSuffix(b.String(), "\n")
+	_, err := io.WriteString(w, "  "+strings.ReplaceAll(s, "\n", "\n  "))
+	return err
+}
+
+// runFleetWatch is `plugreg fleet watch`.
+func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := newFlagSet("fleet watch", "--etcd ENDPOINTS [flags]", stderr)
+	var ff fleetFlags
+	ff.register(flags)
+	ff.etcd.register(flags)
+	since := flags.Int64("since", 0, "resume after this etcd `revision` (0: from now)")
+	output := flags.String("o", "text", "output format: text or json (one object a line)")
+	if err := parse(flags, args); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "json" {
+		return usagef("invalid value %q for flag -o: want text or json", *output)
+	}
+	if *since < 0 {
+		return usagef("invalid value %d for flag --since: want a revision, 0 or more", *since)
+	}
+	cl, layout, err := ff.connect("watch")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	print := func(c fleet.Change) error { return printChange(stdout, c, *output == "json") }
+	rev := *since
+	if rev == 0 {
+		if rev, err = currentRevision(ctx, cl); err != nil {
+			return err
+		}
+	}
+	for {
+		err := fleet.Watch(ctx, cl, layout, rev, print)
+		if !errors.Is(err, fleet.ErrCompacted) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		fmt.Fprintf(stderr, "plugreg: %v; listing the fleet again, then watching from there\n", err)
+		lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		rev, err = fleet.List(lctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
+			p := e.PluginJSON
+			return print(fleet.Change{Kind: "put", Node: e.Node, Type: e.Type, Name: e.Name, Plugin: &p})
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func currentRevision(ctx context.Context, cl *clientv3.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	resp, err := cl.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read etcd's revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// printChange prints one change: in text, "REVISION put|delete NODE TYPE
+// NAME [ENDPOINT]" (a listing after a compaction has no revision: "-"),
+// every string quoted as `plugreg list` does.
+func printChange(w io.Writer, c fleet.Change, json bool) error {
+	if json {
+		return writeJSONLine(w, c)
+	}
+	rev := "-"
+	if c.Revision != 0 {
+		rev = strconv.FormatInt(c.Revision, 10)
+	}
+	line := fmt.Sprintf("%s %s %s %s %s", rev, c.Kind, printable(c.Node), printable(c.Type), printable(c.Name))
+	if c.Plugin != nil {
+		line += " " + printable(c.Plugin.Endpoint)
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+// runFleetForget is `plugreg fleet forget NODE`.
+func runFleetForget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags := newFlagSet("fleet forget", "--etcd ENDPOINTS [flags] NODE", stderr)
+	var ff fleetFlags
+	ff.register(flags)
+	ff.etcd.register(flags)
+	pos, err := parseInterspersed(flags, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("fleet forget: want one NODE, got %d arguments", len(pos))
+	}
+	cl, layout, err := ff.connect("forget")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	n, err := fleet.Forget(ctx, cl, layout, pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "forgot node %s: %d keys deleted\n", printable(pos[0]), n)
+	return nil
+}
+
+// writeJSONLine writes v as JSON on one line.
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,101 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/fleet"
+	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+)
+
+// grantNode gives user the role the package doc shows for node: write
+// its node key and its plugin keys, and the name index.
+func grantNode(t *testing.T, root *clientv3.Client, user, node string) {
+	t.Helper()
+	ctx := t.Context()
+	role := "plugreg-node-" + user
+	steps := []func() error{
+		func() error { _, err := root.RoleAdd(ctx, role); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, role, layout.Node(node), "", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			p := layout.NodePlugins(node)
+			_, err := root.RoleGrantPermission(ctx, role, p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error {
+			p := layout.NamesPrefix()
+			_, err := root.RoleGrantPermission(ctx, role, p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, user, user+"-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, user, role); return err },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
+	srv := etcdtest.Start(t)
+	root := etcdtest.Client(t, srv, "", "")
+	ctx := t.Context()
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantNode(t, root, "a", "a")
+	grantNode(t, root, "b", "b")
+	if _, err := root.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	asA := etcdtest.Client(t, srv, "a", "a-pw")
+
+	if _, err := asA.Put(ctx, layout.Plugin("b", "T", "x"), "{}"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("user a writing node b's plugin key: err = %v, want permission denied", err)
+	}
+
+	regA := plugins.NewRegistry()
+	regA.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	pa, _ := start(t, asA, regA, "a", 5*time.Second, "")
+	waitSynced(t, pa, regA)
+
+	// A publisher with a's credentials that claims to be node b.
+	regB := plugins.NewRegistry()
+	regB.Apply(plugins.Registered, plugin("T", "y", "y.sock", time.Now()), "", time.Now())
+	pb, _ := start(t, asA, regB, "b", 5*time.Second, "")
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := pb.Wait(wctx, func(s fleet.Status) bool { return s.Err != "" })
+	if err != nil {
+		t.Fatalf("publisher as the wrong node reports no error: %v", err)
+	}
+	if h, ok := st.Health(); ok || !strings.Contains(h, "permission denied") || !st.Running {
+		t.Errorf("Health() = %q, %v, running %v; want a stale view, permission denied, still running", h, ok, st.Running)
+	}
+	rootAuth := etcdtest.Client(t, srv, "root", "root-pw")
+	resp, err := rootAuth.Get(ctx, layout.NodePlugins("b"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Errorf("node b's plugin keys: %d (%v), want none", resp.Count, err)
+	}
+	got, _ := published(t, rootAuth, "a")
+	if len(got) != 2 {
+		t.Errorf("node a published %v, want its plugin and index key", got)
+	}
+}

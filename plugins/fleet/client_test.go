@@ -1,0 +1,84 @@
+package fleet
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestParseEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{in: "etcd://10.0.0.1:2379", want: []string{"10.0.0.1:2379"}},
+		{in: "etcd://a:2379,etcd://b:2379", want: []string{"a:2379", "b:2379"}},
+		{in: "a:2379, https://b:2379,http://c:1", want: []string{"a:2379", "https://b:2379", "http://c:1"}},
+		{in: "", wantErr: true},
+		{in: "a:1,", wantErr: true},
+		{in: "unix:///x", wantErr: true},
+		{in: "http://a:1/path", wantErr: true},
+		{in: "etcd://", wantErr: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseEndpoints(tc.in)
+			if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+				t.Errorf("ParseEndpoints(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestZapToSlog checks that the etcd client's zap entries reach the slog
+// handler at debug level, with their fields, and nothing at info.
+func TestZapToSlog(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		want  string // "" for no output
+	}{
+		{slog.LevelDebug, `level=DEBUG msg="etcd client" etcd_msg="retrying of unary invoker failed" etcd_level=warn etcd_target=t1 etcd_attempt=3`},
+		{slog.LevelInfo, ""},
+	} {
+		var b bytes.Buffer
+		h := slog.NewTextHandler(&b, &slog.HandlerOptions{Level: tc.level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}})
+		zl := zapLogger(slog.New(h)).With(zap.String("target", "t1"))
+		zl.Warn("retrying of unary invoker failed", zap.Int("attempt", 3))
+		if got := strings.TrimSpace(b.String()); got != tc.want {
+			t.Errorf("at %v: got %q, want %q", tc.level, got, tc.want)
+		}
+	}
+}
+
+func TestClientConfigPassword(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\r\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readPassword(pw); err != nil || got != "s3cret" {
+		t.Errorf("readPassword = %q, %v; want s3cret", got, err)
+	}
+	for _, c := range []ClientConfig{
+		{Endpoints: []string{"a:1"}, PasswordFile: pw},
+		{Endpoints: []string{"a:1"}, User: "u"},
+		{Endpoints: []string{"a:1"}, Cert: "x"},
+		{},
+	} {
+		if cl, err := c.New(nil); err == nil {
+			cl.Close()
+			t.Errorf("ClientConfig%+v.New succeeded", c)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+/*
+Package fleet publishes a node's registry to etcd and reads the fleet of
+nodes back: `plugreg run --publish` runs a [Publisher], and `plugreg
+fleet list|watch|forget` call [List], [Watch] and [Forget].
+
+# Key layout
+
+The layout is a contract (version v1). PREFIX is --publish-prefix
+(default /plugreg); NODE, TYPE and NAME are each one key segment, escaped
+as URL path segments (url.PathEscape: "/" is %2F, "%" is %25):
+
+	PREFIX/v1/nodes/NODE                  {"node", "version", "os", "arch", "started", "plugins", "lastSync"} (NodeJSON)
+	PREFIX/v1/plugins/NODE/TYPE/NAME      the plugin, with the keys of `plugreg list -o json` (plugins.PluginJSON)
+	PREFIX/v1/names/NAME/NODE/TYPE        "" (an index key: which nodes have a plugin named NAME)
+
+All of a node's keys are attached to one lease of --publish-ttl, kept
+alive by its agent, so they vanish together within the TTL of the agent
+stopping. The node key is written last in every sync, with the number of
+plugin keys and the time.
+
+A registry can hold two plugins of one type and name at two socket paths
+(a rolling update). The plugin key holds the one `plugreg get` returns:
+the one registered last, then the smaller socket path; the other is not
+published until it is the current one.
+
+The index key makes `plugreg fleet list --name NAME` read only that
+name's keys. It says where to look and nothing else: List reads the
+plugin key it points at and trusts only that, so a stale or forged index
+key shows nothing.
+
+# Publishing
+
+The Publisher keeps no queue of events: the desired state is the
+registry itself. It watches the registry only to learn that it changed,
+then compares the registry with what it last wrote and writes the
+difference in transactions (at most 128 operations each, etcd's default
+--max-txn-ops; a plugin key and its index key in the same one). While
+etcd is down, slow or refusing, it retries with a delay that doubles up
+to 5 s, and its memory is the registry's size however much churn there
+is. Whenever a write failed, or the lease was lost or taken up again, it
+first reads the node's subtree from etcd (one range read) and then
+writes what differs and deletes what is stale, so etcd ends equal to the
+registry, including keys someone else wrote under the node's prefix.
+
+Publishing never delays the registry: Registry.Watch never blocks
+Registry.Apply, and a publisher that falls behind gets a Resync at no
+cost. [Publisher.Status] and [Status.Health] report whether etcd holds
+the registry; the publisher logs the first failure of an outage (Warn, or
+Error for permission denied), and the end of it (Info), not every retry.
+The etcd client's own log goes to the agent's logger at debug level.
+
+Lease: one per node, granted with the TTL, kept alive by the etcd
+client (one keepalive every TTL/3). With [Publisher.LeaseFile] set (the
+agent uses STATE.lease, next to its --state file) the lease ID is saved,
+and a restarted agent continues that lease if etcd still holds it: no key
+vanishes across a restart. The agent never revokes its lease when it
+stops; `plugreg fleet forget NODE` revokes it for operators who know the
+node is gone. One agent publishes one node name: two agents with one
+--node overwrite each other.
+
+# Credentials
+
+Each node can be confined to its own keys. The role of node N (PREFIX
+/plugreg) is, in etcdctl terms:
+
+	etcdctl role add plugreg-node-N
+	etcdctl role grant-permission plugreg-node-N readwrite /plugreg/v1/nodes/N
+	etcdctl role grant-permission plugreg-node-N readwrite --prefix=true /plugreg/v1/plugins/N/
+	etcdctl role grant-permission plugreg-node-N readwrite --prefix=true /plugreg/v1/names/
+	etcdctl user add node-N && etcdctl user grant-role node-N plugreg-node-N
+
+The name index is shared by all nodes; a node that writes index keys for
+another only makes List read a plugin key that is not there. Readers
+need read on /plugreg/v1/ with --prefix=true; forget needs readwrite on
+it and the right to revoke leases. A node that writes outside its keys
+gets "permission denied": the publisher reports it in Status and its log
+and keeps running.
+
+# What this package does not do
+
+It does not start etcd (package etcdtest does, for tests, the demo and
+the benchmark; the agent never links it), change the registry, or read
+the state file.
+*/
+package fleet

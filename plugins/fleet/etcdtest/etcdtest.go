@@ -1,0 +1,167 @@
+// Package etcdtest starts a real single-member etcd server in-process
+// (go.etcd.io/etcd/server/v3/embed) for the tests, demo and benchmark of
+// package fleet. The agent never imports it: the server stays out of the
+// plugreg binary.
+//
+// Its logs are dropped, but for errors when Options.Log is set: embed
+// logs "setting up serving from embedded etcd failed." once per listener
+// on every clean Close, which is no fault and is dropped too, as is
+// "failed to update storage version" from a server stopped soon after it
+// started.
+package etcdtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Options configure a Server.
+type Options struct {
+	Dir        string    // data directory; kept across Restart
+	ClientPort int       // 0: a free port
+	PeerPort   int       // 0: a free port
+	Fast       bool      // 10 ms heartbeats and no fsync: for tests
+	Log        io.Writer // etcd's errors; nil: none
+}
+
+// Server is a running etcd.
+type Server struct {
+	opts Options
+	e    *embed.Etcd
+	// Endpoint is the client URL, http://127.0.0.1:PORT.
+	Endpoint string
+}
+
+// New starts a server and waits until it serves.
+func New(o Options) (*Server, error) {
+	var err error
+	for _, p := range []*int{&o.ClientPort, &o.PeerPort} {
+		if *p == 0 {
+			if *p, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s := &Server{opts: o, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", o.ClientPort)}
+	return s, s.start()
+}
+
+func (s *Server) start() error {
+	cfg := embed.NewConfig()
+	cfg.Name = "etcdtest"
+	cfg.Dir = s.opts.Dir
+	cu, _ := url.Parse(s.Endpoint)
+	pu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", s.opts.PeerPort))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if s.opts.Fast {
+		cfg.TickMs, cfg.ElectionMs, cfg.UnsafeNoFsync = 10, 100, true
+		cfg.BcryptCost = 4 // bcrypt.MinCost
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger(s.opts.Log))
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("start etcd: %w", err)
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("start etcd: not ready after 30s")
+	}
+	s.e = e
+	return nil
+}
+
+// Stop stops the server; Restart starts it again on the same data and
+// ports.
+func (s *Server) Stop() {
+	if s.e != nil {
+		s.e.Close()
+		s.e = nil
+	}
+}
+
+// Restart starts a stopped server again.
+func (s *Server) Restart() error { return s.start() }
+
+// Client returns a client of the server, as user (none if "").
+func (s *Server) Client(user, password string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,
+		Username: user, Password: password, Logger: zap.NewNop(),
+	})
+}
+
+// Start starts a server for t in a temporary directory, stopped when the
+// test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s, err := New(Options{Dir: t.TempDir(), Fast: true, Log: t.Output()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Client returns a client of s for t, closed when the test ends.
+func Client(t testing.TB, s *Server, user, password string) *clientv3.Client {
+	t.Helper()
+	c, err := s.Client(user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logger returns a zap logger that writes etcd's errors to w, but for the
+// one every clean Close logs.
+func logger(w io.Writer) *zap.Logger {
+	if w == nil {
+		return zap.NewNop()
+	}
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	core := zapcore.NewCore(enc, zapcore.AddSync(w), zapcore.ErrorLevel)
+	return zap.New(&quiet{core})
+}
+
+// quiet drops the errors that are no fault: the one embed logs for each
+// listener it closes, and the one a server that stops right after it
+// started logs about its storage version.
+type quiet struct{ zapcore.Core }
+
+func (q *quiet) With(f []zapcore.Field) zapcore.Core { return &quiet{q.Core.With(f)} }
+
+func (q *quiet) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == "setting up serving from embedded etcd failed." || e.Message == "failed to update storage version" {
+		return ce
+	}
+	if q.Enabled(e.Level) {
+		return ce.AddCore(e, q)
+	}
+	return ce
+}

@@ -1,0 +1,250 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// Store is the part of etcd a Publisher uses: keys and leases. A
+// *clientv3.Client is one, and so is a pair of clientv3/namespace
+// wrappers.
+type Store interface {
+	clientv3.KV
+	clientv3.Lease
+}
+
+// DefaultTTL is the lease's time to live unless configured: a stopped
+// node's keys vanish within it.
+const DefaultTTL = 30 * time.Second
+
+// Bounds of a Publisher's calls.
+const (
+	defaultTimeout = 5 * time.Second
+	maxRetryDelay  = 5 * time.Second
+	// maxTxnOps is etcd's default --max-txn-ops: a transaction holds at
+	// most this many operations.
+	maxTxnOps = 128
+)
+
+// NodeJSON is the value of a node key: the agent that publishes the node.
+type NodeJSON struct {
+	Node     string `json:"node"`
+	Version  string `json:"version"`  // the agent's version
+	OS       string `json:"os"`       // GOOS
+	Arch     string `json:"arch"`     // GOARCH
+	Started  string `json:"started"`  // when the publisher started, RFC 3339
+	Plugins  int    `json:"plugins"`  // plugin keys of the node
+	LastSync string `json:"lastSync"` // when this value was written, RFC 3339
+}
+
+// Publisher keeps a node's subtree of the fleet view equal to a Registry
+// (see the package doc). Set the fields, then call Run once.
+type Publisher struct {
+	Store    Store
+	Registry *plugins.Registry
+	Layout   Layout
+	Node     string        // the node's name; must not be empty
+	TTL      time.Duration // the lease's time to live, in whole seconds (0: DefaultTTL)
+	Timeout  time.Duration // bound of one etcd call (0: 5 s)
+	Version  string        // the agent's version, for the node key
+	Log      *slog.Logger  // nil: none
+	// LeaseFile, when set, keeps the lease ID across restarts: Run
+	// continues the lease it names if etcd still holds it, so the
+	// node's keys stay in place while the agent restarts.
+	LeaseFile string
+
+	mu   sync.Mutex
+	st   Status
+	wake chan struct{} // closed on the next change of st
+}
+
+// Run publishes until ctx is done or the Registry is closed, and returns
+// nil then; it returns an error at once if the Publisher is not
+// configured. It never revokes the lease: a stopped node's keys vanish
+// when the lease expires, one TTL later, unless a restarted Run
+// continues it. Failures of etcd are retried, never returned.
+func (p *Publisher) Run(ctx context.Context) error {
+	if p.Store == nil || p.Registry == nil || p.Node == "" {
+		return errors.New("fleet publisher needs a store, a registry and a node name")
+	}
+	ttl := cmp.Or(p.TTL, DefaultTTL)
+	if ttl < time.Second {
+		return fmt.Errorf("fleet publisher: TTL %s is below 1s", ttl)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &run{p: p, log: p.Log, ttl: int64(ttl / time.Second), started: time.Now()}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.lease = r.loadLease()
+	changes := p.Registry.Watch(ctx, 0)
+	p.update(func(s *Status) { s.Running = true })
+	defer p.update(func(s *Status) { s.Running, s.LeaseAlive = false, false })
+	defer r.dropKeepAlive()
+	return r.loop(ctx, changes)
+}
+
+// loop syncs whenever the registry changed or the lease was lost, and
+// retries a failed sync after a delay that doubles up to maxRetryDelay.
+func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
+	dirty, fails := true, 0
+	var retry <-chan time.Time
+	for {
+		if dirty && retry == nil {
+			if err := r.sync(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.failed(err)
+				retry = time.After(min(250*time.Millisecond<<min(fails, 8), maxRetryDelay))
+				fails++
+			} else {
+				dirty, fails = false, 0
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-changes:
+			if !ok {
+				return nil // the registry is closed
+			}
+			dirty = true
+		case _, ok := <-r.ka:
+			if !ok {
+				r.leaseLost()
+				dirty = true
+			}
+		case <-retry:
+			retry = nil
+		}
+	}
+}
+
+// run is the state of one Run, owned by its goroutine.
+type run struct {
+	p       *Publisher
+	log     *slog.Logger
+	ttl     int64 // seconds
+	started time.Time
+
+	lease    clientv3.LeaseID
+	ka       <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
+	kaCancel context.CancelFunc
+	// published is what etcd holds under the node's plugin prefix, by
+	// key: the JSON value, or otherLease for a key on another lease. Nil:
+	// not known, read it before the next write.
+	published map[string]string
+	down      bool // the last sync failed
+}
+
+// otherLease stands for the value of a key that is not on the node's
+// lease: no JSON value equals it, so the next sync rewrites or deletes it.
+const otherLease = "\x00other lease"
+
+// call returns a context for one etcd call.
+func (r *run) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(r.p.Timeout, defaultTimeout))
+}
+
+// sync makes etcd hold the registry: it makes sure of the lease, reads
+// the node's subtree if it is not known, and writes what differs.
+func (r *run) sync(ctx context.Context) error {
+	if err := r.ensureLease(ctx); err != nil {
+		return err
+	}
+	rev := r.p.Registry.Revision()
+	want, err := r.desired()
+	if err != nil {
+		return err
+	}
+	full := r.published == nil
+	if full {
+		if r.published, err = r.read(ctx); err != nil {
+			r.published = nil
+			return err
+		}
+	}
+	ops := r.diff(want)
+	if len(ops) > 0 || full {
+		if err := r.write(ctx, ops, len(want)); err != nil {
+			r.published = nil // some transactions may have been applied
+			return err
+		}
+	}
+	now := time.Now()
+	r.p.update(func(s *Status) {
+		s.InSync, s.Revision, s.LastSync, s.Down, s.Err = true, rev, now, time.Time{}, ""
+		s.Syncs++
+	})
+	if r.down {
+		r.down = false
+		r.log.Info("fleet view in sync again", "node", r.p.Node, "revision", rev)
+	}
+	return nil
+}
+
+// failed records a failed sync, logging the first of an outage.
+func (r *run) failed(err error) {
+	now := time.Now()
+	r.p.update(func(s *Status) {
+		s.InSync = false
+		s.Errors++
+		s.Err = err.Error()
+		if s.Down.IsZero() {
+			s.Down = now
+		}
+	})
+	if r.down {
+		r.log.Debug("fleet publish failed", "node", r.p.Node, "err", err)
+		return
+	}
+	r.down = true
+	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) {
+		r.log.Error("fleet publish refused by etcd", "node", r.p.Node, "err", err)
+		return
+	}
+	r.log.Warn("fleet publish failing, view stale", "node", r.p.Node, "err", err)
+}
+
+// desired returns the plugin keys of the registry with their values. Of
+// several plugins of one type and name (as during a rolling update) the
+// key holds the one Registry.Get returns.
+func (r *run) desired() (map[string]string, error) {
+	current := make(map[plugins.Key]plugins.Plugin)
+	for _, pl := range r.p.Registry.List("") {
+		if old, ok := current[pl.Key()]; !ok || preferred(pl, old) {
+			current[pl.Key()] = pl
+		}
+	}
+	want := make(map[string]string, len(current))
+	for k, pl := range current {
+		b, err := json.Marshal(plugins.ToJSON(pl))
+		if err != nil {
+			return nil, fmt.Errorf("encode plugin: %w", err)
+		}
+		want[r.p.Layout.Plugin(r.p.Node, k.Type, k.Name)] = string(b)
+	}
+	return want, nil
+}
+
+// preferred reports whether Registry.Get prefers a to b: the one
+// registered last, then the smaller socket path.
+func preferred(a, b plugins.Plugin) bool {
+	if c := a.RegisteredAt.Compare(b.RegisteredAt); c != 0 {
+		return c > 0
+	}
+	return a.SocketPath < b.SocketPath
+}

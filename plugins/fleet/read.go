@@ -1,0 +1,309 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// Entry is one plugin of the fleet view: the keys of `plugreg list -o
+// json` plus node.
+type Entry struct {
+	Node string `json:"node"`
+	plugins.PluginJSON
+}
+
+// Filter selects plugins by node, type and name; "" matches any.
+type Filter struct{ Node, Type, Name string }
+
+func (f Filter) match(node, typ, name string) bool {
+	return (f.Node == "" || f.Node == node) && (f.Type == "" || f.Type == typ) && (f.Name == "" || f.Name == name)
+}
+
+// PageSize is how many keys List reads from etcd at a time.
+const PageSize = 1000
+
+// List calls fn for every plugin of the fleet that f selects, in key
+// order (node, type, name), all as of one etcd revision, which it
+// returns. It reads in pages of PageSize keys, so its memory does not
+// grow with the fleet. With a name it reads that name's index keys and
+// then the plugins they point at, so it does not read the whole fleet.
+func List(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry) error) (int64, error) {
+	if f.Name != "" {
+		return listByName(ctx, kv, l, f, fn)
+	}
+	prefix := l.PluginsPrefix()
+	if f.Node != "" {
+		prefix = l.NodePlugins(f.Node)
+		if f.Type != "" {
+			prefix += esc(f.Type) + "/"
+		}
+	}
+	return pages(ctx, kv, prefix, func(k *mvccpb.KeyValue) error {
+		e, err := decodeEntry(l, k)
+		if err != nil || !f.match(e.Node, e.Type, e.Name) {
+			return nil // not a plugin key: skip it
+		}
+		return fn(e)
+	})
+}
+
+// pages calls fn for every key under prefix, in pages, at the revision of
+// the first page, which it returns.
+func pages(ctx context.Context, kv clientv3.KV, prefix string, fn func(*mvccpb.KeyValue) error) (int64, error) {
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(PageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := kv.Get(ctx, from, opts...)
+		if err != nil {
+			return rev, fmt.Errorf("read fleet: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, k := range resp.Kvs {
+			if err := fn(k); err != nil {
+				return rev, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// listByName is List with a name: the index keys, then the plugin keys
+// they name, in transactions of maxTxnOps reads, readsInFlight at once. An index key whose
+// plugin key is gone or says otherwise is skipped: only the plugin key is
+// trusted.
+func listByName(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry) error) (int64, error) {
+	var keys []string
+	rev, err := pages(ctx, kv, l.NameIndex(f.Name), func(k *mvccpb.KeyValue) error {
+		node, typ, name, err := l.ParseIndex(string(k.Key))
+		if err == nil && f.match(node, typ, name) {
+			keys = append(keys, l.Plugin(node, typ, name))
+		}
+		return nil
+	})
+	if err != nil {
+		return rev, err
+	}
+	chunks := make([][]Entry, (len(keys)+maxTxnOps-1)/maxTxnOps)
+	errs := make([]error, len(chunks))
+	sem := make(chan struct{}, readsInFlight)
+	var wg sync.WaitGroup
+	for i := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			chunks[i], errs[i] = readPlugins(ctx, kv, l, f, keys[i*maxTxnOps:min(len(keys), (i+1)*maxTxnOps)], rev)
+		})
+	}
+	wg.Wait()
+	for i, es := range chunks {
+		if errs[i] != nil {
+			return rev, errs[i]
+		}
+		for _, e := range es {
+			if err := fn(e); err != nil {
+				return rev, err
+			}
+		}
+	}
+	return rev, nil
+}
+
+// readsInFlight bounds the transactions of a list by name at once.
+const readsInFlight = 8
+
+// readPlugins reads the plugin keys in one transaction, at rev, and
+// returns the entries f selects.
+func readPlugins(ctx context.Context, kv clientv3.KV, l Layout, f Filter, keys []string, rev int64) ([]Entry, error) {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("read fleet: %w", err)
+	}
+	var es []Entry
+	for _, r := range resp.Responses {
+		for _, k := range r.GetResponseRange().Kvs {
+			if e, err := decodeEntry(l, k); err == nil && f.match(e.Node, e.Type, e.Name) {
+				es = append(es, e)
+			}
+		}
+	}
+	return es, nil
+}
+
+// decodeEntry decodes a plugin key and its value. The node, type and
+// name come from the key, which only the node's credentials can write.
+func decodeEntry(l Layout, k *mvccpb.KeyValue) (Entry, error) {
+	node, typ, name, err := l.ParsePlugin(string(k.Key))
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Node: node}
+	if err := json.Unmarshal(k.Value, &e.PluginJSON); err != nil {
+		return Entry{}, fmt.Errorf("plugin key %q: %w", k.Key, err)
+	}
+	e.Type, e.Name = typ, name
+	return e, nil
+}
+
+// ErrCompacted is returned by Watch when etcd no longer holds the
+// revision to resume from: list again, and watch from the list's revision.
+var ErrCompacted = errors.New("fleet: revision compacted")
+
+// Change is one change of the fleet view.
+type Change struct {
+	Revision int64  `json:"revision"`
+	Kind     string `json:"event"` // "put" or "delete"
+	Node     string `json:"node"`
+	Type     string `json:"type"`
+	Name     string `json:"name"`
+	// Plugin is the plugin's value after a put; nil after a delete.
+	Plugin *plugins.PluginJSON `json:"plugin,omitempty"`
+}
+
+// Watch calls fn for every change of a plugin key after revision since,
+// in order, until ctx is done (it returns nil then) or fn or the watch
+// fails. A since older than etcd's last compaction returns an error
+// wrapping ErrCompacted.
+func Watch(ctx context.Context, w clientv3.Watcher, l Layout, since int64, fn func(Change) error) error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wc := w.Watch(ctx, l.PluginsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(since+1))
+	for resp := range wc {
+		if err := resp.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) || resp.CompactRevision != 0 {
+				return fmt.Errorf("%w: revision %d is older than etcd's oldest, %d", ErrCompacted, since, resp.CompactRevision)
+			}
+			return fmt.Errorf("watch fleet: %w", err)
+		}
+		for _, ev := range resp.Events {
+			c, err := toChange(l, ev)
+			if err != nil {
+				continue // not a plugin key
+			}
+			since = c.Revision
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+func toChange(l Layout, ev *clientv3.Event) (Change, error) {
+	node, typ, name, err := l.ParsePlugin(string(ev.Kv.Key))
+	if err != nil {
+		return Change{}, err
+	}
+	c := Change{Revision: ev.Kv.ModRevision, Kind: "delete", Node: node, Type: typ, Name: name}
+	if ev.Type == clientv3.EventTypePut {
+		c.Kind = "put"
+		var p plugins.PluginJSON
+		if err := json.Unmarshal(ev.Kv.Value, &p); err == nil {
+			p.Type, p.Name = typ, name
+			c.Plugin = &p
+		}
+	}
+	return c, nil
+}
+
+// Forget deletes a node's keys at once and returns how many keys it
+// deleted: it revokes the lease of the node's key, which takes every key
+// on it, then deletes what is left of the node key, plugin keys and
+// index keys. An agent that still publishes the node loses its lease and
+// publishes the node again under a new one.
+func Forget(ctx context.Context, kv Store, l Layout, node string) (int64, error) {
+	resp, err := kv.Get(ctx, l.Node(node))
+	if err != nil {
+		return 0, fmt.Errorf("forget node: %w", err)
+	}
+	var deleted int64
+	if len(resp.Kvs) == 1 && resp.Kvs[0].Lease != 0 {
+		before, err := count(ctx, kv, l, node)
+		if err != nil {
+			return 0, err
+		}
+		_, err = kv.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return 0, fmt.Errorf("forget node: revoke its lease: %w", err)
+		}
+		after, err := count(ctx, kv, l, node)
+		if err != nil {
+			return 0, err
+		}
+		deleted = before - after
+	}
+	n, err := deleteNode(ctx, kv, l, node)
+	return deleted + n, err
+}
+
+// count returns how many plugin keys node has, with its node key.
+func count(ctx context.Context, kv clientv3.KV, l Layout, node string) (int64, error) {
+	var n int64
+	for _, k := range []string{l.NodePlugins(node), l.Node(node)} {
+		opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+		if k == l.NodePlugins(node) {
+			opts = append(opts, clientv3.WithPrefix())
+		}
+		resp, err := kv.Get(ctx, k, opts...)
+		if err != nil {
+			return 0, fmt.Errorf("forget node: %w", err)
+		}
+		n += resp.Count
+	}
+	return n, nil
+}
+
+// deleteNode deletes node's keys: index keys first, then plugin keys and
+// the node key, and returns how many plugin and node keys it deleted.
+func deleteNode(ctx context.Context, kv clientv3.KV, l Layout, node string) (int64, error) {
+	var ops []clientv3.Op
+	_, err := pages(ctx, kv, l.NodePlugins(node), func(k *mvccpb.KeyValue) error {
+		if n, typ, name, err := l.ParsePlugin(string(k.Key)); err == nil && n == node {
+			ops = append(ops, clientv3.OpDelete(l.Index(node, typ, name)))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		if _, err := kv.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return 0, fmt.Errorf("forget node: %w", err)
+		}
+		ops = ops[n:]
+	}
+	resp, err := kv.Txn(ctx).Then(
+		clientv3.OpDelete(l.NodePlugins(node), clientv3.WithPrefix()),
+		clientv3.OpDelete(l.Node(node)),
+	).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("forget node: %w", err)
+	}
+	var deleted int64
+	for _, r := range resp.Responses {
+		deleted += r.GetResponseDeleteRange().GetDeleted()
+	}
+	return deleted, nil
+}

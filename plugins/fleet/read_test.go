@@ -1,0 +1,144 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/fleet"
+	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+)
+
+// twoNodes publishes n1 with plugins T/a, T/b, U/a and n2 with T/a, and
+// returns when both are in etcd.
+func twoNodes(t *testing.T, srv *etcdtest.Server) {
+	t.Helper()
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	for node, ps := range map[string][]plugins.Plugin{
+		"n1": {plugin("T", "a", "1.sock", now), plugin("T", "b", "2.sock", now), plugin("U", "a", "3.sock", now)},
+		"n2": {plugin("T", "a", "4.sock", now)},
+	} {
+		reg := plugins.NewRegistry()
+		for _, p := range ps {
+			reg.Apply(plugins.Registered, p, "", now)
+		}
+		p, _ := start(t, etcdtest.Client(t, srv, "", ""), reg, node, 10*time.Second, "")
+		waitSynced(t, p, reg)
+	}
+}
+
+func TestList(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	twoNodes(t, srv)
+	for _, tc := range []struct {
+		name string
+		f    fleet.Filter
+		want []string
+	}{
+		{"all", fleet.Filter{}, []string{"n1 T a", "n1 T b", "n1 U a", "n2 T a"}},
+		{"node", fleet.Filter{Node: "n1"}, []string{"n1 T a", "n1 T b", "n1 U a"}},
+		{"node and type", fleet.Filter{Node: "n1", Type: "U"}, []string{"n1 U a"}},
+		{"type", fleet.Filter{Type: "T"}, []string{"n1 T a", "n1 T b", "n2 T a"}},
+		{"name", fleet.Filter{Name: "a"}, []string{"n1 T a", "n1 U a", "n2 T a"}},
+		{"name and type", fleet.Filter{Name: "a", Type: "U"}, []string{"n1 U a"}},
+		{"name and node", fleet.Filter{Name: "a", Node: "n2"}, []string{"n2 T a"}},
+		{"no such name", fleet.Filter{Name: "zz"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			_, err := fleet.List(t.Context(), cl, layout, tc.f, func(e fleet.Entry) error {
+				got = append(got, e.Node+" "+e.Type+" "+e.Name)
+				if e.SocketPath == "" || e.RegisteredAt == "" {
+					t.Errorf("entry %+v lacks its plugin's fields", e)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("List(%+v) (-want +got):\n%s", tc.f, diff)
+			}
+		})
+	}
+}
+
+// TestListPages lists more keys than a page, with a name index entry that
+// points at nothing (the plugin key is the truth).
+func TestListPages(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	n := fleet.PageSize + 300
+	for i := range n {
+		reg.Apply(plugins.Registered, plugin("T", fmt.Sprintf("p%05d", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
+	}
+	p, _ := start(t, cl, reg, "big", 10*time.Second, "")
+	waitSynced(t, p, reg)
+	if _, err := cl.Put(t.Context(), layout.Index("other", "T", "p00001"), ""); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	if _, err := fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(fleet.Entry) error { count++; return nil }); err != nil || count != n {
+		t.Errorf("List over %d plugins gave %d (%v)", n, count, err)
+	}
+	count = 0
+	if _, err := fleet.List(t.Context(), cl, layout, fleet.Filter{Name: "p00001"}, func(fleet.Entry) error { count++; return nil }); err != nil || count != 1 {
+		t.Errorf("List by name gave %d (%v), want 1", count, err)
+	}
+}
+
+func TestWatchAndForget(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	twoNodes(t, srv)
+	rev, err := fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := fleet.Forget(t.Context(), cl, layout, "n1")
+	if err != nil || n != 4 {
+		t.Fatalf("Forget(n1) = %d, %v; want 4 keys (3 plugins and the node)", n, err)
+	}
+	var got []string
+	errDone := errors.New("done")
+	err = fleet.Watch(t.Context(), cl, layout, rev, func(c fleet.Change) error {
+		got = append(got, c.Kind+" "+c.Node+" "+c.Type+" "+c.Name)
+		if len(got) == 3 {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatal(err)
+	}
+	want := []string{"delete n1 T a", "delete n1 T b", "delete n1 U a"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Watch after Forget (-want +got):\n%s", diff)
+	}
+	var left []string
+	fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(e fleet.Entry) error { left = append(left, e.Node); return nil })
+	if diff := cmp.Diff([]string{"n2"}, left); diff != "" {
+		t.Errorf("after Forget(n1) (-want +got):\n%s", diff)
+	}
+
+	now, err := cl.Get(t.Context(), "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Compact(t.Context(), now.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = fleet.Watch(ctx, cl, layout, 1, func(fleet.Change) error { return nil })
+	if !errors.Is(err, fleet.ErrCompacted) {
+		t.Errorf("Watch from a compacted revision = %v, want ErrCompacted", err)
+	}
+}

@@ -1,0 +1,237 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ensureLease makes sure the node has a lease kept alive: the one it had
+// (or the lease file names) if etcd still holds it, else a new one. A
+// lease taken up again leaves what etcd holds unknown, to be read.
+func (r *run) ensureLease(ctx context.Context) error {
+	if r.ka != nil {
+		return nil
+	}
+	if r.lease != 0 {
+		c, cancel := r.call(ctx)
+		resp, err := r.p.Store.TimeToLive(c, r.lease)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lease %x time to live: %w", int64(r.lease), err)
+		}
+		if resp.TTL <= 0 {
+			r.lease = 0
+		}
+	}
+	if r.lease == 0 {
+		c, cancel := r.call(ctx)
+		resp, err := r.p.Store.Grant(c, r.ttl)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("grant lease: %w", err)
+		}
+		r.lease = resp.ID
+		if err := r.saveLease(); err != nil {
+			r.log.Warn("lease not saved, a restart takes a new one", "path", r.p.LeaseFile, "err", err)
+		}
+	}
+	kactx, cancel := context.WithCancel(ctx)
+	ka, err := r.p.Store.KeepAlive(kactx, r.lease)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("keep lease %x alive: %w", int64(r.lease), err)
+	}
+	r.ka, r.kaCancel, r.published = ka, cancel, nil
+	id := int64(r.lease)
+	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
+	return nil
+}
+
+// leaseLost is called when the keepalive channel closed: the lease
+// expired, or etcd was out of reach for longer than the TTL. The next
+// sync asks etcd whether the lease is still there.
+func (r *run) leaseLost() {
+	r.dropKeepAlive()
+	r.published = nil
+	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
+	if !r.down {
+		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
+	}
+}
+
+func (r *run) dropKeepAlive() {
+	if r.kaCancel != nil {
+		r.kaCancel()
+	}
+	r.ka, r.kaCancel = nil, nil
+}
+
+// read returns what etcd holds under the node's plugin prefix.
+func (r *run) read(ctx context.Context) (map[string]string, error) {
+	c, cancel := r.call(ctx)
+	defer cancel()
+	resp, err := r.p.Store.Get(c, r.p.Layout.NodePlugins(r.p.Node), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read node's keys: %w", err)
+	}
+	got := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		v := string(kv.Value)
+		if clientv3.LeaseID(kv.Lease) != r.lease {
+			v = otherLease
+		}
+		got[string(kv.Key)] = v
+	}
+	return got, nil
+}
+
+// change is one plugin key to write (value set) or delete.
+type change struct {
+	key, value string
+	del        bool
+}
+
+// diff returns the changes that make published equal want, sorted by key.
+func (r *run) diff(want map[string]string) []change {
+	var cs []change
+	for k, v := range want {
+		if old, ok := r.published[k]; !ok || old != v {
+			cs = append(cs, change{key: k, value: v})
+		}
+	}
+	for k := range r.published {
+		if _, ok := want[k]; !ok {
+			cs = append(cs, change{key: k, del: true})
+		}
+	}
+	slices.SortFunc(cs, func(a, b change) int {
+		switch {
+		case a.key < b.key:
+			return -1
+		case a.key > b.key:
+			return 1
+		}
+		return 0
+	})
+	return cs
+}
+
+// write applies cs in transactions of at most maxTxnOps operations, a
+// plugin key and its index key always in the same one, and the node key
+// in the last; published follows each transaction that succeeds.
+func (r *run) write(ctx context.Context, cs []change, count int) error {
+	node, err := r.nodeValue(count)
+	if err != nil {
+		return err
+	}
+	for len(cs) > 0 || node != "" {
+		n := min(len(cs), maxTxnOps/2-1)
+		batch := cs[:n]
+		cs = cs[n:]
+		ops := make([]clientv3.Op, 0, 2*n+1)
+		for _, c := range batch {
+			ops = append(ops, r.ops(c)...)
+		}
+		if len(cs) == 0 {
+			ops = append(ops, clientv3.OpPut(r.p.Layout.Node(r.p.Node), node, clientv3.WithLease(r.lease)))
+			node = ""
+		}
+		c, cancel := r.call(ctx)
+		_, err := r.p.Store.Txn(c).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("write node's keys: %w", err)
+		}
+		for _, c := range batch {
+			if c.del {
+				delete(r.published, c.key)
+			} else {
+				r.published[c.key] = c.value
+			}
+		}
+		r.p.update(func(s *Status) { s.Writes += uint64(len(ops)) })
+	}
+	return nil
+}
+
+// ops returns the operations of one change: the plugin key and its index
+// key.
+func (r *run) ops(c change) []clientv3.Op {
+	node, typ, name, err := r.p.Layout.ParsePlugin(c.key)
+	if err != nil || node != r.p.Node { // a key this publisher did not make
+		if c.del {
+			return []clientv3.Op{clientv3.OpDelete(c.key)}
+		}
+		panic("fleet: desired key outside the layout: " + c.key)
+	}
+	index := r.p.Layout.Index(node, typ, name)
+	if c.del {
+		return []clientv3.Op{clientv3.OpDelete(c.key), clientv3.OpDelete(index)}
+	}
+	lease := clientv3.WithLease(r.lease)
+	return []clientv3.Op{clientv3.OpPut(c.key, c.value, lease), clientv3.OpPut(index, "", lease)}
+}
+
+// nodeValue returns the node key's value.
+func (r *run) nodeValue(count int) (string, error) {
+	b, err := json.Marshal(NodeJSON{
+		Node: r.p.Node, Version: r.p.Version, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Started:  r.started.UTC().Format(time.RFC3339),
+		Plugins:  count,
+		LastSync: time.Now().UTC().Format(time.RFC3339),
+	})
+	if err != nil {
+		return "", fmt.Errorf("encode node: %w", err)
+	}
+	return string(b), nil
+}
+
+// update changes the status and wakes the waiters of Wait.
+func (p *Publisher) update(f func(*Status)) {
+	p.mu.Lock()
+	f(&p.st)
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+	p.mu.Unlock()
+}
+
+// Status returns the publisher's status now.
+func (p *Publisher) Status() Status {
+	p.mu.Lock()
+	st := p.st
+	p.mu.Unlock()
+	if rev := p.Registry.Revision(); rev > st.Revision {
+		st.Behind = rev - st.Revision
+	}
+	return st
+}
+
+// Wait returns the status once ok accepts it, or ctx's error when ctx is
+// done first. ok is called again after every change of the status.
+func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, error) {
+	for {
+		p.mu.Lock()
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		st := p.Status()
+		if ok(st) {
+			return st, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/plugreg/plugreg/plugins"
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+)
+
+// ErrUnavailable is wrapped by the error of a handler call that did
+// not get an answer from the handler: a GRPC handler is down, not yet
+// listening, or returned UNAVAILABLE itself; an Exec program could not
+// start. It is no refusal: the caller retries later.
+var ErrUnavailable = errors.New("handler: unavailable")
+
+// Bounds of a GRPC's connection.
+const (
+	// MaxGRPCReply bounds a reply of a GRPC handler, and the metadata of
+	// its status (the status message included). Annotations are far
+	// smaller (MaxAnnotationBytes); a larger reply fails the call.
+	MaxGRPCReply = 64 << 10
+	// grpcReconnectMax bounds the wait between two connection attempts
+	// while the handler is unreachable, so that a handler that comes back
+	// is reached within about a second. A connect to a unix socket costs
+	// next to nothing.
+	grpcReconnectMax = time.Second
+)
+
+// GRPC is a Handler that calls the plugreg.v1.Handler service of another
+// program on a unix socket, configured by --handler TYPE=grpc:SOCKET.
+// Create it with NewGRPC; it is safe for concurrent use.
+//
+// It keeps one connection to Socket for all its calls, made by the first
+// call, not by NewGRPC: the handler need not be up when the agent starts.
+// When the connection fails or the handler goes away, gRPC reconnects on
+// its own, at most about a second apart while the handler is unreachable.
+// A call never waits for the connection: while the handler is unreachable
+// it fails at once, with an error that wraps [ErrUnavailable] and
+// reads "handler for TYPE unavailable: CAUSE". An UNAVAILABLE status that
+// the handler returns itself is taken the same way, as "try again later",
+// never as a refusal: the two cannot be told apart on the wire.
+//
+// Any other status but OK refuses: the error's text is the status message
+// (the code's name when it is empty), with control characters turned into
+// spaces, cut to 512 bytes. Register returns the annotations of the reply
+// unchecked: the caller checks them with [CheckAnnotations], as for any
+// Handler. A reply over [MaxGRPCReply] fails the call.
+type GRPC struct {
+	Type   string // the plugin type handled, e.g. "CSIPlugin"
+	Socket string // absolute path of the handler's unix socket
+
+	cc *grpc.ClientConn
+	hc plugregv1.HandlerClient
+}
+
+// NewGRPC returns a GRPC handler for plugins of type typ that calls the
+// handler on the unix socket at socket. It does not connect: the first
+// call does. Close it when done.
+func NewGRPC(typ, socket string) (*GRPC, error) {
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	// The target names no path: the dialer holds it, so the path is never
+	// parsed as a URI (Windows paths included).
+	cc, err := grpc.NewClient("passthrough:///handler",
+		grpc.WithContextDialer(dialer),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: grpcReconnectMax},
+			MinConnectTimeout: 20 * time.Second,
+		}),
+		grpc.WithMaxHeaderListSize(MaxGRPCReply),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxGRPCReply)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("handler for %s at %s: %w", typ, socket, err)
+	}
+	return &GRPC{Type: typ, Socket: socket, cc: cc, hc: plugregv1.NewHandlerClient(cc)}, nil
+}
+
+// Close closes the connection to the handler. Calls after Close fail.
+func (g *GRPC) Close() error { return g.cc.Close() }
+
+// Validate calls the handler's Validate.
+func (g *GRPC) Validate(ctx context.Context, p plugins.Plugin) error {
+	_, err := g.hc.Validate(ctx, &plugregv1.ValidateRequest{Plugin: handlerPlugin(p, false)})
+	return g.callErr(err)
+}
+
+// Register calls the handler's Register and returns the annotations of its
+// reply (nil: none).
+func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, error) {
+	resp, err := g.hc.Register(ctx, &plugregv1.RegisterRequest{Plugin: handlerPlugin(p, false)})
+	if err != nil {
+		return nil, g.callErr(err)
+	}
+	a := resp.GetAnnotations()
+	if len(a) == 0 {
+		return nil, nil
+	}
+	return Annotations(a), nil
+}
+
+// DeRegister calls the handler's DeRegister with reason.
+func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason})
+	return g.callErr(err)
+}
+
+// handlerPlugin is p as a handler request carries it: for a DeRegister
+// with its annotations and, when set, its registration time; else what
+// the plugin reported and where it was found.
+func handlerPlugin(p plugins.Plugin, deregister bool) *plugregv1.Plugin {
+	m := &plugregv1.Plugin{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: p.Versions}
+	if deregister {
+		m.Annotations = p.Annotations
+		if !p.RegisteredAt.IsZero() {
+			m.RegisteredAt = timestamppb.New(p.RegisteredAt)
+		}
+	}
+	return m
+}
+
+// callErr turns the error of a call into the handler's error: nil, one
+// that wraps ErrUnavailable, or the status message.
+func (g *GRPC) callErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	if st.Code() == codes.Unavailable {
+		return &unavailableError{typ: g.Type, cause: statusText(st), err: err}
+	}
+	return errors.New(statusText(st))
+}
+
+// statusText is the text of a status for an error: its message cleaned
+// by handlerText, or its code's name when that is empty.
+func statusText(st *status.Status) string {
+	msg := handlerText(st.Message())
+	if msg == "" {
+		return st.Code().String()
+	}
+	return msg
+}
+
+// unavailableError is the error of a call that the handler did not answer.
+type unavailableError struct {
+	typ, cause string
+	err        error // the call's
+}
+
+func (e *unavailableError) Error() string {
+	return "handler for " + e.typ + " unavailable: " + e.cause
+}
+
+// Unwrap returns ErrUnavailable and the call's error.
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }

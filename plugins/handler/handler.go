@@ -1,0 +1,57 @@
+package handler
+
+import (
+	"context"
+	"strings"
+
+	"github.com/plugreg/plugreg/plugins"
+)
+
+// Annotations are what a Handler's Register says of a plugin, as strings
+// by key, for the plugin's consumers; see [CheckAnnotations] for the
+// limits.
+type Annotations map[string]string
+
+// Handler validates and registers the plugins of one type. Calls for one
+// plugin name are strictly ordered (Validate, Register, DeRegister) and never
+// run concurrently; see Handlers. Every call gets a context that is cancelled
+// when the agent's handler timeout expires or the agent stops. The Plugin
+// passed is what the plugin reported in GetInfo, with its socket path; its
+// RegisteredAt is not set yet for Validate and Register.
+type Handler interface {
+	// Validate returns an error if the plugin's information is unacceptable
+	// (an unsupported version, a bad name, ...).
+	Validate(ctx context.Context, p plugins.Plugin) error
+	// Register makes the plugin available to its consumers, and may return
+	// annotations for them (nil: none). An error fails the registration
+	// and is reported to the plugin; one that wraps ErrBadAnnotations, or
+	// annotations that break the limits of CheckAnnotations, mean the
+	// handler did register it, and the caller rolls that back with
+	// DeRegister (plugins.ReasonRolledBack).
+	Register(ctx context.Context, p plugins.Plugin) (Annotations, error)
+	// DeRegister is called once the plugin's socket is gone or replaced,
+	// the plugin is unhealthy, or a registration is rolled back; reason is
+	// one of the plugins.Reason constants. The plugin leaves the Registry
+	// whatever it returns. An error makes the call pending (see package
+	// register): it is made again, with the same plugin and reason, with
+	// backoff, until it succeeds or a plugin of the same type and name is
+	// registered again, and the state file keeps it
+	// across agent restarts. So DeRegister may be called more than once for one
+	// deregistration, and should succeed for a plugin it no longer knows.
+	DeRegister(ctx context.Context, p plugins.Plugin, reason string) error
+}
+
+// maxHandlerErr bounds the text of a handler's error that comes from the
+// handler (an Exec's stderr line, a GRPC's status message).
+const maxHandlerErr = 512
+
+// cutHandlerErr returns s as valid UTF-8 (each invalid byte sequence
+// replaced by U+FFFD) of at most maxHandlerErr bytes, cut without
+// splitting a character.
+func cutHandlerErr(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > maxHandlerErr {
+		s = strings.ToValidUTF8(s[:maxHandlerErr], "")
+	}
+	return s
+}

@@ -1,0 +1,48 @@
+package plugins
+
+import (
+	"fmt"
+	"time"
+)
+
+// PluginJSON is a plugin as `plugreg list -o json` prints it and the fleet
+// publisher stores it in etcd; the keys are a public contract.
+type PluginJSON struct {
+	Name         string            `json:"name"`
+	Type         string            `json:"type"`
+	Endpoint     string            `json:"endpoint"`
+	SocketPath   string            `json:"socketPath"`
+	Versions     []string          `json:"versions"`
+	RegisteredAt string            `json:"registeredAt"` // RFC 3339, UTC, nanoseconds when not zero
+	Annotations  map[string]string `json:"annotations"`  // {} when none
+}
+
+// ToJSON returns p in its JSON form: Versions is [] and Annotations {}
+// when p has none. SocketID is not part of it.
+func ToJSON(p Plugin) PluginJSON {
+	v := p.Versions
+	if v == nil {
+		v = []string{}
+	}
+	a := p.Annotations
+	if a == nil {
+		a = map[string]string{}
+	}
+	return PluginJSON{
+		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
+		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
+	}
+}
+
+// Plugin returns the plugin j describes, without a SocketID; it fails if
+// RegisteredAt is not RFC 3339.
+func (j PluginJSON) Plugin() (Plugin, error) {
+	at, err := time.Parse(time.RFC3339Nano, j.RegisteredAt)
+	if err != nil {
+		return Plugin{}, fmt.Errorf("registeredAt: %w", err)
+	}
+	return Plugin{
+		Name: j.Name, Type: j.Type, Endpoint: j.Endpoint, SocketPath: j.SocketPath,
+		Versions: j.Versions, RegisteredAt: at, Annotations: j.Annotations,
+	}, nil
+}

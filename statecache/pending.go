@@ -1,0 +1,334 @@
+package statecache
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/plugreg/plugreg/scan"
+)
+
+// PendingKey identifies a pending deregistration by the incarnation of the
+// plugin it is owed for: the plugin's type and name, and the identity of
+// the socket it was registered from. Two sockets that carry one name, as
+// during a rolling update, are two keys, and each gets its DeRegister.
+type PendingKey struct {
+	Type, Name string
+	ID         scan.ID
+}
+
+// Pending is a handler's DeRegister that did not succeed and is owed: the
+// cache retries it (RetryDeRegister) until it succeeds or a plugin of the
+// same type and name registers again.
+type Pending[P any] struct {
+	Key    PendingKey
+	Plugin P      // what to deregister, as AddPending or RestorePending was given it
+	Reason Reason // what DeRegister is told
+}
+
+// nameKey is a plugin type and name.
+type nameKey struct{ typ, name string }
+
+// pend is the cache's record of one pending deregistration.
+type pend[P any] struct {
+	Pending[P]
+	stamp uint64 // what AddPending was given; carried in Op.Stamp
+	// seq tells this entry from a later one with the same key, so that
+	// the outcome of a retry that was in flight when its entry was
+	// replaced is not taken for the new entry's.
+	seq      uint64
+	attempts int    // retries handed out
+	fails    int    // retries failed in a row
+	retryAt  uint64 // tick from which the next retry may start
+	inFlight bool
+	queued   bool // in pendDue
+	dropped  bool // gone, but its retry is still in flight
+}
+
+// pendTimer is a pending entry's retry time, in the heap of waiting retries.
+type pendTimer struct {
+	at, seq uint64
+	key     PendingKey
+}
+
+//lint:ignore U1000 minHeap calls it through its type constraint
+func (a pendTimer) less(b pendTimer) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+// RestorePending records a deregistration that an earlier run of the
+// agent owed, as the state file kept it. It is AddPending with a zero
+// stamp, and may be called before the first Observe.
+func (c *Cache[P]) RestorePending(k PendingKey, p P, reason Reason) bool {
+	return c.AddPending(k, p, reason, 0)
+}
+
+// AddPending records that the handler's DeRegister of the incarnation k of
+// a plugin, p, for reason, did not succeed. The retry is due at once, then
+// after 1, 2, 4, ... ticks, capped at Config.MaxBackoff; stamp is carried
+// in the retries' Op.Stamp. An entry of the same key is replaced, and its
+// backoff starts again. AddPending reports whether the entry was recorded:
+// beyond Config.MaxPending entries, a new key is refused.
+func (c *Cache[P]) AddPending(k PendingKey, p P, reason Reason, stamp uint64) bool {
+	nk := nameKey{k.Type, k.Name}
+	byID := c.pending[nk]
+	e := byID[k.ID]
+	if e == nil || e.dropped {
+		if c.cfg.MaxPending > 0 && c.nPending >= c.cfg.MaxPending {
+			return false
+		}
+		c.nPending++
+	}
+	if e == nil {
+		if byID == nil {
+			byID = make(map[scan.ID]*pend[P])
+			c.pending[nk] = byID
+		}
+		e = &pend[P]{}
+		byID[k.ID] = e
+	}
+	c.pendSeq++
+	e.Pending = Pending[P]{Key: k, Plugin: p, Reason: reason}
+	e.stamp, e.seq, e.dropped = stamp, c.pendSeq, false
+	e.attempts, e.fails, e.retryAt = 0, 0, c.tick
+	c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
+	c.pendChanged[k] = struct{}{}
+	return true
+}
+
+// DropPending forgets the pending deregistrations of every incarnation of
+// the plugin of type typ named name, and returns how many there were: the
+// caller registered a plugin of that type and name, and the handler would
+// take a DeRegister owed to an older one for the new one's. A retry in
+// flight is not stopped: its outcome is ignored.
+func (c *Cache[P]) DropPending(typ, name string) int {
+	nk := nameKey{typ, name}
+	n := 0
+	for id, e := range c.pending[nk] {
+		if e.dropped {
+			continue
+		}
+		n++
+		c.forget(nk, id, e)
+	}
+	return n
+}
+
+// forget drops the entry e, of the key nk and id; one with a retry in
+// flight stays as dropped until its Done.
+func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
+	if !e.dropped {
+		c.nPending--
+		c.pendChanged[e.Key] = struct{}{}
+	}
+	e.dropped = true // for a queue of due ones that still holds it
+	var zero P
+	e.Plugin = zero
+	if e.inFlight {
+		return
+	}
+	delete(c.pending[nk], id)
+	if len(c.pending[nk]) == 0 {
+		delete(c.pending, nk)
+	}
+}
+
+// PendingList returns the pending deregistrations, sorted by plugin type,
+// name and socket identity: what the state file keeps. Nil when there are
+// none.
+func (c *Cache[P]) PendingList() []Pending[P] {
+	if c.nPending == 0 {
+		return nil
+	}
+	list := make([]Pending[P], 0, c.nPending)
+	for _, byID := range c.pending {
+		for _, e := range byID {
+			if !e.dropped {
+				list = append(list, e.Pending)
+			}
+		}
+	}
+	slices.SortFunc(list, func(a, b Pending[P]) int { return compareKeys(a.Key, b.Key) })
+	return list
+}
+
+// PendingChanges returns the changes to PendingList since the last call:
+// the entries added or replaced since, and the keys of those dropped since,
+// each sorted by key. A caller that keeps a copy of the list (to save it)
+// applies them to the copy.
+func (c *Cache[P]) PendingChanges() (put []Pending[P], gone []PendingKey) {
+	for k := range c.pendChanged {
+		if e := c.pending[nameKey{k.Type, k.Name}][k.ID]; e != nil && !e.dropped {
+			put = append(put, e.Pending)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	clear(c.pendChanged)
+	slices.SortFunc(put, func(a, b Pending[P]) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(gone, compareKeys)
+	return put, gone
+}
+
+// compareKeys orders pending keys by type, name and socket identity.
+func compareKeys(a, b PendingKey) int {
+	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name),
+		cmp.Compare(a.ID.Dev, b.ID.Dev), cmp.Compare(a.ID.Ino, b.ID.Ino), cmp.Compare(a.ID.Mtime, b.ID.Mtime),
+		cmp.Compare(a.ID.Ctime, b.ID.Ctime), cmp.Compare(a.ID.Birth, b.ID.Birth))
+}
+
+// retryShare returns how many retries of one plugin type may be in flight
+// at once: half of Config.RetryInFlight, at least one; 0: no bound.
+func (c *Cache[P]) retryShare() int {
+	if c.cfg.RetryInFlight <= 0 {
+		return 0
+	}
+	return max(c.cfg.RetryInFlight/2, 1)
+}
+
+// retryRoom reports whether a retry of type typ may start now, within
+// Config.RetryInFlight and the share of one type.
+func (c *Cache[P]) retryRoom(typ string) bool {
+	if q := c.cfg.RetryInFlight; q > 0 && c.nRetrying >= q {
+		return false
+	}
+	return c.retryShare() == 0 || c.retriesOf[typ] < c.retryShare()
+}
+
+// queueDue moves the pending entries whose retry time has come from the
+// heap of waiting ones to the queue of their type.
+func (c *Cache[P]) queueDue() {
+	for len(c.pendWait) > 0 && c.pendWait[0].at <= c.tick {
+		t := c.pendWait.pop()
+		e := c.pending[nameKey{t.key.Type, t.key.Name}][t.key.ID]
+		if e == nil || e.dropped || e.inFlight || e.queued || e.seq != t.seq || e.retryAt > c.tick {
+			continue // stale: replaced, taken, queued already, or put off
+		}
+		e.queued = true
+		c.pendDue[t.key.Type] = append(c.pendDue[t.key.Type], e)
+	}
+}
+
+// nextRetries appends to ops the retries due now, up to limit ops in all
+// (no bound if limit is 0 or less), within Config.RetryInFlight and the
+// share of each type: one of each type in turn, types in name order,
+// each type's oldest first.
+func (c *Cache[P]) nextRetries(ops []Op[P], limit int) []Op[P] {
+	c.queueDue()
+	if len(c.pendDue) == 0 {
+		return ops
+	}
+	types := make([]string, 0, len(c.pendDue))
+	for typ := range c.pendDue {
+		types = append(types, typ)
+	}
+	slices.Sort(types)
+	for progress := true; progress; {
+		progress = false
+		for _, typ := range types {
+			if limit > 0 && len(ops) >= limit {
+				return ops
+			}
+			if !c.retryRoom(typ) {
+				continue
+			}
+			if e := c.popDue(typ); e != nil {
+				ops = append(ops, c.startRetry(e))
+				progress = true
+			}
+		}
+	}
+	return ops
+}
+
+// popDue removes and returns the first entry of typ's queue that may be
+// retried, or nil; stale entries are dropped from the queue.
+func (c *Cache[P]) popDue(typ string) *pend[P] {
+	q := c.pendDue[typ]
+	for len(q) > 0 {
+		e := q[0]
+		q[0] = nil
+		q = q[1:]
+		e.queued = false
+		if !e.dropped && !e.inFlight {
+			c.setDue(typ, q)
+			return e
+		}
+	}
+	c.setDue(typ, q)
+	return nil
+}
+
+// setDue stores the queue of typ, or deletes it when empty.
+func (c *Cache[P]) setDue(typ string, q []*pend[P]) {
+	if len(q) == 0 {
+		delete(c.pendDue, typ)
+		return
+	}
+	c.pendDue[typ] = q
+}
+
+// startRetry marks e in flight and returns its retry.
+func (c *Cache[P]) startRetry(e *pend[P]) Op[P] {
+	e.inFlight = true
+	e.attempts++
+	c.nRetrying++
+	c.retriesOf[e.Key.Type]++
+	return Op[P]{Kind: RetryDeRegister, Pending: e.Key, Gen: e.seq, Attempt: e.attempts,
+		Plugin: e.Plugin, Reason: e.Reason, Stamp: e.stamp}
+}
+
+// nextRetryDue returns the tick at which a retry can next start by the
+// passing of time alone, or 0: the next tick when one is due now but was
+// not handed out (the limit of a call of Next), else the earliest retry
+// time. Retries held back by RetryInFlight wait for a Done, not a tick.
+func (c *Cache[P]) nextRetryDue() uint64 {
+	for typ, q := range c.pendDue {
+		if len(q) > 0 && c.retryRoom(typ) {
+			return c.tick + 1
+		}
+	}
+	if len(c.pendWait) == 0 {
+		return 0
+	}
+	return max(c.pendWait[0].at, c.tick+1)
+}
+
+// retried records the outcome of a RetryDeRegister, and returns the delay
+// of the next retry, if one is scheduled: a nil err drops the entry, any
+// other schedules the next retry. The outcome of a retry whose entry was
+// dropped or replaced meanwhile is ignored.
+func (c *Cache[P]) retried(op Op[P], err error) (retryTicks uint64) {
+	k := op.Pending
+	if c.retriesOf[k.Type] == 0 {
+		panic("statecache: Done(" + op.Kind.String() + " " + k.Type + "/" + k.Name + ") without an op in flight")
+	}
+	c.nRetrying--
+	if c.retriesOf[k.Type]--; c.retriesOf[k.Type] == 0 {
+		delete(c.retriesOf, k.Type)
+	}
+	nk := nameKey{k.Type, k.Name}
+	e := c.pending[nk][k.ID]
+	if e == nil || !e.inFlight {
+		panic("statecache: Done(" + op.Kind.String() + " " + k.Type + "/" + k.Name + ") without an op in flight")
+	}
+	e.inFlight = false
+	switch {
+	case e.dropped:
+		c.forget(nk, k.ID, e)
+	case e.seq != op.Gen:
+		// Replaced while in flight: the new entry is due.
+		c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
+	case err == nil:
+		c.forget(nk, k.ID, e)
+	default:
+		e.fails++
+		retryTicks = Backoff(e.fails, c.cfg.MaxBackoff)
+		e.retryAt = c.tick + retryTicks
+		c.pendWait.push(pendTimer{at: e.retryAt, seq: e.seq, key: k})
+	}
+	return retryTicks
+}
