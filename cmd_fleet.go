@@ -106,7 +106,6 @@ type entryWriter struct {
 	json bool
 	tw   *tabwriter.Writer
 	n    int
-	err  error
 }
 
 func newEntryWriter(w io.Writer, json bool) *entryWriter {

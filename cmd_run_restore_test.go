@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestLoadRegistryMarksRunning restores state files: one of a clean stop
@@ -26,7 +28,7 @@ func TestLoadRegistryMarksRunning(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			st := plugins.State{Version: plugins.StateVersion, Revision: 5, Running: tc.running, Plugins: []plugins.Plugin{}}
 			if err := plugins.Save(path, st, 0); err != nil {
 				t.Fatal(err)

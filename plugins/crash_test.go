@@ -190,7 +190,10 @@ func (f *crashFile) Sync() error {
 }
 
 func (f *crashFile) Close() error {
+	// A failed close still releases the file, as the OS does: Windows
+	// removes no file that is open.
 	if err := f.c.step("close"); err != nil {
+		f.f.Close()
 		return err
 	}
 	return f.f.Close()

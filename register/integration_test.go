@@ -735,7 +735,7 @@ func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
 			checkRetried(t, newRigFrom(t, plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}})), p, reason)
 		})
 		t.Run(reason+"/restarted", func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "state.json")
+			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := plugins.Save(path, plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}}, plugins.MinStateLimit); err != nil {
 				t.Fatal(err)
 			}

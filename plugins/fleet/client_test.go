@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 func TestParseEndpoints(t *testing.T) {
@@ -62,7 +64,7 @@ func TestZapToSlog(t *testing.T) {
 }
 
 func TestClientConfigPassword(t *testing.T) {
-	dir := t.TempDir()
+	dir := sockettest.Dir(t)
 	pw := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pw, []byte("s3cret\r\nignored\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 var layout = fleet.Layout{Prefix: "/test"}
@@ -253,7 +255,7 @@ func TestRestartContinuesLease(t *testing.T) {
 	for i := range 3 {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
 	}
-	leaseFile := filepath.Join(t.TempDir(), "fleet.lease")
+	leaseFile := filepath.Join(sockettest.Dir(t), "fleet.lease")
 	p1, stop1 := start(t, cl, reg, "n", 5*time.Second, leaseFile)
 	st1 := waitSynced(t, p1, reg)
 	resp, err := cl.Get(t.Context(), layout.Node("n"))

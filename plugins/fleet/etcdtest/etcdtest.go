@@ -22,6 +22,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // Options configure a Server.
@@ -110,7 +112,7 @@ func (s *Server) Client(user, password string) (*clientv3.Client, error) {
 // test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := New(Options{Dir: t.TempDir(), Fast: true, Log: t.Output()})
+	s, err := New(Options{Dir: sockettest.Dir(t), Fast: true, Log: t.Output()})
 	if err != nil {
 		t.Fatal(err)
 	}

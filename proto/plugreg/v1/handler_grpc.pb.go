@@ -49,8 +49,13 @@ const (
 // "handler unavailable", not a refusal. The plugin is not told, and the
 // registration is retried with backoff; a handler may return UNAVAILABLE
 // while it is not ready to decide. A call that exceeds its deadline is
-// retried too. A DeRegister that fails, for whatever reason, is logged and
-// not retried: the plugin is deregistered all the same.
+// retried too. A DeRegister that fails, for whatever reason, is logged, and
+// the plugin is deregistered all the same; the agent then calls DeRegister
+// again, with the same plugin, annotations and reason, with backoff, until
+// it succeeds or a plugin of the same type and name registers again, and
+// keeps it pending across agent restarts (the state file). So DeRegister
+// may be called more than once for one plugin, and should succeed for a
+// plugin the handler no longer knows.
 type HandlerClient interface {
 	// Validate checks a plugin before it is registered: its name, its
 	// versions, its endpoint.
@@ -122,8 +127,13 @@ func (c *handlerClient) DeRegister(ctx context.Context, in *DeRegisterRequest, o
 // "handler unavailable", not a refusal. The plugin is not told, and the
 // registration is retried with backoff; a handler may return UNAVAILABLE
 // while it is not ready to decide. A call that exceeds its deadline is
-// retried too. A DeRegister that fails, for whatever reason, is logged and
-// not retried: the plugin is deregistered all the same.
+// retried too. A DeRegister that fails, for whatever reason, is logged, and
+// the plugin is deregistered all the same; the agent then calls DeRegister
+// again, with the same plugin, annotations and reason, with backoff, until
+// it succeeds or a plugin of the same type and name registers again, and
+// keeps it pending across agent restarts (the state file). So DeRegister
+// may be called more than once for one plugin, and should succeed for a
+// plugin the handler no longer knows.
 type HandlerServer interface {
 	// Validate checks a plugin before it is registered: its name, its
 	// versions, its endpoint.
