@@ -343,6 +343,10 @@ func TestEndToEndLowFileLimit(t *testing.T) {
 		}
 		wg.Wait()
 	})
+	// The plugins hold their NotifyRegistrationStatus, and so the agent's
+	// connections to them, until the agent has run out of descriptors:
+	// however slowly a loaded machine starts them, the fault happens.
+	release := make(chan struct{})
 	t0 := time.Now()
 	for i := range ps {
 		name := fmt.Sprintf("p%03d.example.com", i)
@@ -369,6 +373,11 @@ func TestEndToEndLowFileLimit(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return
+			}
 			for {
 				select {
 				case st := <-status:
@@ -381,6 +390,11 @@ func TestEndToEndLowFileLimit(t *testing.T) {
 			}
 		}()
 	}
+	eventually(t, 60*time.Second, "the agent out of file descriptors", func() bool {
+		alive(t, agent)
+		return len(logLines(agent, "too many open files")) > 0
+	})
+	close(release)
 	countRegistered := func() int {
 		c := 0
 		for _, p := range ps {
