@@ -244,12 +244,10 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 }
 
 // readReply reads frames until the call's stream ends and returns its
-// message. It answers SETTINGS and PING on the way.
-//
-// It is one loop with a case per frame type, longer than most functions
-// here, because it is the client's one state machine: what a frame means
-// depends on what came before it on the stream (headers, message, trailers),
-// and reading it top to bottom is how to check it against the protocol.
+// message. Frames that concern the connection (SETTINGS, PING, window
+// updates, GOAWAY, a reset of the call's stream) go to connFrame; what a
+// HEADERS or DATA frame of the stream means depends on what came before it
+// (headers, message, trailers), which this loop keeps.
 func (c *clientConn) readReply() ([]byte, error) {
 	var (
 		data    []byte
@@ -261,36 +259,10 @@ func (c *clientConn) readReply() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := c.connFrame(f); err != nil {
+			return nil, err
+		}
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if f.IsAck() {
-				continue
-			}
-			if err := f.ForeachSetting(c.applySetting); err != nil {
-				return nil, err
-			}
-			if err := ioStatus(c.fr.WriteSettingsAck()); err != nil {
-				return nil, err
-			}
-		case *http2.PingFrame:
-			if f.IsAck() {
-				continue
-			}
-			if err := ioStatus(c.fr.WritePing(true, f.Data)); err != nil {
-				return nil, err
-			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				c.sendWindow += int64(f.Increment)
-			}
-		case *http2.GoAwayFrame:
-			if f.LastStreamID < c.stream {
-				return nil, status.Errorf(codes.Unavailable, "the plugin closed the connection (GOAWAY %v): %s", f.ErrCode, f.DebugData())
-			}
-		case *http2.RSTStreamFrame:
-			if f.StreamID == c.stream {
-				return nil, status.Errorf(rstCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
-			}
 		case *http2.MetaHeadersFrame:
 			if f.StreamID != c.stream {
 				continue
@@ -347,6 +319,42 @@ func (c *clientConn) readReply() ([]byte, error) {
 			}
 		}
 	}
+}
+
+// connFrame answers or applies a frame that concerns the connection rather
+// than the call's message: it acknowledges SETTINGS and PING, counts the
+// connection's send window, and turns a GOAWAY that excludes the call, or a
+// reset of its stream, into the call's error. Other frames are left to
+// readReply.
+func (c *clientConn) connFrame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		if err := f.ForeachSetting(c.applySetting); err != nil {
+			return err
+		}
+		return ioStatus(c.fr.WriteSettingsAck())
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return ioStatus(c.fr.WritePing(true, f.Data))
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			c.sendWindow += int64(f.Increment)
+		}
+	case *http2.GoAwayFrame:
+		if f.LastStreamID < c.stream {
+			return status.Errorf(codes.Unavailable, "the plugin closed the connection (GOAWAY %v): %s", f.ErrCode, f.DebugData())
+		}
+	case *http2.RSTStreamFrame:
+		if f.StreamID == c.stream {
+			return status.Errorf(rstCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+		}
+	}
+	return nil
 }
 
 // readFrame reads the next frame. The acknowledgements of SETTINGS and
