@@ -119,7 +119,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	// looked up, put in a message, logged, stored or published.
 	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
-		return bounded(p), c.reject(ctx, rc, path, "validate", msg, err)
+		return plugins.BoundPlugin(p), c.reject(ctx, rc, path, "validate", msg, err)
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -383,7 +383,7 @@ func sameInfo(old, p plugins.Plugin) error {
 	if p.Name == old.Name && p.Type == old.Type && p.Endpoint == old.Endpoint && slices.Equal(p.Versions, old.Versions) {
 		return nil
 	}
-	p = bounded(p)
+	p = plugins.BoundPlugin(p)
 	return fmt.Errorf("%w: now %s %q at %s, versions %q", statecache.ErrChanged, p.Type, p.Name, p.Endpoint, p.Versions)
 }
 
@@ -441,7 +441,7 @@ func validate(ctx context.Context, h handler.Handler, p plugins.Plugin) error {
 // when told so (node-driver-registrar does, before it replies), so a failed
 // notification is only logged at debug level.
 func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationClient, path, op, msg string, cause error) error {
-	msg = cut(msg)
+	msg = plugins.BoundText(msg)
 	if err := c.notify(ctx, rc, false, msg); err != nil {
 		c.log().Debug("rejection not acknowledged", "path", path, "err", err)
 	}
