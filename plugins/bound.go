@@ -62,11 +62,20 @@ func BoundPlugin(p Plugin) Plugin {
 // each), so one record takes at most MaxRecordBytes. [TestMaxRecordBytes]
 // encodes the largest record there is.
 const (
-	// MaxRecordBytes bounds one record of the state file, in bytes.
-	MaxRecordBytes = 2*(maxTypeBytes+maxNameBytes+MaxEndpointBytes+MaxVersions*MaxVersionBytes+MaxAnnotationBytes) +
-		6*scan.MaxSocketPath + 16*MaxVersions + 16*MaxAnnotations + recordOverhead
+	// MaxRecordBytes bounds one record of the state file, in bytes: of a
+	// discovered plugin or of one registered through the API, the larger.
+	MaxRecordBytes = max(socketRecordBytes, apiRecordBytes)
+	// infoRecordBytes bounds what both kinds of records hold.
+	infoRecordBytes = 2*(maxTypeBytes+maxNameBytes+MaxVersions*MaxVersionBytes+MaxAnnotationBytes) +
+		16*MaxVersions + 16*MaxAnnotations + recordOverhead
+	// socketRecordBytes bounds the record of a discovered plugin.
+	socketRecordBytes = infoRecordBytes + 2*MaxEndpointBytes + 6*scan.MaxSocketPath
+	// apiRecordBytes bounds the record of an API plugin: its endpoint is a
+	// path of at most scan.MaxSocketPath bytes, and it has an owner and
+	// options.
+	apiRecordBytes = infoRecordBytes + 2*scan.MaxSocketPath + 2*(MaxOwnerBytes+MaxAnnotationBytes) + 16*MaxAnnotations
 	// recordOverhead is the rest of a record: field names, indentation,
-	// the socket's identity, the time and the reason.
+	// the socket's identity, the time, the reason, the source and no-check.
 	recordOverhead = 1024
 	// MinStateLimit is the least [StateLimit]: what an agent allowed few
 	// plugins still loads, such as a state file it wrote with a larger

@@ -87,25 +87,48 @@ func largestPlugin(i int) Plugin {
 	}
 }
 
-// TestMaxRecordBytes checks that the largest record the rules allow fits
-// in MaxRecordBytes, and that the bound is not far above it.
+// largestAPIPlugin returns an API plugin whose state file record is as
+// large as the rules allow, as largestPlugin does: its endpoint an
+// absolute path of backslashes, its owner and options at their limits.
+func largestAPIPlugin(i int) Plugin {
+	p := largestPlugin(i)
+	q := func(n int) string { return strings.Repeat(`"`, n) }
+	opts := make(map[string]string, MaxAnnotations)
+	for j := range MaxAnnotations {
+		opts[strings.Repeat(`\`, j+1)] = q((MaxAnnotationBytes - MaxAnnotations*(MaxAnnotations+1)/2) / MaxAnnotations)
+	}
+	p.SocketPath, p.SocketID = "", scan.ID{Dev: 1<<64 - 1, Ino: 1<<64 - 1, Mtime: -1 << 63, Ctime: -1 << 63, Birth: -1 << 63}
+	p.Source, p.Owner, p.Options, p.NoCheck = SourceAPI, q(MaxOwnerBytes), opts, true
+	p.Endpoint = "/" + strings.Repeat(`\`, scan.MaxSocketPath-1)
+	return p
+}
+
+// TestMaxRecordBytes checks that the largest records the rules allow, of
+// a discovered plugin and of an API one, fit in MaxRecordBytes, and that
+// the bound is not far above the larger.
 func TestMaxRecordBytes(t *testing.T) {
-	p := largestPlugin(0)
-	if err := checkPlugin(p); err != nil {
-		t.Fatalf("largestPlugin breaks a rule: %v", err)
-	}
-	var b strings.Builder
-	if err := writeState(&b, State{Plugins: []Plugin{p}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonRolledBack}}}); err != nil {
-		t.Fatal(err)
-	}
 	empty := new(strings.Builder)
 	if err := writeState(empty, State{}); err != nil {
 		t.Fatal(err)
 	}
-	per := (b.Len() - empty.Len()) / 2
-	t.Logf("largest record: %d bytes; MaxRecordBytes %d", per, MaxRecordBytes)
-	if per > MaxRecordBytes || per < MaxRecordBytes*9/10 {
-		t.Errorf("the largest record takes %d bytes, want at most MaxRecordBytes (%d) and at least 90%% of it", per, MaxRecordBytes)
+	largest := 0
+	for _, p := range []Plugin{largestPlugin(0), largestAPIPlugin(0)} {
+		if err := checkPlugin(p); err != nil {
+			t.Fatalf("%s plugin breaks a rule: %v", p.SourceName(), err)
+		}
+		var b strings.Builder
+		if err := writeState(&b, State{Plugins: []Plugin{p}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonRolledBack}}}); err != nil {
+			t.Fatal(err)
+		}
+		per := (b.Len() - empty.Len()) / 2
+		t.Logf("largest record of a %s plugin: %d bytes; MaxRecordBytes %d", p.SourceName(), per, MaxRecordBytes)
+		if per > MaxRecordBytes {
+			t.Errorf("the largest record of a %s plugin takes %d bytes, more than MaxRecordBytes (%d)", p.SourceName(), per, MaxRecordBytes)
+		}
+		largest = max(largest, per)
+	}
+	if largest < MaxRecordBytes*9/10 {
+		t.Errorf("the largest record takes %d bytes, less than 90%% of MaxRecordBytes (%d)", largest, MaxRecordBytes)
 	}
 	if empty.Len() > stateOverhead {
 		t.Errorf("an empty state takes %d bytes, more than stateOverhead (%d)", empty.Len(), stateOverhead)

@@ -1,8 +1,6 @@
 package plugins
 
 import (
-	"maps"
-	"slices"
 	"time"
 )
 
@@ -67,11 +65,11 @@ func (k EventKind) change() bool {
 
 // clone returns a copy of ev that shares no slice with it.
 func (ev Event) clone() Event {
-	ev.Plugin.Versions, ev.Plugin.Annotations = slices.Clone(ev.Plugin.Versions), maps.Clone(ev.Plugin.Annotations)
+	ev.Plugin = ev.Plugin.Clone()
 	if ev.Plugins != nil {
 		ps := make([]Plugin, len(ev.Plugins))
 		for i, p := range ev.Plugins {
-			p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
+			p = p.Clone()
 			ps[i] = p
 		}
 		ev.Plugins = ps

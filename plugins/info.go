@@ -2,8 +2,11 @@ package plugins
 
 import (
 	"fmt"
+	"path/filepath"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/scan"
 )
 
 // Limits on what a plugin may report in GetInfo. Real plugins send one to
@@ -58,6 +61,33 @@ func checkText(what, s string, limit int) error {
 		if unicode.IsControl(r) {
 			return fmt.Errorf("%s contains control character %U at byte %d", what, r, i)
 		}
+	}
+	return nil
+}
+
+// MaxOwnerBytes bounds the owner of an API registration (Plugin.Owner).
+const MaxOwnerBytes = 253
+
+// ValidateOwner returns an error unless owner, the owner of an API
+// registration, is empty or at most MaxOwnerBytes of valid UTF-8 without
+// control characters.
+func ValidateOwner(owner string) error {
+	if owner == "" {
+		return nil
+	}
+	return checkText("owner", owner, MaxOwnerBytes)
+}
+
+// ValidateAPIEndpoint returns an error unless endpoint, the endpoint of an
+// API registration, is the absolute path of a unix socket: at most
+// scan.MaxSocketPath bytes of valid UTF-8 without control characters. The
+// agent's connect check dials it.
+func ValidateAPIEndpoint(endpoint string) error {
+	if err := checkText("endpoint", endpoint, scan.MaxSocketPath); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(endpoint) {
+		return fmt.Errorf("endpoint %q is not an absolute path", endpoint)
 	}
 	return nil
 }

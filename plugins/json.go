@@ -15,10 +15,14 @@ type PluginJSON struct {
 	Versions     []string          `json:"versions"`
 	RegisteredAt string            `json:"registeredAt"` // RFC 3339, UTC, nanoseconds when not zero
 	Annotations  map[string]string `json:"annotations"`  // {} when none
+	Source       string            `json:"source"`       // "socket" (discovered) or "api" (registered through the API)
+	Owner        string            `json:"owner"`        // who registered an API plugin; "" when none
+	Options      map[string]string `json:"options"`      // an API plugin's options; {} when none
 }
 
 // ToJSON returns p in its JSON form: Versions is [] and Annotations {}
-// when p has none. SocketID is not part of it.
+// when p has none, Options {} likewise. SocketID and NoCheck are not part
+// of it.
 func ToJSON(p Plugin) PluginJSON {
 	v := p.Versions
 	if v == nil {
@@ -28,9 +32,14 @@ func ToJSON(p Plugin) PluginJSON {
 	if a == nil {
 		a = map[string]string{}
 	}
+	o := p.Options
+	if o == nil {
+		o = map[string]string{}
+	}
 	return PluginJSON{
 		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
 		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
+		Source: p.SourceName(), Owner: p.Owner, Options: o,
 	}
 }
 
@@ -41,8 +50,16 @@ func (j PluginJSON) Plugin() (Plugin, error) {
 	if err != nil {
 		return Plugin{}, fmt.Errorf("registeredAt: %w", err)
 	}
-	return Plugin{
+	p := Plugin{
 		Name: j.Name, Type: j.Type, Endpoint: j.Endpoint, SocketPath: j.SocketPath,
 		Versions: j.Versions, RegisteredAt: at, Annotations: j.Annotations,
-	}, nil
+		Owner: j.Owner, Options: j.Options,
+	}
+	if j.Source == SourceAPI {
+		p.Source = SourceAPI
+	}
+	if len(p.Options) == 0 {
+		p.Options = nil
+	}
+	return p, nil
 }

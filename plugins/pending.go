@@ -3,7 +3,6 @@ package plugins
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -40,7 +39,7 @@ func (pd PendingDeregistration) keyOf() pendingKey {
 
 // clone returns a deep copy of pd.
 func (pd PendingDeregistration) clone() PendingDeregistration {
-	pd.Plugin.Versions, pd.Plugin.Annotations = slices.Clone(pd.Plugin.Versions), maps.Clone(pd.Plugin.Annotations)
+	pd.Plugin = pd.Plugin.Clone()
 	return pd
 }
 

@@ -1,6 +1,8 @@
 package plugins
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/plugreg/plugreg/scan"
@@ -18,6 +20,58 @@ type Plugin struct {
 	// Annotations are what the handler's Register returned for the
 	// plugin's consumers (nil: none); see ValidateAnnotations.
 	Annotations map[string]string
+	// Source says how the plugin came into the registry: SourceSocket
+	// (discovered at SocketPath, where it serves pluginregistration v1) or
+	// SourceAPI (registered through the local API, with no registration
+	// socket: SocketPath is empty). "" is SourceSocket: the Registry
+	// and the state file keep a discovered plugin's Source empty, and
+	// SourceName says which.
+	Source string
+	// Owner is who registered an API plugin, Nomad's AllocID ("" when the
+	// caller gave none, and for discovered plugins); see ValidateOwner.
+	Owner string
+	// Options are an API plugin's options from its registration, Nomad's
+	// PluginInfo.Options (nil: none); bounded like Annotations.
+	Options map[string]string
+	// NoCheck says that an API plugin's endpoint gets no liveness check.
+	NoCheck bool
+}
+
+// Sources of a plugin (Plugin.Source).
+const (
+	SourceSocket = "socket" // discovered: it serves pluginregistration v1 in a plugin directory
+	SourceAPI    = "api"    // registered through the local API (Registry.Register of plugreg.v1)
+)
+
+// SourceName returns p's source as the API and JSON show it: SourceSocket
+// or SourceAPI.
+func (p Plugin) SourceName() string {
+	if p.FromAPI() {
+		return SourceAPI
+	}
+	return SourceSocket
+}
+
+// FromAPI reports whether p was registered through the local API.
+func (p Plugin) FromAPI() bool { return p.Source == SourceAPI }
+
+// Instance returns the key under which a Registry holds p, one per
+// instance: a discovered plugin's socket path; for an API plugin, its
+// type, name, owner and endpoint, after "api:" and separated by NUL bytes,
+// which no socket path and no validated string holds. So instances of one
+// name from different sockets, owners or endpoints coexist.
+func (p Plugin) Instance() string {
+	if !p.FromAPI() {
+		return p.SocketPath
+	}
+	return "api:\x00" + p.Type + "\x00" + p.Name + "\x00" + p.Owner + "\x00" + p.Endpoint
+}
+
+// Clone returns a deep copy of p: its Versions, Annotations and Options
+// are shared with no one.
+func (p Plugin) Clone() Plugin {
+	p.Versions, p.Annotations, p.Options = slices.Clone(p.Versions), maps.Clone(p.Annotations), maps.Clone(p.Options)
+	return p
 }
 
 // Key identifies a plugin by type and name: its handler sees one plugin

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -55,7 +54,7 @@ const RevisionGap = 1 << 32
 // NewRegistryFrom to restore a saved State.
 type Registry struct {
 	mu       sync.RWMutex
-	plugins  map[string]Plugin // by SocketPath
+	plugins  map[string]Plugin // by Plugin.Instance
 	rev      uint64            // revision of the latest event
 	lastTime time.Time         // time of the latest event
 	history  []Event           // ring of the latest events, at most HistorySize
@@ -102,8 +101,8 @@ func NewRegistry() *Registry {
 func NewRegistryFrom(s State) *Registry {
 	r := NewRegistry()
 	for _, p := range s.Plugins {
-		p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
-		r.plugins[p.SocketPath] = p
+		p = p.Clone()
+		r.plugins[p.Instance()] = p
 	}
 	for _, pd := range s.Pending {
 		r.pending[pd.keyOf()] = pd.clone()
@@ -117,10 +116,11 @@ func NewRegistryFrom(s State) *Registry {
 
 // Apply records one change and returns its event, with the next revision.
 //
-//   - Registered and Healthy insert p, replacing any plugin registered at
-//     p.SocketPath.
-//   - Deregistered, Replaced and Unhealthy remove the plugin registered at
-//     p.SocketPath; the event carries the plugin as it was registered. If
+//   - Registered and Healthy insert p, replacing any plugin registered
+//     under p.Instance() (at p.SocketPath, or for an API plugin, of the
+//     same type, name, owner and endpoint).
+//   - Deregistered, Replaced and Unhealthy remove the plugin registered
+//     under p.Instance(); the event carries the plugin as it was registered. If
 //     none is, nothing happens: Apply returns ok == false and no event is
 //     made, so late or repeated removals never reach watchers.
 //   - Rejected changes nothing but is an event with a revision, carrying p
@@ -150,21 +150,24 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	case Rejected:
 		p, errMsg = BoundPlugin(p), BoundText(errMsg)
 	}
-	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
+	if p.Source == SourceSocket {
+		p.Source = "" // how the Registry keeps a discovered plugin's
+	}
+	p = p.Clone()
 	ev = Event{Kind: kind, Time: now, Plugin: p}
 	r.mu.Lock()
 	switch kind {
 	case Registered, Healthy:
-		r.plugins[p.SocketPath] = p
+		r.plugins[p.Instance()] = p
 	case Rejected:
 		ev.Error = errMsg
 	default: // a removal
-		old, had := r.plugins[p.SocketPath]
+		old, had := r.plugins[p.Instance()]
 		if !had {
 			r.mu.Unlock()
 			return Event{}, false
 		}
-		delete(r.plugins, p.SocketPath)
+		delete(r.plugins, p.Instance())
 		ev.Plugin = old
 	}
 	r.rev++
@@ -226,7 +229,7 @@ func (r *Registry) listLocked(typ string) []Plugin {
 	list := make([]Plugin, 0, len(r.plugins))
 	for _, p := range r.plugins {
 		if typ == "" || p.Type == typ {
-			p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
+			p = p.Clone()
 			list = append(list, p)
 		}
 	}
@@ -234,37 +237,57 @@ func (r *Registry) listLocked(typ string) []Plugin {
 	return list
 }
 
-// comparePlugins orders plugins by Type, Name and SocketPath.
+// comparePlugins orders plugins by Type, Name and SocketPath, then (API
+// plugins, which have no SocketPath) Owner and Endpoint.
 func comparePlugins(a, b Plugin) int {
 	return cmp.Or(
 		strings.Compare(a.Type, b.Type),
 		strings.Compare(a.Name, b.Name),
 		strings.Compare(a.SocketPath, b.SocketPath),
+		strings.Compare(a.Owner, b.Owner),
+		strings.Compare(a.Endpoint, b.Endpoint),
 	)
 }
 
-// Get returns a copy of the plugin of type typ named name. Several sockets
-// can carry one name, as during a DRA rolling update; Get returns the one
-// registered most recently (latest RegisteredAt), and among equal times the
-// one with the lexically smallest SocketPath. If there is none, the error
-// wraps [ErrNotFound].
+// Get returns a copy of the current instance of the plugin of type typ
+// named name. Several instances can carry one name: sockets, as during a
+// DRA rolling update, and API registrations from different owners or
+// endpoints. The current one is the one registered most recently (latest
+// RegisteredAt), and among equal times the first in List's order; when it
+// leaves, the one registered before it is current again. If there is none,
+// the error wraps [ErrNotFound].
 func (r *Registry) Get(typ, name string) (Plugin, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	p, ok := r.getLocked(typ, name)
-	if !ok {
-		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
-	}
-	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
-	return p, nil
+	return r.get(typ, name, nil)
 }
 
-// getLocked returns the plugin Get returns, shared with the registry.
-func (r *Registry) getLocked(typ, name string) (Plugin, bool) {
+// GetOwned returns a copy of the current instance of the plugin of type
+// typ named name that owner registered through the API, as Get chooses
+// among that owner's: Nomad's PluginForAlloc. If there is none, the error
+// wraps [ErrNotFound].
+func (r *Registry) GetOwned(typ, name, owner string) (Plugin, error) {
+	return r.get(typ, name, &owner)
+}
+
+// get is Get, or GetOwned when owner is not nil.
+func (r *Registry) get(typ, name string, owner *string) (Plugin, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.getLocked(typ, name, owner)
+	if !ok {
+		if owner != nil {
+			return Plugin{}, fmt.Errorf("%s %q of owner %q: %w", typ, name, *owner, ErrNotFound)
+		}
+		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
+	}
+	return p.Clone(), nil
+}
+
+// getLocked returns the plugin get returns, shared with the registry.
+func (r *Registry) getLocked(typ, name string, owner *string) (Plugin, bool) {
 	var best Plugin
 	found := false
 	for _, p := range r.plugins {
-		if p.Type != typ || p.Name != name {
+		if p.Type != typ || p.Name != name || owner != nil && (!p.FromAPI() || p.Owner != *owner) {
 			continue
 		}
 		if !found || newer(p, best) {
@@ -279,7 +302,7 @@ func newer(a, b Plugin) bool {
 	if c := a.RegisteredAt.Compare(b.RegisteredAt); c != 0 {
 		return c > 0
 	}
-	return a.SocketPath < b.SocketPath
+	return comparePlugins(a, b) < 0
 }
 
 // Len returns the number of registered plugins.

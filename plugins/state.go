@@ -133,6 +133,11 @@ type pluginRecord struct {
 	// Annotations is left out when empty, so that a file without any
 	// stays readable by an agent that does not know the field.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// The fields of an API plugin, left out for a discovered one.
+	Source  string            `json:"source,omitempty"`
+	Owner   string            `json:"owner,omitempty"`
+	Options map[string]string `json:"options,omitempty"`
+	NoCheck bool              `json:"noCheck,omitempty"`
 }
 
 // socketIDRecord is the JSON form of a scan.ID.
@@ -166,7 +171,20 @@ func recordOf(p Plugin) pluginRecord {
 		Versions:     p.Versions,
 		RegisteredAt: p.RegisteredAt.UTC(),
 		Annotations:  p.Annotations,
+		Source:       sourceRecord(p.Source),
+		Owner:        p.Owner,
+		Options:      p.Options,
+		NoCheck:      p.NoCheck,
 	}
+}
+
+// sourceRecord is the source field of a record: left out for a
+// discovered plugin, whose Source a Registry keeps as "".
+func sourceRecord(s string) string {
+	if s == SourceSocket {
+		return ""
+	}
+	return s
 }
 
 // plugin returns the Plugin of r.
@@ -181,6 +199,10 @@ func (r pluginRecord) plugin() Plugin {
 		Versions:     r.Versions,
 		RegisteredAt: r.RegisteredAt,
 		Annotations:  r.Annotations,
+		Source:       r.Source,
+		Owner:        r.Owner,
+		Options:      r.Options,
+		NoCheck:      r.NoCheck,
 	}
 }
 
@@ -215,10 +237,13 @@ func (s State) check() error {
 		if err := checkPlugin(p); err != nil {
 			return fmt.Errorf("plugin %d: %w", i, err)
 		}
-		if seen[p.SocketPath] {
+		if seen[p.Instance()] {
+			if p.FromAPI() {
+				return fmt.Errorf("plugin %d: API plugin %s %q of owner %q at %q listed twice", i, p.Type, p.Name, p.Owner, p.Endpoint)
+			}
 			return fmt.Errorf("plugin %d: socket path %q listed twice", i, p.SocketPath)
 		}
-		seen[p.SocketPath] = true
+		seen[p.Instance()] = true
 	}
 	pending := make(map[pendingKey]bool, len(s.Pending))
 	for i, pd := range s.Pending {
@@ -252,7 +277,14 @@ func checkPending(pd PendingDeregistration) error {
 // checkPlugin returns an error if p breaks a rule of the state file: those
 // of a registered plugin, which keep a record within MaxRecordBytes.
 func checkPlugin(p Plugin) error {
+	if p.FromAPI() {
+		return checkAPIPlugin(p)
+	}
 	switch {
+	case p.Source != "" && p.Source != SourceSocket:
+		return fmt.Errorf("unknown source of %d bytes", len(p.Source))
+	case p.Owner != "" || p.Options != nil || p.NoCheck:
+		return fmt.Errorf("at %q: owner, options or no-check of a discovered plugin", p.SocketPath)
 	case p.SocketPath == "":
 		return errors.New("empty socket path")
 	case len(p.SocketPath) > scan.MaxSocketPath:
@@ -272,6 +304,35 @@ func checkPlugin(p Plugin) error {
 	}
 	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("at %q: registration time %v out of range", p.SocketPath, p.RegisteredAt)
+	}
+	return nil
+}
+
+// checkAPIPlugin is checkPlugin of a plugin registered through the API:
+// no socket path, an endpoint that is an absolute path of at most
+// scan.MaxSocketPath bytes, a valid owner and options.
+func checkAPIPlugin(p Plugin) error {
+	if p.SocketPath != "" {
+		return errors.New("API plugin with a socket path")
+	}
+	if err := ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+		return fmt.Errorf("API plugin: %w", err)
+	}
+	at := fmt.Sprintf("API plugin %s %q at %q", p.Type, p.Name, p.Endpoint)
+	if err := ValidateAPIEndpoint(p.Endpoint); err != nil {
+		return fmt.Errorf("%s: %w", at, err)
+	}
+	if err := ValidateOwner(p.Owner); err != nil {
+		return fmt.Errorf("%s: %w", at, err)
+	}
+	if err := ValidateOptions(p.Options); err != nil {
+		return fmt.Errorf("%s: %w", at, err)
+	}
+	if err := ValidateAnnotations(p.Annotations); err != nil {
+		return fmt.Errorf("%s: %w", at, err)
+	}
+	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%s: registration time %v out of range", at, p.RegisteredAt)
 	}
 	return nil
 }

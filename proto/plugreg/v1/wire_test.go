@@ -17,6 +17,8 @@ func TestMethodNames(t *testing.T) {
 		{"List", plugregv1.Registry_List_FullMethodName, "/plugreg.v1.Registry/List", "plugreg.v1.ListRequest", "plugreg.v1.ListResponse", false},
 		{"Get", plugregv1.Registry_Get_FullMethodName, "/plugreg.v1.Registry/Get", "plugreg.v1.GetRequest", "plugreg.v1.Plugin", false},
 		{"Watch", plugregv1.Registry_Watch_FullMethodName, "/plugreg.v1.Registry/Watch", "plugreg.v1.WatchRequest", "plugreg.v1.Event", true},
+		{"Register", plugregv1.Registry_Register_FullMethodName, "/plugreg.v1.Registry/Register", "plugreg.v1.RegisterPluginRequest", "plugreg.v1.RegisterPluginResponse", false},
+		{"Deregister", plugregv1.Registry_Deregister_FullMethodName, "/plugreg.v1.Registry/Deregister", "plugreg.v1.DeregisterPluginRequest", "plugreg.v1.DeregisterPluginResponse", false},
 	})
 }
 
@@ -99,6 +101,9 @@ func TestMessages(t *testing.T) {
 			{5, "versions", protoreflect.StringKind, protoreflect.Repeated, ""},
 			{6, "registered_at", protoreflect.MessageKind, protoreflect.Optional, "google.protobuf.Timestamp"},
 			{7, "annotations", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin.AnnotationsEntry"},
+			{8, "source", protoreflect.StringKind, protoreflect.Optional, ""},
+			{9, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
+			{10, "options", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin.OptionsEntry"},
 		}},
 		{"ListRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
@@ -109,9 +114,11 @@ func TestMessages(t *testing.T) {
 		{"GetRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
 			{2, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+			{3, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
 		}},
 		{"WatchRequest", []field{
 			{1, "since_revision", protoreflect.Uint64Kind, protoreflect.Optional, ""},
+			{2, "type", protoreflect.StringKind, protoreflect.Optional, ""},
 		}},
 		{"Event", []field{
 			{1, "revision", protoreflect.Uint64Kind, protoreflect.Optional, ""},
@@ -120,6 +127,26 @@ func TestMessages(t *testing.T) {
 			{4, "plugin", protoreflect.MessageKind, protoreflect.Optional, "plugreg.v1.Plugin"},
 			{5, "error", protoreflect.StringKind, protoreflect.Optional, ""},
 			{6, "plugins", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin"},
+		}},
+		{"RegisterPluginRequest", []field{
+			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
+			{2, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+			{3, "endpoint", protoreflect.StringKind, protoreflect.Optional, ""},
+			{4, "versions", protoreflect.StringKind, protoreflect.Repeated, ""},
+			{5, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
+			{6, "options", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.RegisterPluginRequest.OptionsEntry"},
+			{7, "no_check", protoreflect.BoolKind, protoreflect.Optional, ""},
+		}},
+		{"RegisterPluginResponse", []field{
+			{1, "plugin", protoreflect.MessageKind, protoreflect.Optional, "plugreg.v1.Plugin"},
+		}},
+		{"DeregisterPluginRequest", []field{
+			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
+			{2, "name", protoreflect.StringKind, protoreflect.Optional, ""},
+			{3, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
+		}},
+		{"DeregisterPluginResponse", []field{
+			{1, "plugins", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin"},
 		}},
 	})
 }
