@@ -19,6 +19,21 @@ var (
 	ErrNotFound = errors.New("plugins: not found")
 )
 
+// Errors of a registration through the API (plugreg.v1 Register and
+// Deregister), which the agent wraps with what went wrong so that the API
+// can tell the caller why in its status code.
+var (
+	// ErrInvalid: the request breaks a rule of ValidateInfo,
+	// ValidateAPIEndpoint, ValidateOwner or ValidateOptions.
+	ErrInvalid = errors.New("plugins: invalid registration")
+	// ErrRefused: the type's version check or its handler refused the
+	// plugin; the error's text is the refusal in the kubelet's words.
+	ErrRefused = errors.New("plugins: registration refused")
+	// ErrLimit: the owner, or all owners together, hold as many API
+	// registrations as the agent allows.
+	ErrLimit = errors.New("plugins: too many API registrations")
+)
+
 // Bounds of a Registry's memory.
 const (
 	// HistorySize is how many of the latest events a Registry keeps so
