@@ -203,8 +203,9 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		// and by default the heap grows to twice the live heap, and to 4
 		// MB at least, before a collection. Collecting once it has grown
 		// by half keeps the peak RSS of a burst of 1,000 registrations
-		// about 1.3 MB lower (19.0 against 17.7 MB), for a few more
-		// collections. GOGC in the environment overrides it.
+		// about 1.3 MB lower, for a few more collections (the README's
+		// performance table has the figures). GOGC in the environment
+		// overrides it.
 		debug.SetGCPercent(50)
 	}
 	return c.start(ctx, newLogger(stderr, c.logFormat, c.logLevel))

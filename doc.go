@@ -274,20 +274,13 @@ backoff until the handler answers; only the plugin's own answer (gone,
 changed, or refused by the handler) deregisters it. A handler may return
 the status UNAVAILABLE itself, to the same effect.
 
-Any other status but OK is a refusal. The status message, on one line
-(control characters become spaces) and cut to 512 bytes, or the code's
-name when the message is empty, reaches the plugin in the kubelet's
-words: "RegisterPlugin error -- plugin validation failed with err: MSG"
-or "... plugin registration failed with err: MSG". A call that exceeds
---handler-timeout is retried. A failed DeRegister, whatever the status,
-is logged and not retried; the plugin is deregistered all the same.
-
-Register may return annotations, with the limits of those of an exec
-handler (at most 32 keys and 4 KiB of keys and values in all, valid
-UTF-8 without control characters, keys not empty); anything else is a
-failed registration: the plugin is told, and DeRegister follows with
-reason "rolled back". A reply over 64 KiB fails the call. The calls for
-one plugin name never overlap, and at most --max-in-flight run at once.
+The contract of the calls (which status refuses and how the plugin is
+told, UNAVAILABLE and deadlines retried, a failed DeRegister retried with
+backoff and kept across restarts so that DeRegister must be idempotent,
+the reasons, the limits on annotations) is the comment of the Handler
+service in proto/plugreg/v1/handler.proto. A reply over 64 KiB fails the
+call. The calls for one plugin name never overlap, and at most
+--max-in-flight run at once.
 
 # plugreg list
 

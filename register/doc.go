@@ -8,8 +8,8 @@
 // Reconciler.Run is the only goroutine that touches the statecache.Cache.
 // The cache counts time in ticks of Interval (backoff and liveness checks
 // are counted in ticks); tick n is n intervals after Run started. The scans
-// run on a goroutine of their own, once per tick, and hand a snapshot to
-// the loop only when it tells something new: a change, or a failure, the
+// run on a goroutine of their own, once per interval (sooner after a
+// change: see below), and hand a snapshot to the loop only when it tells something new: a change, or a failure, the
 // newest replacing one the loop has not taken yet. The loop feeds the
 // changes to the cache and starts the operations the cache says are due,
 // each in its own goroutine with its own timeouts, at most MaxInFlight at

@@ -30,7 +30,10 @@ const (
 type ValidateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plugin as it reported itself in GetInfo, with the registration
-	// socket it was found at. registered_at and annotations are unset.
+	// socket it was found at (source "socket"); or, for a plugin
+	// registered through the API (source "api"), as the Register call
+	// gave it, with its owner and options and no socket path.
+	// registered_at and annotations are unset.
 	Plugin        *Plugin `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -215,7 +218,8 @@ type DeRegisterRequest struct {
 	// The plugin as it was registered: with its annotations, and its
 	// registered_at when the registration had completed.
 	Plugin *Plugin `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
-	// Why: "removed" (its socket is gone), "replaced" (a new socket took
+	// Why: "removed" (its socket is gone, or it was deregistered through
+	// the API), "replaced" (a new socket took
 	// its place, or a plugin restored from the state file answers
 	// differently), "unhealthy" (it stopped answering while its socket
 	// stayed) or "rolled back" (Register succeeded, but the annotations

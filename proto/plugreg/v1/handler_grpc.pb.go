@@ -39,8 +39,11 @@ const (
 // names may run concurrently. Each call has the agent's --handler-timeout
 // as its deadline.
 //
-// A status other than OK refuses: the plugin is told, in the kubelet's
-// words, "RegisterPlugin error -- plugin validation failed with err: MSG"
+// This comment is the handler contract; the agent's docs refer to it.
+//
+// A status other than OK refuses: the plugin is told (a plugin registered
+// through the API: the caller of Register gets it as the call's error), in
+// the kubelet's words, "RegisterPlugin error -- plugin validation failed with err: MSG"
 // (Validate) or "RegisterPlugin error -- plugin registration failed with
 // err: MSG" (Register), where MSG is the status message, control
 // characters turned into spaces and cut to 512 bytes (the code's name when
@@ -117,8 +120,11 @@ func (c *handlerClient) DeRegister(ctx context.Context, in *DeRegisterRequest, o
 // names may run concurrently. Each call has the agent's --handler-timeout
 // as its deadline.
 //
-// A status other than OK refuses: the plugin is told, in the kubelet's
-// words, "RegisterPlugin error -- plugin validation failed with err: MSG"
+// This comment is the handler contract; the agent's docs refer to it.
+//
+// A status other than OK refuses: the plugin is told (a plugin registered
+// through the API: the caller of Register gets it as the call's error), in
+// the kubelet's words, "RegisterPlugin error -- plugin validation failed with err: MSG"
 // (Validate) or "RegisterPlugin error -- plugin registration failed with
 // err: MSG" (Register), where MSG is the status message, control
 // characters turned into spaces and cut to 512 bytes (the code's name when
