@@ -52,7 +52,7 @@ func TestFleetCommands(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &entries); err != nil || len(entries) != 1 {
 		t.Fatalf("fleet list -o json = %s (%v), want one entry", out.String(), err)
 	}
-	for _, k := range []string{"node", "name", "type", "endpoint", "socketPath", "versions", "registeredAt", "annotations"} {
+	for _, k := range []string{"node", "name", "type", "endpoint", "socketPath", "versions", "registeredAt", "annotations", "source", "owner", "options"} {
 		if _, ok := entries[0][k]; !ok {
 			t.Errorf("fleet list -o json entry lacks %q: %v", k, entries[0])
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -18,6 +19,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	flags := newFlagSet("get", "[flags] TYPE NAME", stderr)
 	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
 	output := flags.String("o", "table", "output format: table or json")
+	flags.String("owner", "", "show the instance that this `ID` registered through the API (\"\": the one registered without an owner), not the newest of any source")
 	pos, err := parseInterspersed(flags, args)
 	if err != nil {
 		return err
@@ -25,8 +27,8 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(pos) != 2 {
 		return usagef("get: want TYPE NAME, got %d arguments", len(pos))
 	}
-	if *output != "table" && *output != "json" {
-		return usagef("invalid value %q for flag -o: want table or json", *output)
+	if err := checkTableOrJSON(*output); err != nil {
+		return err
 	}
 	typ, name := pos[0], pos[1]
 	client, closeConn, err := dialAPI(*apiPath)
@@ -36,16 +38,35 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer closeConn()
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	m, err := client.Get(ctx, &plugregv1.GetRequest{Type: typ, Name: name})
+	owner := flagGiven(flags, "owner")
+	m, err := client.Get(ctx, &plugregv1.GetRequest{Type: typ, Name: name, Owner: owner})
 	if status.Code(err) == codes.NotFound {
-		return fmt.Errorf("no plugin %q of type %s is registered", name, typ)
+		return notRegistered(typ, name, owner)
 	}
 	if err != nil {
 		return fmt.Errorf("get plugin from %s: %s", *apiPath, status.Convert(err).Message())
 	}
-	p := api.FromProto(m)
-	if *output == "json" {
-		return writeJSONValue(stdout, toJSON(p))
+	return writePlugin(stdout, *output, api.FromProto(m))
+}
+
+// flagGiven returns the value of the flag called name if the command line
+// set it, even to "", else nil.
+func flagGiven(flags *flag.FlagSet, name string) *string {
+	var v *string
+	flags.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			s := f.Value.String()
+			v = &s
+		}
+	})
+	return v
+}
+
+// writePlugin prints p in the output format of -o: a table of one row, or
+// one JSON object.
+func writePlugin(w io.Writer, output string, p plugins.Plugin) error {
+	if output == "json" {
+		return writeJSONValue(w, toJSON(p))
 	}
-	return writeTable(stdout, []plugins.Plugin{p})
+	return writeTable(w, []plugins.Plugin{p})
 }

@@ -39,8 +39,8 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(flags, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" {
-		return usagef("invalid value %q for flag -o: want table or json", *output)
+	if err := checkTableOrJSON(*output); err != nil {
+		return err
 	}
 	client, closeConn, err := dialAPI(*apiPath)
 	if err != nil {
@@ -57,10 +57,25 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for i, m := range resp.GetPlugins() {
 		ps[i] = api.FromProto(m)
 	}
-	if *output == "json" {
-		return writeJSON(stdout, ps)
+	return writePlugins(stdout, *output, ps)
+}
+
+// checkTableOrJSON returns a usage error unless output, the value of -o,
+// is table or json.
+func checkTableOrJSON(output string) error {
+	if output != "table" && output != "json" {
+		return usagef("invalid value %q for flag -o: want table or json", output)
 	}
-	return writeTable(stdout, ps)
+	return nil
+}
+
+// writePlugins prints ps in the output format of -o: a table, or a JSON
+// array.
+func writePlugins(w io.Writer, output string, ps []plugins.Plugin) error {
+	if output == "json" {
+		return writeJSON(w, ps)
+	}
+	return writeTable(w, ps)
 }
 
 func toJSON(p plugins.Plugin) pluginJSON { return plugins.ToJSON(p) }
@@ -81,12 +96,25 @@ func writeJSONValue(w io.Writer, v any) error {
 
 func writeTable(w io.Writer, ps []plugins.Plugin) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOCKET")
+	fmt.Fprintln(tw, "TYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOURCE")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Type), printable(p.Name), printable(p.Endpoint),
-			printable(strings.Join(p.Versions, ",")), p.RegisteredAt.Local().Format(time.RFC3339), printable(p.SocketPath))
+			printable(strings.Join(p.Versions, ",")), p.RegisteredAt.Local().Format(time.RFC3339), source(p))
 	}
 	return tw.Flush()
+}
+
+// source returns where p came from, for the table and text outputs: the
+// socket it was discovered at, or for a plugin registered through the API
+// "api" and its owner, if any.
+func source(p plugins.Plugin) string {
+	switch {
+	case !p.FromAPI():
+		return printable(p.SocketPath)
+	case p.Owner == "":
+		return "api"
+	}
+	return "api (owner " + printable(p.Owner) + ")"
 }
 
 // printable returns s as it is if every character of it is printable

@@ -95,17 +95,14 @@ func (p *publishConfig) prepare(log *slog.Logger) (*publisher, error) {
 	}}, nil
 }
 
-// start publishes reg until ctx is done or reg is closed. The lease ID
-// is kept in a file next to the state file (STATE.lease), if there is
-// one, so that a restarted agent continues the lease.
-func (pr *publisher) start(ctx context.Context, reg *plugins.Registry, state string, log *slog.Logger) {
+// start publishes reg until ctx is done or reg is closed. The publisher
+// keeps its lease in reg, so the state file (--state) keeps it, and a
+// restarted agent continues the lease.
+func (pr *publisher) start(ctx context.Context, reg *plugins.Registry, log *slog.Logger) {
 	if pr == nil {
 		return
 	}
 	pr.pub.Registry = reg
-	if state != "" {
-		pr.pub.LeaseFile = state + ".lease"
-	}
 	pr.done.Go(func() {
 		if err := pr.pub.Run(ctx); err != nil {
 			log.Error("fleet publisher stopped", "err", err)

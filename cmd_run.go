@@ -62,6 +62,7 @@ type runConfig struct {
 	maxPlugins        positiveInt
 	maxWatchers       positiveInt
 	allowUIDs         uidList
+	apiRegisterUIDs   uidList       // besides the agent's own uid and root
 	publish           publishConfig // --publish and the fleet flags
 }
 
@@ -129,6 +130,7 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
 	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED")
 	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
+	flags.Var(&c.apiRegisterUIDs, "api-register-uid", "let API clients with one of these comma-separated `UIDs` register and deregister plugins (plugreg register), besides root and the agent's own uid; others may only read (repeatable; unix only)")
 	c.publish.register(flags)
 	return c, flags
 }
@@ -244,7 +246,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	scanner.FullScanEvery = int(c.fullScanEvery)
-	registry, err := loadRegistry(c.state, plugins.StateLimit(int(c.maxPlugins)), log)
+	registry, err := loadRegistry(c.state, c.stateLimit(), log)
 	if err != nil {
 		return err
 	}
@@ -274,12 +276,12 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	a := &agent{log: log, registry: registry, api: grpc.NewServer(), served: make(chan error, 1), handlerConns: conns}
+	a := &agent{log: log, registry: registry, api: grpc.NewServer(grpc.Creds(api.PeerCredentials())), served: make(chan error, 1), handlerConns: conns}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
-	plugregv1.RegisterRegistryServer(a.api, api.NewAPIServer(a.registry, int(c.maxWatchers)))
+	plugregv1.RegisterRegistryServer(a.api, c.apiServer(a.registry, rec))
 	go func() { a.served <- a.api.Serve(lis) }()
 	if c.state != "" {
-		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: plugins.StateLimit(int(c.maxPlugins)), Log: log}
+		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
 		a.saved.Go(func() {
@@ -289,7 +291,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		})
 	}
 	a.publisher = pub
-	pub.start(ctx, a.registry, c.state, log)
+	pub.start(ctx, a.registry, log)
 	if ml != nil {
 		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
 		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), stale, time.Now), metrics.DefaultLimits())
@@ -326,6 +328,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		MaxInFlight:       int(c.maxInFlight),
 		MaxBackoff:        time.Duration(c.maxBackoff),
 		MaxPlugins:        int(c.maxPlugins),
+		MaxPerOwner:       register.DefaultMaxPerOwner,
 		ProbeInterval:     time.Duration(c.probeInterval),
 		InfoProbeInterval: time.Duration(c.infoProbeInterval),
 		ProbeFailures:     int(c.probeFailures),
@@ -336,6 +339,18 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 	client.Pace = rec.Beat
 	return rec
 }
+
+// apiServer returns the agent's API, which lets root, the agent's uid and
+// those of --api-register-uid register plugins with rec.
+func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconciler) *api.APIServer {
+	s := api.NewAPIServer(registry, int(c.maxWatchers))
+	s.EnableRegistration(rec, c.apiRegisterUIDs)
+	return s
+}
+
+// stateLimit is the size bound of the state file: it holds up to
+// --max-plugins discovered plugins and as many registered through the API.
+func (c *runConfig) stateLimit() int64 { return plugins.StateLimit(2 * int(c.maxPlugins)) }
 
 // stop shuts the agent down once the reconciler has returned: the gRPC
 // handlers' connections, the API (in flight calls get shutdownGrace), the
@@ -431,7 +446,9 @@ func sources(rec *register.Reconciler, scanner *scan.Scanner, reg *plugins.Regis
 				desired = append(desired, e.Path)
 			}
 			for _, p := range reg.List("") {
-				actual = append(actual, p.SocketPath)
+				if !p.FromAPI() { // the kubelet's gauge is of sockets; an API plugin has none
+					actual = append(actual, p.SocketPath)
+				}
 			}
 			return desired, actual
 		},

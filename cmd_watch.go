@@ -41,6 +41,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
 	since := flags.Uint64("since", 0, "resume after this `revision` (0: start with a snapshot)")
 	output := flags.String("o", "text", "output format: text or json (one object per line)")
+	typ := flags.String("type", "", "watch only plugins of this `type`: the snapshot holds them and the events are theirs")
 	if err := parse(flags, args); err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		client, closeConn, err := dialAPI(*apiPath)
 		if err == nil {
 			var got bool
-			got, err = watchOnce(ctx, client, &rev, *output, stdout)
+			got, err = watchOnce(ctx, client, *typ, &rev, *output, stdout)
 			closeConn()
 			if ctx.Err() != nil {
 				return nil
@@ -82,11 +83,11 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
-// watchOnce streams events until the stream ends; *rev follows the last
-// revision printed, so a reconnect resumes right after it. got reports
-// whether at least one event arrived.
-func watchOnce(ctx context.Context, client plugregv1.RegistryClient, rev *uint64, output string, w io.Writer) (got bool, err error) {
-	stream, err := client.Watch(ctx, &plugregv1.WatchRequest{SinceRevision: *rev})
+// watchOnce streams the events of plugins of type typ ("": all) until the
+// stream ends; *rev follows the last revision printed, so a reconnect
+// resumes right after it. got reports whether at least one event arrived.
+func watchOnce(ctx context.Context, client plugregv1.RegistryClient, typ string, rev *uint64, output string, w io.Writer) (got bool, err error) {
+	stream, err := client.Watch(ctx, &plugregv1.WatchRequest{SinceRevision: *rev, Type: typ})
 	if err != nil {
 		return false, fmt.Errorf("watch: %s", status.Convert(err).Message())
 	}
@@ -144,7 +145,7 @@ func printEvent(w io.Writer, m *plugregv1.Event, output string) error {
 		}
 		line += fmt.Sprintf("\t%d plugins\t%s", len(names), strings.Join(names, " "))
 	} else {
-		line += "\t" + printable(ev.Plugin.Type+"/"+ev.Plugin.Name) + "\t" + printable(ev.Plugin.SocketPath)
+		line += "\t" + printable(ev.Plugin.Type+"/"+ev.Plugin.Name) + "\t" + source(ev.Plugin)
 		if ev.Error != "" {
 			line += "\t" + printable(ev.Error)
 		}

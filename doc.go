@@ -11,6 +11,8 @@ Usage:
 	plugreg list [flags]                   list the registered plugins
 	plugreg get [flags] TYPE NAME          show one registered plugin
 	plugreg watch [flags]                  stream registry events
+	plugreg register [flags]               register a plugin through the API
+	plugreg deregister [flags]             deregister a plugin registered through the API
 	plugreg fleet list|watch|forget [flags] the fleet view in etcd (run --publish)
 	plugreg example-plugin [flags]         serve an example plugin
 	plugreg service ACTION [run flags]     install and manage plugreg as a system service
@@ -30,7 +32,9 @@ plugins (the registry, its events and the state file) and proto/plugreg/v1
 
 	0  success; also after a clean shutdown on SIGINT or SIGTERM, and after -h
 	1  a runtime failure: no agent listening, the API socket already in use,
-	   a state file that cannot be read, a service command that failed
+	   a state file that cannot be read, a service command that failed, a
+	   register or deregister that the agent refused or did not permit, or
+	   that found no plugin
 	2  bad usage: an unknown command or flag, or a bad value; the one-line
 	   message names the flag or value
 
@@ -114,7 +118,10 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--probe-failures N
 		Failed liveness checks in a row, of either kind, while the socket is
 		still there, that make a plugin unhealthy: it is deregistered, and
-		registered again once it answers. Default 3.
+		registered again once it answers. Default 3. A plugin restored from
+		the state file that accepts the connection but does not answer its
+		verification in time (busy) stays registered, and is verified again
+		with backoff; N busy verifications in a row make it unhealthy.
 	--probe-rate R
 		Liveness checks per second at most, both kinds, across all plugins;
 		0: no bound. Default 40. Up to rate × interval plugins (1,200 at the
@@ -175,6 +182,15 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		credentials) both have one of these uids. Repeatable. Default: any
 		uid. Unix only: a usage error on Windows, illumos, Solaris and AIX,
 		which have no peer credentials to read. See package register.
+	--api-register-uid UID[,UID...]
+		Let API clients running as one of these uids register and
+		deregister plugins (`plugreg register`, `plugreg deregister`),
+		besides root and the uid the agent runs as; any other client of the
+		API socket (see --api-group) may only list, get and watch, and its
+		register or deregister fails with PERMISSION_DENIED. The agent reads
+		the client's uid from the socket (peer credentials). Repeatable.
+		Unix only, as --allow-uid. An owner (register --owner) holds 1000
+		API registrations at most, and all owners together --max-plugins.
 	--publish ENDPOINTS
 		Publish the registry to etcd at these comma-separated endpoints
 		(etcd://HOST:2379, host:port or http(s)://host:port), for `plugreg
@@ -190,8 +206,8 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--publish-ttl DURATION
 		Time to live of the node's lease, in whole seconds: a stopped or
 		killed agent's keys vanish within it. The lease ID is kept in
-		STATE.lease next to the --state file, and a restarted agent
-		continues the lease, so no plugin leaves the view across a
+		the --state file, and a restarted agent continues the lease
+		while etcd holds it, so no plugin leaves the view across a
 		restart. The agent never revokes it. Default 30s.
 	--etcd-cacert FILE, --etcd-cert FILE, --etcd-key FILE
 		TLS to etcd: the CA of its server certificates, and the client's
@@ -295,8 +311,13 @@ is exact.
 	-o table|json
 		Output format. Default table. json prints an array of objects with
 		the keys name, type, endpoint, socketPath, versions, registeredAt
-		(RFC 3339) and annotations (an object of strings that the plugin's
-		--handler returned at registration; {} when none).
+		(RFC 3339), annotations (an object of strings that the plugin's
+		--handler returned at registration; {} when none), source ("socket"
+		for a plugin discovered at socketPath, "api" for one registered
+		with `plugreg register`, whose socketPath is ""), owner (the
+		register --owner; "" when none) and options (the register
+		--option pairs; {} when none). The table's SOURCE column shows the
+		socket path, or "api" and the owner.
 	--type TYPE
 		List only plugins of this type.
 
@@ -306,17 +327,22 @@ same --api?)".
 
 # plugreg get
 
-	plugreg get [--api PATH] [-o table|json] TYPE NAME
+	plugreg get [--api PATH] [-o table|json] [--owner ID] TYPE NAME
 
 Shows one registered plugin; flags may come before or after TYPE and NAME.
 --api and -o are those of list; -o json prints one object of list's array.
-If several sockets carry the name, the most recently registered wins. When
-there is none, get exits with status 1: "plugreg: no plugin "NAME" of type
-TYPE is registered".
+If several sockets or API registrations carry the name, the most recently
+registered wins. When there is none, get exits with status 1: "plugreg: no
+plugin "NAME" of type TYPE is registered".
+
+	--owner ID
+		Show the instance that `plugreg register --owner ID` registered,
+		whichever is newest (Nomad's PluginForAlloc); --owner "" names the
+		one registered without an owner.
 
 # plugreg watch
 
-	plugreg watch [--api PATH] [--since REV] [-o text|json]
+	plugreg watch [--api PATH] [--since REV] [--type TYPE] [-o text|json]
 
 Streams the registry's events, one line per event, until interrupted. The
 stream starts with a snapshot of the registry at its revision, then every
@@ -334,9 +360,13 @@ change in order; the events and revisions are described in package plugins.
 		may lack the last 250 ms of events, so the next run continues 2^32
 		revisions past the saved one, and a REV from before the crash gets a
 		resync first, never a gap.
+	--type TYPE
+		Watch only plugins of this type (Nomad's PluginsUpdatedCh): the
+		snapshot holds them only, and only their events follow. Revisions
+		are the registry's, so they skip those of other types' events.
 	-o text|json
 		Output format. Default text: revision, time, event, TYPE/NAME and
-		socket path (a snapshot: the number of plugins and their TYPE/NAME),
+		source as in list's table (a snapshot: the number of plugins and their TYPE/NAME),
 		and the message of a rejection, separated by tabs. json: one object
 		per line with the keys revision, event, time, plugin (as in list -o
 		json), error (rejected only) and plugins (snapshot and resync only).
@@ -345,6 +375,60 @@ If the agent goes away, as in a restart, watch reconnects for up to 30 s and
 resumes after the last revision it printed, so it loses nothing. If it never
 reached an agent, or the agent refused the stream because it serves
 --max-watchers already ("too many watchers"), it exits with status 1 at once.
+
+# plugreg register
+
+	plugreg register --type TYPE --name NAME --endpoint PATH [--version V]...
+		[--owner ID] [--option KEY=VALUE]... [--no-check] [--api PATH] [-o table|json]
+
+Registers a plugin that serves no pluginregistration v1 socket, as the
+orchestrator that started it knows it (Nomad's RegisterPlugin): the agent
+runs the type's version check (--accept) and handler (Validate, Register)
+as for a discovered plugin, adds it to the registry with source "api", and
+keeps it in the state file. register returns once the plugin is registered
+and prints it as get does; a refusal (the handler's, or a version that the
+type does not accept) exits with status 1 and the agent's message.
+Registering the same TYPE, NAME, owner and endpoint again replaces that
+instance; instances of one name with other owners or endpoints coexist, and
+the newest is the one get and consumers see. Unless --no-check is given,
+something must accept connections on the endpoint when register runs, and
+the agent checks that it still does every --probe-interval; after --probe-failures failures in a row the plugin is
+unhealthy (it leaves list, watch says "unhealthy") and it comes back
+("healthy") once the endpoint answers again. A restarted agent restores it
+from the state file without registering it again. Only root, the agent's
+uid and the uids of run --api-register-uid may register: any other caller
+exits with status 1, "permission denied".
+
+	--type TYPE, --name NAME
+		Type and name of the plugin. Required.
+	--endpoint PATH
+		Unix socket the plugin serves its own API on, which its consumers
+		use. Required; a relative path is made absolute.
+	--version V
+		API version the plugin supports; repeatable.
+	--owner ID
+		Who registers this instance, such as a Nomad allocation ID;
+		deregister and get --owner name it again. Default: none.
+	--option KEY=VALUE
+		An option passed on to the type's handler and shown by list (the
+		options key); repeatable, each KEY once.
+	--no-check
+		No liveness check of the endpoint: the plugin stays registered
+		until it is deregistered.
+	--api PATH, -o table|json
+		As for get.
+
+# plugreg deregister
+
+	plugreg deregister --type TYPE --name NAME [--owner ID] [--api PATH] [-o table|json]
+
+Deregisters the instances of plugin TYPE/NAME that `plugreg register
+--owner ID` registered (Nomad's DeregisterPlugin), after the handler's
+DeRegister with reason "removed", and prints them as list does. Without
+--owner, it deregisters those registered without one. When there are
+none, it exits with status 1: "plugreg: no plugin "NAME" of type TYPE is
+registered through the API by owner "ID"". It takes the flags of register
+of the same names, and is allowed to the same callers.
 
 # plugreg fleet
 

@@ -36,6 +36,8 @@ func TestDocFlags(t *testing.T) {
 		{cmd: "list", hasFlags: true},
 		{cmd: "get", hasFlags: true},
 		{cmd: "watch", hasFlags: true},
+		{cmd: "register", hasFlags: true},
+		{cmd: "deregister", hasFlags: true},
 		{cmd: "fleet"},
 		{cmd: "example-plugin", hasFlags: true},
 		{cmd: "service", optional: true},

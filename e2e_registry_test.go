@@ -71,11 +71,12 @@ func TestEndToEndWatch(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"annotations", "endpoint", "name", "registeredAt", "socketPath", "type", "versions"}; !slices.Equal(keys, want) {
+	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "socketPath", "source", "type", "versions"}; !slices.Equal(keys, want) {
 		t.Errorf("registered event's plugin keys %v, want %v", keys, want)
 	}
 	csiSock := filepath.Join(e.dir, "csi.example.com.sock")
-	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{}}
+	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{},
+		Source: "socket", Options: map[string]string{}}
 	if reg.Plugin == nil {
 		t.Fatalf("registered event without a plugin: %s", reg)
 	}

@@ -329,6 +329,9 @@ type listed struct {
 	Versions     []string          `json:"versions"`
 	RegisteredAt string            `json:"registeredAt"`
 	Annotations  map[string]string `json:"annotations"`
+	Source       string            `json:"source"`
+	Owner        string            `json:"owner"`
+	Options      map[string]string `json:"options"`
 }
 
 // tryList returns the plugins that `plugreg list -o json` prints, or why

@@ -54,6 +54,9 @@ commands:
   list             list the registered plugins
   get TYPE NAME    show one registered plugin
   watch            stream registry events
+  register         register a plugin that serves no pluginregistration v1
+                   (--type T --name N --endpoint PATH)
+  deregister       deregister a plugin registered with 'register'
   fleet list|watch|forget
                    the fleet view in etcd, published by 'run --publish'
   example-plugin   serve an example plugin on DIR/NAME.sock
@@ -78,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, rest, stdout, stderr)
 	case "watch":
 		return runWatch(ctx, rest, stdout, stderr)
+	case "register":
+		return runRegister(ctx, rest, stdout, stderr)
+	case "deregister":
+		return runDeregister(ctx, rest, stdout, stderr)
 	case "fleet":
 		return runFleet(ctx, rest, stdout, stderr)
 	case "example-plugin":

@@ -12,12 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
 // On every OS but Windows, `plugreg service` writes the file from which
 // the init system runs `plugreg run`, then manages it with the init
-// system's tools. hostInitSystem, one per OS, returns that init system:
+// system's tools. initSystemFor names that init system for each OS:
 // systemd on Linux, rc.d on FreeBSD, launchd on macOS, and a usage error on
 // the others. The three init systems themselves, their files and commands,
 // are plain data here, built on every OS but Windows, so that the tests of
@@ -30,6 +31,27 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	return runInitService(ctx, is, args, stdout, stderr)
+}
+
+// hostInitSystem returns the init system `plugreg service` uses on this
+// OS (see initSystemFor).
+func hostInitSystem() (initSystem, error) { return initSystemFor(runtime.GOOS) }
+
+// initSystemFor returns the init system `plugreg service` uses on goos, a
+// value of runtime.GOOS, or a usage error when plugreg knows none there:
+// `plugreg service` knows only systemd, FreeBSD's rc.d, launchd and the
+// Windows service manager. It takes goos as an argument so that the
+// choice for every OS is tested on any.
+func initSystemFor(goos string) (initSystem, error) {
+	switch goos {
+	case "linux":
+		return systemd(), nil
+	case "freebsd":
+		return rcd(), nil
+	case "darwin":
+		return launchd(), nil
+	}
+	return initSystem{}, usagef("service: not supported on %s; run 'plugreg run [flags]' from the init system instead", goos)
 }
 
 // serviceMain returns ok false: only Windows has a service manager that

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,92 @@ func skipWithoutServiceCommand(t *testing.T) {
 	t.Helper()
 	if _, err := hostInitSystem(); err != nil {
 		t.Skip(err)
+	}
+}
+
+// TestInitSystemFor checks which init system `plugreg service` uses on
+// each OS, and the usage error where it knows none.
+func TestInitSystemFor(t *testing.T) {
+	for _, tc := range []struct {
+		goos, want string // want is the kind of file, or the error
+	}{
+		{"linux", "systemd unit"},
+		{"freebsd", "rc.d script"},
+		{"darwin", "launchd plist"},
+		{"openbsd", "service: not supported on openbsd; run 'plugreg run [flags]' from the init system instead"},
+		{"netbsd", "service: not supported on netbsd; run 'plugreg run [flags]' from the init system instead"},
+		{"dragonfly", "service: not supported on dragonfly; run 'plugreg run [flags]' from the init system instead"},
+		{"illumos", "service: not supported on illumos; run 'plugreg run [flags]' from the init system instead"},
+	} {
+		is, err := initSystemFor(tc.goos)
+		var ue *usageError
+		switch {
+		case err != nil && (err.Error() != tc.want || !errors.As(err, &ue)):
+			t.Errorf("initSystemFor(%q) error = %v, want the usage error %q", tc.goos, err, tc.want)
+		case err == nil && is.kind != tc.want:
+			t.Errorf("initSystemFor(%q) = %s, want %s", tc.goos, is.kind, tc.want)
+		}
+	}
+}
+
+// TestServicePrint runs `plugreg service print` for each init system: in
+// process as main would for this OS's, and through runInitService for the
+// others.
+func TestServicePrint(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		goos   string
+		args   []string
+		prefix string   // of stdout
+		want   []string // in stdout
+	}{
+		{"linux", []string{"service", "print", "--dir", "/var/lib/plug ins", "--interval=2s"}, "",
+			[]string{"\nExecStart=" + systemdQuote(exe) + ` run --dir "/var/lib/plug ins" --interval=2s` + "\n", "\n[Service]\n"}},
+		{"freebsd", []string{"service", "print", "--dir", "/var/lib/plug ins"}, "#!/bin/sh\n",
+			[]string{" " + shQuote(exe) + ` run --dir '/var/lib/plug ins' ${plugreg_args}"` + "\n"}},
+		{"darwin", []string{"service", "print", "--dir", "/a&b"}, "",
+			[]string{"\t\t<string>" + plistEscape(exe) + "</string>\n\t\t<string>run</string>\n\t\t<string>--dir</string>\n\t\t<string>/a&amp;b</string>\n"}},
+	} {
+		t.Run(tc.goos, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			var err error
+			if tc.goos == runtime.GOOS {
+				err = run(t.Context(), tc.args, &stdout, &stderr)
+			} else {
+				is, isErr := initSystemFor(tc.goos)
+				if isErr != nil {
+					t.Fatal(isErr)
+				}
+				err = runInitService(t.Context(), is, tc.args[1:], &stdout, &stderr)
+			}
+			code := exitCode(err, &stderr)
+			ok := code == 0 && stderr.Len() == 0 && strings.HasPrefix(stdout.String(), tc.prefix)
+			for _, w := range tc.want {
+				ok = ok && strings.Contains(stdout.String(), w)
+			}
+			if !ok {
+				t.Errorf("plugreg %q: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and a file starting with %q holding %q", tc.args, code, stderr.String(), stdout.String(), tc.prefix, tc.want)
+			}
+		})
+	}
+}
+
+// TestServiceUnsupported runs `plugreg service` in-process, as main would,
+// on an OS where plugreg knows no init system.
+func TestServiceUnsupported(t *testing.T) {
+	if is, err := hostInitSystem(); err == nil {
+		t.Skipf("plugreg service uses the %s on %s", is.kind, runtime.GOOS)
+	}
+	want := "plugreg: service: not supported on " + runtime.GOOS + "; run 'plugreg run [flags]' from the init system instead"
+	for _, args := range [][]string{{"service"}, {"service", "-h"}, {"service", "install", "--dir", "/p"}, {"service", "print"}, {"service", "stop"}} {
+		var stdout, stderr bytes.Buffer
+		code := exitCode(run(t.Context(), args, &stdout, &stderr), &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("plugreg %q: exit %d, stderr %q; want exit 2 with %q", args, code, stderr.String(), want)
+		}
 	}
 }
 
@@ -577,24 +664,52 @@ type plistDict map[string]any
 // parsePlist parses a property list with encoding/xml.
 func parsePlist(b []byte) (plistDict, error) {
 	d := xml.NewDecoder(bytes.NewReader(b))
+	root, err := nextStart(d)
+	if err != nil {
+		return nil, err
+	}
+	if root.Name.Local != "plist" {
+		return nil, fmt.Errorf("root element %s, want plist", root.Name.Local)
+	}
+	v, err := plistValue(d, nil)
+	if err != nil {
+		return nil, err
+	}
+	dict, ok := v.(plistDict)
+	if !ok {
+		return nil, fmt.Errorf("plist holds %T, want a dict", v)
+	}
+	return dict, nil
+}
+
+// nextStart returns the next start element in d.
+func nextStart(d *xml.Decoder) (*xml.StartElement, error) {
 	for {
 		tok, err := d.Token()
 		if err != nil {
 			return nil, err
 		}
 		if se, ok := tok.(xml.StartElement); ok {
-			if se.Name.Local != "plist" {
-				return nil, fmt.Errorf("root element %s, want plist", se.Name.Local)
+			return &se, nil
+		}
+	}
+}
+
+// plistChildren calls f with each child element of the element d is in,
+// up to its end.
+func plistChildren(d *xml.Decoder, f func(*xml.StartElement) error) error {
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if err := f(&tok); err != nil {
+				return err
 			}
-			v, err := plistValue(d, nil)
-			if err != nil {
-				return nil, err
-			}
-			dict, ok := v.(plistDict)
-			if !ok {
-				return nil, fmt.Errorf("plist holds %T, want a dict", v)
-			}
-			return dict, nil
+		case xml.EndElement:
+			return nil
 		}
 	}
 }
@@ -602,13 +717,10 @@ func parsePlist(b []byte) (plistDict, error) {
 // plistValue decodes the next value in d; start is its start element, if
 // already read.
 func plistValue(d *xml.Decoder, start *xml.StartElement) (any, error) {
-	for start == nil {
-		tok, err := d.Token()
-		if err != nil {
+	if start == nil {
+		var err error
+		if start, err = nextStart(d); err != nil {
 			return nil, err
-		}
-		if se, ok := tok.(xml.StartElement); ok {
-			start = &se
 		}
 	}
 	switch start.Name.Local {
@@ -621,50 +733,34 @@ func plistValue(d *xml.Decoder, start *xml.StartElement) (any, error) {
 		return start.Name.Local == "true", err
 	case "array":
 		a := []string{}
-		for {
-			tok, err := d.Token()
+		err := plistChildren(d, func(se *xml.StartElement) error {
+			v, err := plistValue(d, se)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			switch tok := tok.(type) {
-			case xml.StartElement:
-				v, err := plistValue(d, &tok)
-				if err != nil {
-					return nil, err
-				}
-				s, ok := v.(string)
-				if !ok {
-					return nil, fmt.Errorf("array holds %T", v)
-				}
-				a = append(a, s)
-			case xml.EndElement:
-				return a, nil
+			s, ok := v.(string)
+			if !ok {
+				return fmt.Errorf("array holds %T", v)
 			}
-		}
+			a = append(a, s)
+			return nil
+		})
+		return a, err
 	case "dict":
 		m := plistDict{}
-		for {
-			tok, err := d.Token()
+		err := plistChildren(d, func(se *xml.StartElement) error {
+			k, err := plistValue(d, se)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			switch tok := tok.(type) {
-			case xml.StartElement:
-				k, err := plistValue(d, &tok)
-				if err != nil {
-					return nil, err
-				}
-				key, ok := k.(string)
-				if !ok || tok.Name.Local != "key" {
-					return nil, fmt.Errorf("dict has %s where a key belongs", tok.Name.Local)
-				}
-				if m[key], err = plistValue(d, nil); err != nil {
-					return nil, err
-				}
-			case xml.EndElement:
-				return m, nil
+			key, ok := k.(string)
+			if !ok || se.Name.Local != "key" {
+				return fmt.Errorf("dict has %s where a key belongs", se.Name.Local)
 			}
-		}
+			m[key], err = plistValue(d, nil)
+			return err
+		})
+		return m, err
 	default:
 		return nil, fmt.Errorf("unexpected element %s", start.Name.Local)
 	}

@@ -98,5 +98,6 @@ func stateLimit(plugins, pending int) int64 {
 	return int64(plugins+pending)*int64(MaxRecordBytes) + stateOverhead
 }
 
-// stateOverhead is the state document without its records.
-const stateOverhead = 256
+// stateOverhead is the state document without its records: the fields
+// and the fleet lease.
+const stateOverhead = 256 + fleetRecordBytes

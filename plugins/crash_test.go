@@ -199,9 +199,10 @@ func (f *crashFile) Close() error {
 	return f.f.Close()
 }
 
-// crashStates returns the old and the new state of the crash tests: the
-// new one large enough to take several writes.
-func crashStates() (before, after State) {
+// crashStates returns the old and the new state of the crash tests, the
+// new one large enough to take several writes, and their documents.
+func crashStates(t *testing.T) (before, after State, beforeDoc, afterDoc []byte) {
+	t.Helper()
 	before = testState()
 	after = State{Version: StateVersion, Revision: before.Revision + 1}
 	for i := range 100 {
@@ -211,7 +212,28 @@ func crashStates() (before, after State) {
 		p.Annotations = map[string]string{"note": strings.Repeat("x", 1000)}
 		after.Plugins = append(after.Plugins, p)
 	}
-	return before, after
+	var err error
+	if beforeDoc, err = before.MarshalJSON(); err != nil {
+		t.Fatal(err)
+	}
+	if afterDoc, err = after.MarshalJSON(); err != nil {
+		t.Fatal(err)
+	}
+	return before, after, beforeDoc, afterDoc
+}
+
+// crashDir returns a fresh directory and the path of the state file in
+// it, which Save has written with old if old is not nil.
+func crashDir(t *testing.T, old *State) (dir, path string) {
+	t.Helper()
+	dir = sockettest.Dir(t)
+	path = filepath.Join(dir, "state.json")
+	if old != nil {
+		if err := Save(path, *old, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, path
 }
 
 // wantOneOf checks that the file at path is the document of one of want
@@ -254,29 +276,16 @@ func describe(doc []byte) string {
 // leaves the new document, power cut or not. Without an old file, "old" is
 // no file at all.
 func TestSaveCrash(t *testing.T) {
-	oldState, newState := crashStates()
-	oldDoc, err := oldState.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	newDoc, err := newState.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldState, newState, oldDoc, newDoc := crashStates(t)
 	for _, tc := range []struct {
-		name string
-		old  []byte
-	}{{"replace", oldDoc}, {"first", nil}} {
+		name     string
+		old      []byte
+		oldState *State
+	}{{"replace", oldDoc, &oldState}, {"first", nil, nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var steps []string
 			for stop := 0; ; stop++ {
-				dir := sockettest.Dir(t)
-				path := filepath.Join(dir, "state.json")
-				if tc.old != nil {
-					if err := Save(path, oldState, 0); err != nil {
-						t.Fatal(err)
-					}
-				}
+				dir, path := crashDir(t, tc.oldState)
 				c := newCrashFS(path, tc.old, stop, false)
 				err := save(path, newState, 0, c.saveFS())
 				c.exit()
@@ -324,21 +333,9 @@ func TestSaveCrash(t *testing.T) {
 // file is the old document; the new one only when the step that failed
 // came after the rename.
 func TestSaveFault(t *testing.T) {
-	oldState, newState := crashStates()
-	oldDoc, err := oldState.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	newDoc, err := newState.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldState, newState, oldDoc, newDoc := crashStates(t)
 	for stop := 0; ; stop++ {
-		dir := sockettest.Dir(t)
-		path := filepath.Join(dir, "state.json")
-		if err := Save(path, oldState, 0); err != nil {
-			t.Fatal(err)
-		}
+		dir, path := crashDir(t, &oldState)
 		c := newCrashFS(path, oldDoc, stop, true)
 		err := save(path, newState, 0, c.saveFS())
 		c.exit()

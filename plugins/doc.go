@@ -37,9 +37,9 @@ watch's context.
 
 # State file
 
-[Save] writes a [State] (the plugins, the revision and the pending
-deregistrations) as a versioned JSON document, atomically: temporary file,
-fsync, rename, directory fsync.
+[Save] writes a [State] (the plugins, the revision, the pending
+deregistrations and the fleet lease) as a versioned JSON document,
+atomically: temporary file, fsync, rename, directory fsync.
 [Load] reads it back; a file that is not a valid document matches
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
 anything. Both take one size limit, [StateLimit] of the agent's
@@ -60,6 +60,16 @@ revision, beyond any the crashed agent used: a watcher resuming from one
 of them gets a Resync, never other events under revisions it has seen. What
 the agent does with each restored plugin (verify it, or deregister it) is
 package register's.
+
+The fleet lease ([FleetLease]) is the etcd lease on which the fleet
+publisher (package plugins/fleet) keeps the node's keys, with the etcd
+cluster ID, key prefix and node name it belongs to. The publisher
+records it with [Registry.SetFleetLease], which wakes the Saver like any
+change, and reads it back with [Registry.FleetLease] when it starts, so
+that an agent restarted from the state file continues a lease that etcd
+still holds, and the node's plugins never vanish from the fleet view
+meanwhile. It is not an event; without a state file it lives as long
+as the agent.
 
 # Pending deregistrations
 

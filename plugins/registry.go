@@ -81,8 +81,10 @@ type Registry struct {
 	resyncs  atomic.Uint64
 
 	pending map[pendingKey]PendingDeregistration // see PutPending
-	// changes counts the changes to what State returns (events and the
-	// pending set), so that the Saver can tell whether it saved the latest.
+	fleet   *FleetLease                          // see SetFleetLease; never changed in place
+	// changes counts the changes to what State returns (events, the
+	// pending set and the fleet lease), so that the Saver can tell whether
+	// it saved the latest.
 	changes uint64
 }
 
@@ -108,7 +110,8 @@ func NewRegistry() *Registry {
 // from an earlier revision gets a Resync too. If s lists two
 // plugins at one socket path, the later one wins; [Load] never returns such
 // a State. The pending deregistrations of s are restored too; of two for
-// one incarnation (type, name and SocketID) the later wins.
+// one incarnation (type, name and SocketID) the later wins; and so is its
+// fleet lease.
 //
 // The restored plugins are only as true as the file was: the caller should
 // verify each of them (is the socket at SocketPath still the one with
@@ -121,6 +124,10 @@ func NewRegistryFrom(s State) *Registry {
 	}
 	for _, pd := range s.Pending {
 		r.pending[pd.keyOf()] = pd.clone()
+	}
+	if s.Fleet != nil {
+		l := *s.Fleet
+		r.fleet = &l
 	}
 	r.rev = s.Revision
 	if s.Running {
@@ -218,9 +225,10 @@ func (r *Registry) record(ev Event) {
 	r.head = (r.head + 1) % len(r.history)
 }
 
-// snapshotLocked returns a Snapshot or Resync event of the registry.
-func (r *Registry) snapshotLocked(kind EventKind) Event {
-	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.listLocked("")}
+// snapshotLocked returns a Snapshot or Resync event of the registry's
+// plugins of type typ, or of all types when typ is "".
+func (r *Registry) snapshotLocked(kind EventKind, typ string) Event {
+	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.listLocked(typ)}
 }
 
 // Revision returns the revision of the latest event: 0 for a new Registry;
@@ -329,9 +337,9 @@ func (r *Registry) Len() int {
 
 // State returns the registry's contents and revision, read at one instant,
 // as a State for [Save]. The Plugins are copies sorted like List; the
-// Pending are copies sorted like [Registry.Pending]. Its
-// Running is false; the [Saver] sets it in every write but the last one of
-// a clean stop.
+// Pending are copies sorted like [Registry.Pending], and Fleet is a copy
+// of the fleet lease, nil if there is none. Its Running is false; the
+// [Saver] sets it in every write but the last one of a clean stop.
 func (r *Registry) State() State {
 	s, _ := r.stateAndChanges()
 	return s
@@ -341,7 +349,12 @@ func (r *Registry) State() State {
 func (r *Registry) stateAndChanges() (State, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}, r.changes
+	s := State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}
+	if r.fleet != nil {
+		l := *r.fleet
+		s.Fleet = &l
+	}
+	return s, r.changes
 }
 
 // changeCount returns the number of changes to what State returns.

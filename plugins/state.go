@@ -31,8 +31,9 @@ const maxReasonBytes = 32
 // maxQuarantineSuffix bounds the numbered names QuarantineCorrupt tries.
 const maxQuarantineSuffix = 1000
 
-// State is what a state file holds: the registered plugins, the revision
-// and the pending deregistrations of a [Registry] at one instant. Get it
+// State is what a state file holds: the registered plugins, the revision,
+// the pending deregistrations and the fleet lease of a [Registry] at one
+// instant. Get it
 // with [Registry.State], write it with [Save], read it with [Load] and
 // restore it with [NewRegistryFrom].
 //
@@ -64,7 +65,13 @@ const maxQuarantineSuffix = 1000
 //	      "registeredAt": "2026-08-21T09:00:00Z",
 //	      "reason": "removed"
 //	    }
-//	  ]
+//	  ],
+//	  "fleet": {
+//	    "lease": 7587883410544297218,
+//	    "cluster": 14841639068965178418,
+//	    "prefix": "/plugreg/v1/",
+//	    "node": "worker-1"
+//	  }
 //	}
 //
 // A pending deregistration is a plugin record, as the plugin was
@@ -75,10 +82,13 @@ const maxQuarantineSuffix = 1000
 // The last save of a clean stop adds "clean": true after "revision": the
 // agent published nothing after that revision (see Running).
 //
-// Unknown fields are an error. "clean", "annotations" and
-// "pendingDeregistrations" are optional and left out when false or empty,
-// so they need no new StateVersion: files written before they existed load
-// as they are (a file without "clean" as one of an agent that did not stop
+// "fleet" is the etcd lease of the fleet publisher ([FleetLease]): the
+// lease ID, the etcd cluster ID, the key prefix and the node name.
+//
+// Unknown fields are an error. "clean", "annotations",
+// "pendingDeregistrations" and "fleet" are optional and left out when
+// false, empty or absent, so they need no new StateVersion: files written
+// before they existed load as they are (a file without "clean" as one of an agent that did not stop
 // cleanly), and so do files without them in an agent that does not know
 // them (a file with them is corrupt to that agent, which rebuilds from the
 // scan). Any other new field needs a new StateVersion.
@@ -97,6 +107,9 @@ type State struct {
 	// Pending are the handler deregistrations not delivered yet (see
 	// Registry.PutPending), nil when there are none.
 	Pending []PendingDeregistration
+	// Fleet is the fleet publisher's etcd lease (see
+	// Registry.SetFleetLease), nil when there is none.
+	Fleet *FleetLease
 }
 
 // stateDoc is the JSON form of a State, which Load decodes; writeState
@@ -112,6 +125,9 @@ type stateDoc struct {
 	// Pending is left out when empty, so that a file without any stays
 	// readable by an agent that does not know the field.
 	Pending []pendingRecord `json:"pendingDeregistrations,omitempty"`
+	// Fleet is left out when there is none, so that a file without it
+	// stays readable by an agent that does not know the field.
+	Fleet *fleetRecord `json:"fleet,omitempty"`
 }
 
 // pendingRecord is the JSON form of a PendingDeregistration: the fields of
@@ -222,6 +238,7 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	for _, r := range d.Pending {
 		s.Pending = append(s.Pending, PendingDeregistration{Plugin: r.plugin(), Reason: r.Reason})
 	}
+	s.Fleet = d.Fleet.lease()
 	return nil
 }
 
@@ -229,7 +246,8 @@ func (s *State) UnmarshalJSON(data []byte) error {
 // without a socket path, two plugins at one socket path, an invalid plugin
 // name, annotations beyond ValidateAnnotations; see ValidateName; two pending
 // deregistrations of one incarnation, a reason that is not one of
-// the Reason constants) or cannot survive a round trip through JSON (a
+// the Reason constants, a fleet lease beyond SetFleetLease's rules) or
+// cannot survive a round trip through JSON (a
 // string that is not UTF-8, a time outside the years 0 to 9999 UTC).
 func (s State) check() error {
 	seen := make(map[string]bool, len(s.Plugins))
@@ -255,6 +273,11 @@ func (s State) check() error {
 			return fmt.Errorf("pending deregistration %d: %s %q of socket %q listed twice", i, pd.Plugin.Type, pd.Plugin.Name, pd.Plugin.SocketPath)
 		}
 		pending[k] = true
+	}
+	if s.Fleet != nil {
+		if err := checkFleetLease(*s.Fleet); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -480,6 +503,15 @@ func writeState(w io.Writer, s State) error {
 		if err != nil {
 			return err
 		}
+	}
+	if s.Fleet != nil {
+		rec.Reset()
+		enc.SetIndent("  ", "  ")
+		if err := enc.Encode(fleetRecordOf(s.Fleet)); err != nil {
+			return err
+		}
+		bw.WriteString(",\n  \"fleet\": ")
+		bw.Write(bytes.TrimSuffix(rec.Bytes(), []byte("\n")))
 	}
 	bw.WriteString("\n}\n")
 	return bw.Flush()

@@ -19,8 +19,8 @@ import (
 )
 
 // testState is a State with every field set, a nil and an empty Versions,
-// annotations on one plugin, times in several zones, and two pending
-// deregistrations, one with annotations.
+// annotations on one plugin, times in several zones, two pending
+// deregistrations, one with annotations, and a fleet lease.
 func testState() State {
 	withID := csiHostpath
 	withID.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045123456789, Birth: -1}
@@ -35,7 +35,8 @@ func testState() State {
 	gone.Name, gone.SocketPath = "gone.csi.k8s.io", "/var/lib/kubelet/plugins_registry/gone-reg.sock"
 	gone.Annotations = map[string]string{"node": "worker-1"}
 	pending := []PendingDeregistration{{Plugin: gone, Reason: ReasonRemoved}, {Plugin: sriov, Reason: ReasonRolledBack}}
-	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}, Pending: pending}
+	fleet := &FleetLease{ID: 7587883410544297218, Cluster: 14841639068965178418, Prefix: "/plugreg/v1/", Node: "worker-1"}
+	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}, Pending: pending, Fleet: fleet}
 }
 
 // files returns the names in dir.
@@ -487,7 +488,8 @@ func TestQuarantineCorrupt(t *testing.T) {
 }
 
 // indentedDoc returns the state document of s as json.MarshalIndent
-// writes the declared stateDoc, and a newline: what Save must write.
+// writes the declared stateDoc without escaping HTML, and a newline: what
+// Save must write.
 func indentedDoc(t *testing.T, s State) string {
 	t.Helper()
 	d := stateDoc{Version: StateVersion, Revision: s.Revision, Clean: !s.Running, Plugins: make([]pluginRecord, len(s.Plugins))}
@@ -497,11 +499,15 @@ func indentedDoc(t *testing.T, s State) string {
 	for _, pd := range s.Pending {
 		d.Pending = append(d.Pending, pendingRecord{recordOf(pd.Plugin), pd.Reason})
 	}
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
+	d.Fleet = fleetRecordOf(s.Fleet)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
 		t.Fatal(err)
 	}
-	return string(b) + "\n"
+	return b.String()
 }
 
 // FuzzLoad feeds arbitrary bytes to Load as a state file. Load must not
@@ -524,6 +530,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"VERSION": 1, "Plugins": [{"NAME": "a", "socketpath": "/a", "versions": []}]}`))
 	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "b", "socketPath": "/a", "reason": "rolled back"}]}`))
 	f.Add([]byte(`{"version": 1, "plugins": [], "pendingDeregistrations": [{"name": "a", "socketPath": "/a", "reason": "removed"}, {"name": "a", "socketPath": "/b", "reason": "removed"}]}`))
+	f.Add([]byte(`{"version": 1, "plugins": [], "fleet": {"lease": 1, "cluster": 0, "prefix": "<&>", "node": "\u0001"}}`))
+	f.Add([]byte(`{"version": 1, "plugins": [], "fleet": {"lease": 0, "cluster": 1, "prefix": "/p/v1/", "node": "n"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := sockettest.Dir(t)
 		path := filepath.Join(dir, "state.json")

@@ -26,8 +26,22 @@ import (
 //
 // Every received event is the watcher's own copy.
 func (r *Registry) Watch(ctx context.Context, since uint64) <-chan Event {
+	return r.WatchType(ctx, since, "")
+}
+
+// WatchType is Watch of the plugins of type typ only, or of every type
+// when typ is "": its Snapshot and Resync events hold the plugins of that
+// type, and the events of other types are skipped, so the revisions it
+// receives increase with gaps (they are the registry's, and a watch of a
+// type resumes from one like any other). Only the events of its type
+// count against its QueueSize: a watch of a quiet type falls behind no
+// matter how many events other types make. Each watcher still needs its
+// next event of its type in the history, which all types share: one that
+// lags behind its own events while HistorySize events of any type pass
+// gets a Resync.
+func (r *Registry) WatchType(ctx context.Context, since uint64, typ string) <-chan Event {
 	out := make(chan Event)
-	w := r.subscribe(since)
+	w := r.subscribe(since, typ)
 	if w == nil {
 		close(out)
 		return out
@@ -49,7 +63,13 @@ type Subscription struct {
 // Subscribe starts a watch after revision since, as Watch does, to be read
 // with [Subscription.Next]. It returns nil if the Registry is closed.
 func (r *Registry) Subscribe(since uint64) *Subscription {
-	w := r.subscribe(since)
+	return r.SubscribeType(since, "")
+}
+
+// SubscribeType is Subscribe of the plugins of type typ only, or of every
+// type when typ is "", as [Registry.WatchType] watches them.
+func (r *Registry) SubscribeType(since uint64, typ string) *Subscription {
+	w := r.subscribe(since, typ)
 	if w == nil {
 		return nil
 	}
@@ -83,22 +103,34 @@ func (r *Registry) Watchers() int {
 func (r *Registry) Resyncs() uint64 { return r.resyncs.Load() }
 
 // watcher is one watch's place in the registry's sequence of events: the
-// events it has yet to get are those of the history after cursor, so that
-// what a watcher holds does not grow with how far behind it is. Apply calls
-// push under the registry's lock; the watch's goroutine calls next.
+// events it has yet to get are those of its type in the history after
+// cursor, so that what a watcher holds does not grow with how far behind
+// it is. Apply calls push under the registry's lock; the watch's goroutine
+// calls next.
+//
+// The event after cursor, once recorded, is always of the watcher's type:
+// push moves cursor past an event of another type when the watcher has
+// none of its own to take, and next past those that follow the event it
+// takes. So cursor+1 is the next event the watcher needs the history to
+// hold.
 type watcher struct {
 	mu       sync.Mutex
+	typ      string // the type watched; "" for all
 	first    Event  // the Snapshot or Resync the watch starts with, until taken; Kind "" for none
-	cursor   uint64 // revision of the last event taken, or of first
-	limit    uint64 // events it may fall behind cursor before an overflow
+	cursor   uint64 // revision of the last event taken or skipped, or of first
+	queued   uint64 // events of its type after cursor, not taken yet
+	limit    uint64 // events of its type it may have queued before an overflow
 	overflow bool   // it fell behind: next makes a Resync instead of taking events
 	wake     chan struct{}
 }
 
-// subscribe adds a watcher that starts after revision since (see Watch);
-// it returns nil if the registry is closed.
-func (r *Registry) subscribe(since uint64) *watcher {
-	w := &watcher{limit: QueueSize, wake: make(chan struct{}, 1)}
+// wants reports whether the watcher gets ev, an event that Apply made.
+func (w *watcher) wants(ev Event) bool { return w.typ == "" || ev.Plugin.Type == w.typ }
+
+// subscribe adds a watcher of type typ that starts after revision since
+// (see WatchType); it returns nil if the registry is closed.
+func (r *Registry) subscribe(since uint64, typ string) *watcher {
+	w := &watcher{typ: typ, limit: QueueSize, wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -106,15 +138,30 @@ func (r *Registry) subscribe(since uint64) *watcher {
 	}
 	switch {
 	case since == 0:
-		w.first, w.cursor = r.snapshotLocked(Snapshot), r.rev
+		w.first, w.cursor = r.snapshotLocked(Snapshot, typ), r.rev
 	case since <= r.rev && r.rev-since <= uint64(len(r.history)):
 		w.cursor = since
-		w.limit += r.rev - since // the backlog does not count against QueueSize
+		r.skipLocked(w)
+		for rev := w.cursor + 1; rev <= r.rev; rev++ {
+			if w.wants(r.eventLocked(rev)) {
+				w.queued++
+			}
+		}
+		w.limit += w.queued // the backlog does not count against QueueSize
 	default:
-		w.first, w.cursor = r.snapshotLocked(Resync), r.rev
+		w.first, w.cursor = r.snapshotLocked(Resync, typ), r.rev
 	}
 	r.watchers[w] = struct{}{}
 	return w
+}
+
+// skipLocked moves w's cursor past the recorded events after it that are
+// not of w's type. The caller holds the registry's lock (read or write)
+// and w.mu, or w is not a watcher yet.
+func (r *Registry) skipLocked(w *watcher) {
+	for w.cursor < r.rev && !w.wants(r.eventLocked(w.cursor+1)) {
+		w.cursor++
+	}
 }
 
 // unsubscribe removes w: Apply no longer pushes to it.
@@ -124,15 +171,28 @@ func (r *Registry) unsubscribe(w *watcher) {
 	r.mu.Unlock()
 }
 
-// push tells w that ev was recorded, and marks it overflowed if it fell
-// too far behind, or if the history no longer holds its next event. It
-// never blocks. The caller holds the registry's lock and has recorded ev.
+// push tells w that ev was recorded, and marks it overflowed if it has
+// more than its limit of events queued, or if the history no longer holds
+// its next event. An event of another type it skips at once if it has
+// none of its own queued, and is not woken for. It never blocks. The
+// caller holds the registry's lock and has recorded ev.
 func (w *watcher) push(ev Event) {
 	w.mu.Lock()
-	if behind := ev.Revision - w.cursor; !w.overflow && (behind > w.limit || behind > HistorySize) {
+	wanted := w.wants(ev)
+	switch {
+	case wanted:
+		w.queued++
+	case w.queued == 0:
+		w.cursor = ev.Revision // the one event after cursor, and not for w
+	}
+	if !w.overflow && (w.queued > w.limit || ev.Revision-w.cursor > HistorySize) {
 		w.first, w.overflow = Event{}, true
 	}
+	wake := wanted || w.overflow
 	w.mu.Unlock()
+	if !wake {
+		return
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default: // a wake-up is pending already
@@ -147,8 +207,9 @@ func (w *watcher) overflowed() bool {
 }
 
 // next takes w's next event: its first, a copy of the history's event
-// after w.cursor, or a Resync, made now, if w overflowed. It reports false
-// if there is nothing to take.
+// after w.cursor (then the cursor moves past the events of other types
+// that follow it), or a Resync, made now, if w overflowed. It reports
+// false if there is nothing to take.
 func (r *Registry) next(w *watcher) (Event, bool) {
 	// The registry's read lock keeps Apply out, so a Resync is at a
 	// revision after which nothing is pushed yet: the events that follow
@@ -160,17 +221,20 @@ func (r *Registry) next(w *watcher) (Event, bool) {
 	defer w.mu.Unlock()
 	switch {
 	case w.overflow:
-		w.overflow, w.cursor, w.limit = false, r.rev, QueueSize
-		return r.snapshotLocked(Resync), true // listLocked made copies
+		w.overflow, w.cursor, w.queued, w.limit = false, r.rev, 0, QueueSize
+		return r.snapshotLocked(Resync, w.typ), true // listLocked made copies
 	case w.first.Kind != "":
 		ev := w.first
 		w.first = Event{}
 		return ev, true
-	case w.cursor == r.rev:
+	case w.queued == 0:
 		return Event{}, false
 	}
 	w.cursor++
-	return r.eventLocked(w.cursor).clone(), true
+	w.queued--
+	ev := r.eventLocked(w.cursor).clone()
+	r.skipLocked(w)
+	return ev, true
 }
 
 // eventLocked returns the history's event at revision rev, which the

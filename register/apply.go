@@ -13,6 +13,15 @@ import (
 // apply records an outcome in the cache, the registry and the status, and
 // logs it.
 func (l *loop) apply(res *Result) {
+	if isAPIKey(res.Op.Path) {
+		l.applyAPI(res) // which calls applyOp for the rest
+		return
+	}
+	l.applyOp(res)
+}
+
+// applyOp is apply of an outcome with nothing else to do for it.
+func (l *loop) applyOp(res *Result) {
 	switch res.Op.Kind {
 	case statecache.Register:
 		if res.Err == nil {
@@ -36,12 +45,26 @@ func (l *loop) apply(res *Result) {
 const (
 	reportedRejected = 1 << iota
 	reportedFailed
+	reportedBusy // a restored plugin's Verify found it busy
 )
 
-// attrs are the log attributes of an outcome.
+// attrs are the log attributes of an outcome. An API plugin's, which has
+// no socket path, give its owner instead.
 func attrs(res *Result) []any {
 	p := res.Plugin
+	if isAPIKey(res.Op.Path) {
+		return []any{"plugin", p.Name, "type", p.Type, "owner", p.Owner, "endpoint", p.Endpoint, "gen", res.Op.Gen}
+	}
 	return []any{"path", res.Op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", res.Op.Gen}
+}
+
+// pluginAttrs are the log attributes of a plugin outside an op: its
+// socket path, or an API plugin's owner.
+func pluginAttrs(p plugins.Plugin) []any {
+	if p.FromAPI() {
+		return []any{"plugin", p.Name, "type", p.Type, "owner", p.Owner, "endpoint", p.Endpoint}
+	}
+	return []any{"path", p.SocketPath, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint}
 }
 
 // registered records a successful registration.
@@ -84,11 +107,10 @@ func (l *loop) registerFailed(res *Result) {
 	var rej *RejectError
 	if errors.As(err, &rej) {
 		l.r.countOp(false, p.Type, "rejected")
-		if l.reported[op.Path]&reportedRejected != 0 {
+		if !l.reportFirst(op, reportedRejected) {
 			l.log.Debug("plugin rejected", a...)
 			return
 		}
-		l.reported[op.Path] |= reportedRejected
 		p.SocketID = op.ID
 		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
 		l.log.Info("plugin rejected", a...)
@@ -105,11 +127,10 @@ func (l *loop) registerFailed(res *Result) {
 	if pathChanged(err) {
 		msg = "socket refused: path changed between scan and dial"
 	}
-	if retry == 0 || l.reported[op.Path]&reportedFailed != 0 {
+	if retry == 0 || !l.reportFirst(op, reportedFailed) {
 		l.log.Debug(msg, a...)
 		return
 	}
-	l.reported[op.Path] |= reportedFailed
 	l.log.Warn(msg, a...)
 }
 
@@ -162,7 +183,7 @@ func (l *loop) syncPending() {
 	for _, pd := range put {
 		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason.String()}); err != nil {
 			p := pd.Plugin
-			l.log.Warn("pending deregistration not saved", "path", p.SocketPath, "plugin", p.Name, "type", p.Type, "err", err)
+			l.log.Warn("pending deregistration not saved", append(pluginAttrs(p), "err", err)...)
 		}
 	}
 	for _, k := range gone {
@@ -186,8 +207,7 @@ func reasonOf(s string) statecache.Reason {
 // failures of the entry are Debug.
 func (l *loop) retried(res *Result) {
 	op, p, err := res.Op, res.Plugin, res.Err
-	a := []any{"path", p.SocketPath, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint,
-		"reason", op.Reason.String(), "attempt", op.Attempt}
+	a := append(pluginAttrs(p), "reason", op.Reason.String(), "attempt", op.Attempt)
 	switch {
 	case err == nil:
 		l.cache.Done(op, p, nil)
@@ -213,30 +233,43 @@ func (l *loop) retried(res *Result) {
 }
 
 // verified records the check of a plugin restored from the state file. A
-// check its handler could not answer (statecache.ErrUnchecked) leaves the
-// plugin registered and is retried: a Warn the first time for the
-// socket, Debug after that.
+// check its handler could not answer (statecache.ErrUnchecked), or that
+// found the plugin busy (statecache.ErrBusy: it accepted the connection
+// but did not answer in time), leaves the plugin registered and is
+// retried: a Warn the first time for the socket, Debug after that. Busy
+// too often in a row, the plugin is deregistered as unhealthy: the cache
+// schedules no retry, and that is logged as a plugin not verified.
 func (l *loop) verified(res *Result) {
 	op := res.Op
 	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, res.Err)) * l.interval
 	switch {
 	case errors.Is(res.Err, statecache.ErrUnchecked):
-		a := append(attrs(res), "attempt", op.Attempt, "err", errText(res.Err))
-		if retry > 0 {
-			a = append(a, "retry", retry)
-		}
-		if l.reported[op.Path]&reportedFailed != 0 {
-			l.log.Debug("restored plugin not checked", a...)
-			return
-		}
-		l.reported[op.Path] |= reportedFailed
-		l.log.Warn("restored plugin not checked", a...)
+		l.notVerifiedYet(res, retry, reportedFailed, "restored plugin not checked")
+	case errors.Is(res.Err, statecache.ErrBusy) && retry > 0:
+		l.notVerifiedYet(res, retry, reportedBusy, "restored plugin busy")
 	case res.Err != nil:
-		l.log.Info("restored plugin not verified", append(attrs(res), "err", errText(res.Err))...)
+		l.log.Info("restored plugin not verified", append(attrs(res), "attempt", op.Attempt, "err", errText(res.Err))...)
 	default:
 		delete(l.reported, op.Path)
 		l.log.Info("plugin restored", attrs(res)...)
 	}
+}
+
+// notVerifiedYet logs a Verify that leaves its restored plugin registered
+// and is retried after retry (0: not retried, as the socket went or
+// changed): msg as a Warn the first time for the socket, marked reported
+// as what (see reportFirst), and as Debug after that.
+func (l *loop) notVerifiedYet(res *Result, retry time.Duration, what int, msg string) {
+	op := res.Op
+	a := append(attrs(res), "attempt", op.Attempt, "err", errText(res.Err))
+	if retry > 0 {
+		a = append(a, "retry", retry)
+	}
+	if !l.reportFirst(op, what) {
+		l.log.Debug(msg, a...)
+		return
+	}
+	l.log.Warn(msg, a...)
 }
 
 // checked records a liveness check: an InfoCheck (GetInfo) or a

@@ -8,16 +8,12 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/plugreg/plugreg/plugins/peer"
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// peer is what the kernel says about the process serving a socket: the uid
-// (effective, as of its listen call) and, where the OS tells, its pid (0:
-// unknown).
-type peer struct {
-	uid uint32
-	pid int32
-}
+// havePeerCred: this OS tells who serves a socket.
+const havePeerCred = peer.Supported
 
 // authorize checks a connection to the socket at path against
 // c.AllowUIDs: the socket file's owner and the serving process's uid must
@@ -41,9 +37,9 @@ func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
 	default:
 		return fmt.Errorf("peer credentials: %T has no file descriptor", conn)
 	}
-	var p peer
+	var p peer.Cred
 	var credErr error
-	if err := control(func(fd uintptr) { p, credErr = peerCred(fd) }); err != nil {
+	if err := control(func(fd uintptr) { p, credErr = peer.FromFD(fd) }); err != nil {
 		return fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
@@ -54,12 +50,12 @@ func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
 
 // allowed decides on the owner of a socket file and the process serving
 // it, the owner first.
-func (c *Client) allowed(owner uint32, p peer) error {
+func (c *Client) allowed(owner uint32, p peer.Cred) error {
 	if !slices.Contains(c.AllowUIDs, owner) {
 		return &notAllowedError{who: "socket owner", uid: owner}
 	}
-	if !slices.Contains(c.AllowUIDs, p.uid) {
-		return &notAllowedError{who: "serving process", uid: p.uid, pid: p.pid}
+	if !slices.Contains(c.AllowUIDs, p.UID) {
+		return &notAllowedError{who: "serving process", uid: p.UID, pid: p.PID}
 	}
 	return nil
 }

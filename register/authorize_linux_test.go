@@ -1,7 +1,6 @@
 package register
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,32 +9,19 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// credPlugin is a plugin served by the test process: it counts its GetInfo
-// calls and passes on every status it is told.
+// credPlugin is a plugin served by the test process.
 type credPlugin struct {
-	pluginregistration.UnimplementedRegistrationServer
-	getInfos atomic.Int32
-	status   chan *pluginregistration.RegistrationStatus
-}
-
-func (p *credPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	p.getInfos.Add(1)
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}, nil
-}
-
-func (p *credPlugin) NotifyRegistrationStatus(_ context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	p.status <- st
-	return &pluginregistration.RegistrationStatusResponse{}, nil
+	getInfos atomic.Int32                                // its GetInfo calls
+	status   chan *pluginregistration.RegistrationStatus // every status it is told
 }
 
 // serveCredPlugin serves a credPlugin on a fresh socket; the socket file is
@@ -44,15 +30,8 @@ func (p *credPlugin) NotifyRegistrationStatus(_ context.Context, st *pluginregis
 func serveCredPlugin(t *testing.T) (string, *credPlugin) {
 	t.Helper()
 	path := filepath.Join(sockettest.Dir(t), "a.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &credPlugin{status: make(chan *pluginregistration.RegistrationStatus, 10)}
-	srv := grpc.NewServer()
-	pluginregistration.RegisterRegistrationServer(srv, p)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	servePlugin(t, path, &example.Plugin{Info: csiInfo("a", "/e"), Ready: counting(&p.getInfos), Status: p.status})
 	return path, p
 }
 

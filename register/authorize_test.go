@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/plugreg/plugreg/plugins/peer"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -12,15 +13,15 @@ func TestAllowed(t *testing.T) {
 		name  string
 		allow []uint32
 		owner uint32
-		p     peer
+		p     peer.Cred
 		want  string // "": allowed
 	}{
-		{"both allowed", []uint32{0, 1000}, 1000, peer{uid: 0, pid: 7}, ""},
-		{"owner first", []uint32{0}, 1000, peer{uid: 1000, pid: 7}, "socket owner uid 1000 is not allowed"},
-		{"server", []uint32{0}, 0, peer{uid: 1000, pid: 123}, "serving process uid 1000 (pid 123) is not allowed"},
-		{"server, pid unknown", []uint32{0}, 0, peer{uid: 1000}, "serving process uid 1000 is not allowed"},
-		{"empty list", []uint32{}, 0, peer{uid: 0, pid: 1}, "socket owner uid 0 is not allowed"},
-		{"largest uid", []uint32{4294967294}, 4294967294, peer{uid: 4294967294, pid: 1}, ""},
+		{"both allowed", []uint32{0, 1000}, 1000, peer.Cred{UID: 0, PID: 7}, ""},
+		{"owner first", []uint32{0}, 1000, peer.Cred{UID: 1000, PID: 7}, "socket owner uid 1000 is not allowed"},
+		{"server", []uint32{0}, 0, peer.Cred{UID: 1000, PID: 123}, "serving process uid 1000 (pid 123) is not allowed"},
+		{"server, pid unknown", []uint32{0}, 0, peer.Cred{UID: 1000}, "serving process uid 1000 is not allowed"},
+		{"empty list", []uint32{}, 0, peer.Cred{UID: 0, PID: 1}, "socket owner uid 0 is not allowed"},
+		{"largest uid", []uint32{4294967294}, 4294967294, peer.Cred{UID: 4294967294, PID: 1}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Client{AllowUIDs: tc.allow}

@@ -13,7 +13,6 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
-	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -33,13 +32,7 @@ func benchmarkBurst(b *testing.B, n int) {
 	b.Cleanup(cancel)
 	for i := range n {
 		path := filepath.Join(dir, fmt.Sprintf("p%d", i%10), fmt.Sprintf("csi%d.sock", i))
-		l, err := example.Listen(path)
-		if err != nil {
-			b.Skipf("cannot listen on a unix socket: %v", err)
-		}
-		p := &example.Plugin{Info: &pluginregistration.PluginInfo{
-			Type: "CSIPlugin", Name: fmt.Sprintf("csi%d.example.com", i), SupportedVersions: []string{"1.0.0"}}}
-		go p.ServeListener(ctx, l)
+		servePlugin(b, path, &example.Plugin{Info: csiInfo(fmt.Sprintf("csi%d.example.com", i), "")})
 	}
 	sc, err := scan.New([]string{dir}, nil)
 	if err != nil {
@@ -89,17 +82,9 @@ func BenchmarkInfoCheck(b *testing.B) { benchmarkCheck(b, (*Client).InfoCheck) }
 func BenchmarkConnectCheck(b *testing.B) { benchmarkCheck(b, (*Client).ConnectCheck) }
 
 func benchmarkCheck(b *testing.B, check func(*Client, context.Context, plugins.Plugin) error) {
-	dir := sockettest.Dir(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	path := filepath.Join(dir, "p.sock")
-	l, err := example.Listen(path)
-	if err != nil {
-		b.Skipf("cannot listen on a unix socket: %v", err)
-	}
-	srv := &example.Plugin{Info: &pluginregistration.PluginInfo{
-		Type: "CSIPlugin", Name: "p.example.com", SupportedVersions: []string{"1.0.0"}}}
-	go srv.ServeListener(ctx, l)
+	path := filepath.Join(sockettest.Dir(b), "p.sock")
+	servePlugin(b, path, &example.Plugin{Info: csiInfo("p.example.com", "")})
+	ctx := b.Context()
 	c := &Client{Handlers: handler.NewHandlers()}
 	p := plugins.Plugin{Type: "CSIPlugin", Name: "p.example.com", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"}}
 	b.ReportAllocs()

@@ -141,17 +141,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
 		return p, c.reject(ctx, rc, path, "validate", msg, err)
 	}
-	ann, err := h.Register(hctx, p)
-	if err == nil {
-		err = handler.CheckAnnotations(ann)
-	}
-	var owed error // a rollback's DeRegister that failed
-	if errors.Is(err, handler.ErrBadAnnotations) {
-		// The handler did register it: undo that.
-		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			owed = fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr))
-		}
-	}
+	ann, owed, err := c.callRegister(hctx, h, p, id)
 	if err != nil {
 		if transient(ctx, hctx, err) {
 			return p, &OpError{"register", path, errors.Join(err, owed)}
@@ -173,6 +163,23 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	// owed would tell the handler it is gone (see RetryDeRegister).
 	c.registered(p, id)
 	return p, nil
+}
+
+// callRegister calls the handler's Register for p, the incarnation id, and
+// checks the annotations it returns. A Register whose annotations break
+// the limits (handler.ErrBadAnnotations) did register the plugin: it is
+// rolled back, and owed is the rollback's DeRegister when it failed.
+func (c *Client) callRegister(hctx context.Context, h handler.Handler, p plugins.Plugin, id scan.ID) (ann handler.Annotations, owed, err error) {
+	ann, err = h.Register(hctx, p)
+	if err == nil {
+		err = handler.CheckAnnotations(ann)
+	}
+	if errors.Is(err, handler.ErrBadAnnotations) {
+		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
+			owed = fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr))
+		}
+	}
+	return ann, owed, err
 }
 
 // connect dials the registration socket at path and returns the
@@ -318,16 +325,31 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 // the plugin must answer GetInfo as it did then, and its handler must still
 // accept it (the agent may run with other --accept flags now). An error
 // wrapping statecache.ErrChanged means the plugin answered differently or
-// is no longer accepted; one wrapping statecache.ErrUnchecked, that its
-// handler did not answer (a timeout, handler.ErrUnavailable), which
-// says nothing of the plugin; any other error, that the plugin did not
-// answer. The plugin is not notified: it already was, by the earlier run.
+// is no longer accepted; one wrapping statecache.ErrUnchecked, that the
+// plugin answered as before but its handler did not (a timeout,
+// handler.ErrUnavailable), which says nothing of the plugin; one wrapping
+// statecache.ErrBusy, that the plugin accepted the connection but did not
+// answer GetInfo within GetInfoTimeout; any other error, that the plugin
+// could not be reached (the socket is gone or refuses) or the call
+// failed. The plugin is not notified: it already was, by the earlier run.
 func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
-	path := old.SocketPath
 	p, err := c.infoAgain(ctx, old, "verify", nil)
 	if err != nil {
 		return err
 	}
+	return c.revalidate(ctx, p)
+}
+
+// revalidate asks the handler of p's type whether it still accepts p, a
+// registration restored from an earlier run of the agent, as the Verify of
+// a discovered plugin and of one registered through the API do. An error,
+// an *OpError of the "verify" at opPath(p), wraps statecache.ErrChanged
+// when the handler refuses p, or p's type has no handler any more;
+// statecache.ErrUnchecked when the handler did not answer (its turn for
+// the name or its answer did not come within HandlerTimeout, or it is
+// unavailable: handler.ErrUnavailable), which says nothing of the plugin.
+func (c *Client) revalidate(ctx context.Context, p plugins.Plugin) error {
+	path := opPath(p)
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"verify", path, fmt.Errorf("%w: no handler for plugin type %s", statecache.ErrChanged, p.Type)}
@@ -350,8 +372,9 @@ func (c *Client) Verify(ctx context.Context, old plugins.Plugin) error {
 
 // InfoCheck checks that a registered plugin still answers GetInfo, and
 // answers as it did: an error wrapping statecache.ErrChanged means it
-// answered differently. The handler is not asked again. Probes are paced
-// by c.Pace.
+// answered differently, one wrapping statecache.ErrBusy that it accepted
+// the connection but did not answer in time. The handler is not asked
+// again. Probes are paced by c.Pace.
 func (c *Client) InfoCheck(ctx context.Context, old plugins.Plugin) error {
 	_, err := c.infoAgain(ctx, old, "info check", c.Pace)
 	return err
@@ -359,7 +382,9 @@ func (c *Client) InfoCheck(ctx context.Context, old plugins.Plugin) error {
 
 // infoAgain asks a registered plugin for GetInfo and returns its answer;
 // an answer other than old's is an error wrapping statecache.ErrChanged,
-// in an *OpError of op. With pace, the call is paced by it.
+// in an *OpError of op. A GetInfo that timed out once connected (the
+// plugin accepted the connection, but did not answer in time) wraps
+// statecache.ErrBusy. With pace, the call is paced by it.
 func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, pace func() <-chan struct{}) (plugins.Plugin, error) {
 	conn, rc, err := c.connect(ctx, old.SocketPath, old.SocketID, pace)
 	if err != nil {
@@ -367,6 +392,9 @@ func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, p
 	}
 	defer conn.Close()
 	p, err := c.getInfo(ctx, rc, old.SocketPath)
+	if oe, ok := errors.AsType[*OpError](err); ok && timedOut(err) {
+		oe.Err = fmt.Errorf("%w: %w", statecache.ErrBusy, oe.Err)
+	}
 	if err != nil {
 		return p, err
 	}
@@ -374,6 +402,16 @@ func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, p
 		return p, &OpError{op, old.SocketPath, err}
 	}
 	return p, nil
+}
+
+// timedOut reports whether err, from a GetInfo call, says the call ran
+// out of time: codes.DeadlineExceeded, which the unary client also
+// reports for a call the plugin cancelled (RST_STREAM(CANCEL)) once its
+// deadline had passed, as a grpc-go plugin does at the deadline it was
+// sent. A call cancelled before its deadline, by the plugin or because
+// the agent is stopping, is codes.Canceled, which is not a timeout.
+func timedOut(err error) bool {
+	return status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
 }
 
 // sameInfo returns an error wrapping statecache.ErrChanged, which says
@@ -468,18 +506,18 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
-		return &OpError{"deregister", p.SocketPath, fmt.Errorf("no handler for plugin type %s", p.Type)}
+		return &OpError{"deregister", opPath(p), fmt.Errorf("no handler for plugin type %s", p.Type)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
 	c.deregistered(p)
 	if err != nil {
-		return &OpError{"deregister", p.SocketPath, c.undelivered(p, p.SocketID, reason, err)}
+		return &OpError{"deregister", opPath(p), c.undelivered(p, p.SocketID, reason, err)}
 	}
 	defer unlock()
 	if err := h.DeRegister(ctx, p, reason); err != nil {
-		return &OpError{"deregister", p.SocketPath, c.undelivered(p, p.SocketID, reason, err)}
+		return &OpError{"deregister", opPath(p), c.undelivered(p, p.SocketID, reason, err)}
 	}
 	return nil
 }
@@ -499,7 +537,7 @@ func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason s
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
 	if err != nil {
-		return &OpError{"deregister", p.SocketPath, err}
+		return &OpError{"deregister", opPath(p), err}
 	}
 	defer unlock()
 	if c.registeredSince(p.Key(), since) {
@@ -507,12 +545,22 @@ func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason s
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
-		return &OpError{"deregister", p.SocketPath, fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
+		return &OpError{"deregister", opPath(p), fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
 	}
 	if err := h.DeRegister(ctx, p, reason); err != nil {
-		return &OpError{"deregister", p.SocketPath, err}
+		return &OpError{"deregister", opPath(p), err}
 	}
 	return nil
+}
+
+// opPath returns what names p, a registered plugin, in an *OpError and a
+// log line: its registration socket, or for a plugin registered through
+// the API, which has none, its endpoint.
+func opPath(p plugins.Plugin) string {
+	if p.FromAPI() {
+		return p.Endpoint
+	}
+	return p.SocketPath
 }
 
 // handlerCalls is what a Client knows of the registrations it made, for

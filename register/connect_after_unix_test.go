@@ -4,10 +4,8 @@ package register
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestConnectCheckedAfterTheConnect: the checks around a connect by path
@@ -26,20 +24,10 @@ func TestConnectCheckedAfterTheConnect(t *testing.T) {
 		{"directory moved, a symlink to it in its place", moveAndLink, errSymlinked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, elsewhere := unixDir(t), unixDir(t)
-			sub := filepath.Join(dir, "sub")
-			if err := os.Mkdir(sub, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir, sub, elsewhere := swapDirs(t)
 			path := filepath.Join(sub, "a.sock")
 			rawListener(t, path, (&sink{}).serve)
-			// Times an hour back, as those of a socket bound a while
-			// ago: one bound at the path in its place differs by them,
-			// whatever its inode.
-			hourAgo := time.Now().Add(-time.Hour)
-			if err := os.Chtimes(path, hourAgo, hourAgo); err != nil {
-				t.Fatal(err)
-			}
+			backdate(t, path)
 			before, err := socketAt(dir, path)
 			if err != nil {
 				t.Fatal(err)

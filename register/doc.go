@@ -208,11 +208,38 @@
 //     with no event and no DeRegister, and is verified again with the
 //     backoff of the state cache until the handler answers; the log says
 //     "restored plugin not checked", a warning the first time;
-//   - same identity, no answer from the plugin: "unhealthy", then
+//   - same identity, the plugin accepts the connection but does not answer
+//     GetInfo within the timeout (busy, as on a node under load after
+//     boot): it stays registered and listed, with no event and no
+//     DeRegister, and is verified again with backoff; the log says
+//     "restored plugin busy", a warning the first time; ProbeFailures busy
+//     verifications in a row make it "unhealthy", as failed liveness
+//     checks do;
+//   - same identity, no answer from the plugin (its socket refuses): "unhealthy", then
 //     "healthy" once a registration succeeds;
 //   - the socket gone, or a new socket at the path, while the agent was
 //     down: a "deregistered" event, then a normal registration of the new
 //     socket, if there is one.
+//
+// # Plugins registered through the API
+//
+// Reconciler.RegisterPlugin and DeregisterPlugin serve the API's Register
+// and Deregister (plugreg register, plugreg deregister), for plugins that
+// serve no pluginregistration v1, as an orchestrator registers them in
+// Nomad's dynamic plugin registry. Such a plugin is an entry of the same
+// state cache, keyed by plugins.Plugin.Instance (type, name, owner and
+// endpoint) with an identity hashed from what the request holds, so the
+// one scheduler runs it: it goes through its type's handler as a
+// discovered plugin does (Validate, Register, DeRegister, serial per
+// name; no notification, as there is no registration server), and a
+// refusal is the call's error, in the kubelet's words, and is not retried.
+// Its endpoint gets the connect checks (never GetInfo) unless the request
+// says no check, with the same --probe-failures rule. It is restored
+// from the state file and verified with a connect and its handler's
+// Validate: one the handler now refuses is deregistered (replaced) and,
+// refused again at its registration, not retried. The same request again
+// changes nothing; other fields for the same instance replace it. At most
+// MaxPlugins API registrations in all, and MaxPerOwner (1,000) per owner.
 //
 // # Who may register
 //

@@ -41,10 +41,10 @@ func TestIntegrationGRPCHandlerUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	r := newRig(t, func(c *Client) {
+	r := newRig(t, func(r *rig) {
 		h := handler.NewHandlers()
 		h.Add("CSIPlugin", g)
-		c.Handlers = h
+		r.client.Handlers = h
 	})
 
 	stopHandler := serveAnnotatingHandler(t, hpath)

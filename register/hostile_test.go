@@ -10,79 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
 // Hostile and broken plugins next to a healthy one: the healthy one is
 // registered at once, whatever the others do.
 
-// rawListener accepts connections on path and hands each to serve.
-func rawListener(t *testing.T, path string, serve func(net.Conn)) {
-	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c)
-		}
-	}()
-}
-
-// grpcPlugin serves srv on path.
-func grpcPlugin(t *testing.T, path string, srv pluginregistration.RegistrationServer) {
-	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pluginregistration.RegisterRegistrationServer(s, srv)
-	go s.Serve(l)
-	t.Cleanup(s.Stop)
-}
-
-// hangNotify answers GetInfo and never answers NotifyRegistrationStatus.
-type hangNotify struct {
-	pluginregistration.UnimplementedRegistrationServer
-	name string
-}
-
-func (h hangNotify) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: h.name, Endpoint: "/e/" + h.name, SupportedVersions: []string{"1.0.0"}}, nil
-}
-
-func (hangNotify) NotifyRegistrationStatus(ctx context.Context, _ *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
-// hugeInfo answers GetInfo with more than MaxInfoBytes.
-type hugeInfo struct {
-	pluginregistration.UnimplementedRegistrationServer
-	status chan *pluginregistration.RegistrationStatus
-}
-
-func (hugeInfo) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "huge", SupportedVersions: []string{strings.Repeat("v", MaxInfoBytes)}}, nil
-}
-
-func (h hugeInfo) NotifyRegistrationStatus(_ context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	h.status <- st
-	return &pluginregistration.RegistrationStatusResponse{}, nil
-}
-
 func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
-	r := newRig(t, func(c *Client) { c.GetInfoTimeout, c.NotifyTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	r := newRig(t, func(r *rig) {
+		r.client.GetInfoTimeout, r.client.NotifyTimeout = 300*time.Millisecond, 300*time.Millisecond
+	})
 	// Accepts and never speaks HTTP/2.
 	rawListener(t, filepath.Join(r.dir, "mute.sock"), func(c net.Conn) {
 		buf := make([]byte, 1024)
@@ -100,7 +39,8 @@ func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
 		c.Close()
 	})
 	// Answers GetInfo, hangs in NotifyRegistrationStatus.
-	grpcPlugin(t, filepath.Join(r.dir, "hang.sock"), hangNotify{name: "hang"})
+	servePlugin(t, filepath.Join(r.dir, "hang.sock"), &example.Plugin{Info: csiInfo("hang", "/e/hang"),
+		Notified: func(ctx context.Context, _ *pluginregistration.RegistrationStatus) error { return hang(nil)(ctx) }})
 
 	_, status, _ := r.plugin("healthy", "CSIPlugin", "/e", "1.0.0")
 	expectStatus(t, status, true, "")
@@ -124,15 +64,17 @@ func TestHostilePluginsDoNotDelayAHealthyOne(t *testing.T) {
 
 func TestHugeGetInfoIsRejected(t *testing.T) {
 	r := newRig(t)
-	h := hugeInfo{status: make(chan *pluginregistration.RegistrationStatus, 4)}
+	// More than MaxInfoBytes.
+	huge := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "huge", SupportedVersions: []string{strings.Repeat("v", MaxInfoBytes)}}
+	status := make(chan *pluginregistration.RegistrationStatus, 4)
 	path := filepath.Join(r.dir, "huge.sock")
-	grpcPlugin(t, path, h)
+	servePlugin(t, path, &example.Plugin{Info: huge, Status: status})
 	events := r.registry.Watch(t.Context(), 0) // a snapshot, then every event
 	<-events
 	r.tick()
 	const msg = "RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than 65536 bytes"
 	select {
-	case st := <-h.status:
+	case st := <-status:
 		if st.GetPluginRegistered() || st.GetError() != msg {
 			t.Errorf("plugin told (%t, %q), want (false, %q)", st.GetPluginRegistered(), st.GetError(), msg)
 		}
@@ -154,10 +96,10 @@ func TestManyHungPluginsAndOneHealthy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("500 sockets")
 	}
-	r := newRig(t, func(c *Client) { c.GetInfoTimeout = 200 * time.Millisecond })
-	hung := &hungServer{called: make(chan struct{}, 10000)}
+	r := newRig(t, func(r *rig) { r.client.GetInfoTimeout = 200 * time.Millisecond })
+	hung := &example.Plugin{Info: csiInfo("hung", ""), Ready: hang(nil)}
 	for i := range 500 {
-		grpcPlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
+		servePlugin(t, filepath.Join(r.dir, fmt.Sprintf("hung%03d.sock", i)), hung)
 	}
 	// All 500 are tried, at most MaxInFlight at a time, and fail. The
 	// scans run while the sockets appear, so the outcomes may come before

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
-	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -54,24 +54,6 @@ func (b *barrier) peakWaiting() int {
 	return b.peak
 }
 
-// barrierPlugin answers GetInfo once its barrier lets it through.
-type barrierPlugin struct {
-	pluginregistration.UnimplementedRegistrationServer
-	name string
-	b    *barrier
-}
-
-func (p barrierPlugin) GetInfo(ctx context.Context, _ *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	if err := p.b.wait(ctx); err != nil {
-		return nil, err
-	}
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: p.name, Endpoint: "/e/" + p.name, SupportedVersions: []string{"1.0.0"}}, nil
-}
-
-func (barrierPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	return &pluginregistration.RegistrationStatusResponse{}, nil
-}
-
 // TestOperationsRunConcurrently: the registrations of plugins that appear
 // together run at once, up to MaxInFlight. Each plugin's GetInfo answers
 // only once all of them have been called and wait together, so the
@@ -92,7 +74,7 @@ func TestOperationsRunConcurrently(t *testing.T) {
 			b := newBarrier(plugged)
 			for i := range plugged {
 				name := fmt.Sprintf("p%d", i)
-				grpcPlugin(t, filepath.Join(dir, name+".sock"), barrierPlugin{name: name, b: b})
+				servePlugin(t, filepath.Join(dir, name+".sock"), &example.Plugin{Info: csiInfo(name, "/e/"+name), Ready: b.wait})
 			}
 			log := slog.New(slog.NewTextHandler(t.Output(), nil))
 			sc, err := scan.New([]string{dir}, log)

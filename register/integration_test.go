@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
@@ -140,32 +138,24 @@ type rig struct {
 	done     chan error
 }
 
-// unixDir returns a fresh directory with a short path, for sockets, or
-// skips the test where there are no AF_UNIX sockets (wine). Its clean-up
-// ignores errors: os.RemoveAll fails under wine.
-func unixDir(t *testing.T) string {
-	t.Helper()
-	dir := sockettest.Dir(t)
-	if l, err := net.Listen("unix", filepath.Join(dir, "probe.sock")); err != nil {
-		t.Skipf("no AF_UNIX sockets here: %v", err)
-	} else {
-		l.Close()
-	}
-	return dir
-}
-
-// newRig starts a reconciler on a fresh plugin directory, with its client
-// changed by configure before Run starts.
-func newRig(t *testing.T, configure ...func(*Client)) *rig {
+// newRig starts a reconciler on a fresh plugin directory, once configure
+// has changed the rig's client and reconciler.
+func newRig(t *testing.T, configure ...func(*rig)) *rig {
 	t.Helper()
 	return newRigFrom(t, plugins.NewRegistry(), configure...)
 }
 
 // newRigFrom is newRig with the registry reg, such as one an earlier agent
 // left in its state file.
-func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*Client)) *rig {
+func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*rig)) *rig {
 	t.Helper()
-	dir := unixDir(t)
+	return newRigIn(t, unixDir(t), reg, configure...)
+}
+
+// newRigIn is newRigFrom on the plugin directory dir, such as an earlier
+// rig's: the next run of the agent, over the same sockets.
+func newRigIn(t *testing.T, dir string, reg *plugins.Registry, configure ...func(*rig)) *rig {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc, err := scan.New([]string{dir}, log)
 	if err != nil {
@@ -176,16 +166,15 @@ func newRigFrom(t *testing.T, reg *plugins.Registry, configure ...func(*Client))
 	h := handler.NewHandlers()
 	h.Add("CSIPlugin", r.handler)
 	r.client = &Client{Handlers: h, GetInfoTimeout: 2 * time.Second, Log: log}
-	for _, f := range configure {
-		f(r.client)
-	}
-	rec := &Reconciler{Scan: scansEndWithTest(t, sc.Scan), Registrar: r.client, Registry: r.registry,
+	r.rec = &Reconciler{Scan: scansEndWithTest(t, sc.Scan), Registrar: r.client, Registry: r.registry,
 		Interval: rigInterval, Log: log,
 		applied: func(res Result) { r.applied <- res }}
-	r.rec = rec
+	for _, f := range configure {
+		f(r)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go func() { r.done <- rec.Run(ctx) }()
+	go func() { r.done <- r.rec.Run(ctx) }()
 	t.Cleanup(r.stop)
 	return r
 }
@@ -240,16 +229,18 @@ func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
 
 // awaitApplied waits until the reconciler has applied an outcome that
 // match accepts, skipping the others, and returns it; what names it in the
-// failure.
+// failure. The wait has one deadline, eventTimeout from the call, however
+// many other outcomes come meanwhile.
 func (r *rig) awaitApplied(what string, match func(Result) bool) Result {
 	r.t.Helper()
+	deadline := time.After(eventTimeout)
 	for {
 		select {
 		case res := <-r.applied:
 			if match(res) {
 				return res
 			}
-		case <-time.After(eventTimeout):
+		case <-deadline:
 			r.t.Fatalf("%s not applied", what)
 			return Result{}
 		}
@@ -279,20 +270,27 @@ func (r *rig) plugin(name, typ, endpoint string, versions ...string) (path strin
 	r.t.Helper()
 	path = filepath.Join(r.dir, name+".sock")
 	status = make(chan *pluginregistration.RegistrationStatus, 10)
-	p := &example.Plugin{
+	stop = servePlugin(r.t, path, &example.Plugin{
 		Info:   &pluginregistration.PluginInfo{Type: typ, Name: name, Endpoint: endpoint, SupportedVersions: versions},
 		Status: status,
+	})
+	return path, status, stop
+}
+
+// registerPlugin serves a CSIPlugin called name at endpoint, of version
+// 1.0.0, as plugin does, and waits until the rig has registered it: the
+// handler validated and registered it, the plugin was told, and the
+// reconciler applied the registration.
+func (r *rig) registerPlugin(name, endpoint string) (path string, status chan *pluginregistration.RegistrationStatus, stop func()) {
+	r.t.Helper()
+	path, status, stop = r.plugin(name, "CSIPlugin", endpoint, "1.0.0")
+	if endpoint == "" {
+		endpoint = path
 	}
-	l, err := example.Listen(path)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() { p.ServeListener(ctx, l); close(served) }()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-served }) }
-	r.t.Cleanup(stop)
+	r.tick()
+	r.handler.expect("validate "+name, "register "+name+" "+endpoint)
+	expectStatus(r.t, status, true, "")
+	r.registered(name)
 	return path, status, stop
 }
 
@@ -310,11 +308,7 @@ func expectStatus(t *testing.T, ch <-chan *pluginregistration.RegistrationStatus
 
 func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 	r := newRig(t)
-	path, status, stop := r.plugin("a", "CSIPlugin", "/run/a/csi.sock", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /run/a/csi.sock")
-	expectStatus(t, status, true, "")
-	r.registered("a")
+	_, _, stop := r.registerPlugin("a", "/run/a/csi.sock")
 
 	stop() // removes the socket
 	r.tick()
@@ -324,16 +318,11 @@ func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins after removal, want 0", n)
 	}
-	_ = path
 }
 
 func TestIntegrationEmptyEndpointIsTheSocketPath(t *testing.T) {
 	r := newRig(t)
-	path, status, _ := r.plugin("a", "CSIPlugin", "", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a "+path)
-	expectStatus(t, status, true, "")
-	r.registered("a")
+	path, _, _ := r.registerPlugin("a", "")
 	r.stop()
 	ps := r.registry.List("")
 	if len(ps) != 1 || ps[0].Endpoint != path || ps[0].SocketPath != path || ps[0].Name != "a" || ps[0].Type != "CSIPlugin" {
@@ -383,11 +372,7 @@ func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
 func TestIntegrationAnnotations(t *testing.T) {
 	r := newRig(t)
 	r.handler.ann = handler.Annotations{"node": "worker-1"}
-	_, status, _ := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /e")
-	expectStatus(t, status, true, "")
-	r.registered("a")
+	r.registerPlugin("a", "/e")
 	r.stop()
 	p, err := r.registry.Get("CSIPlugin", "a")
 	if err != nil {
@@ -442,11 +427,7 @@ func TestIntegrationBadAnnotations(t *testing.T) {
 
 func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	r := newRig(t)
-	_, status1, stop1 := r.plugin("a", "CSIPlugin", "/e1", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /e1")
-	expectStatus(t, status1, true, "")
-	r.registered("a")
+	_, _, stop1 := r.registerPlugin("a", "/e1")
 
 	// Between two ticks the plugin restarts at the same path.
 	stop1()
@@ -469,18 +450,6 @@ func TestIntegrationReplacedWithinOneTick(t *testing.T) {
 	if ps := r.registry.List(""); len(ps) != 1 || ps[0].Endpoint != "/e2" {
 		t.Errorf("registry %+v, want the new incarnation only", ps)
 	}
-}
-
-// staleSocket leaves a socket file at path with nobody listening, as a
-// plugin that crashed does.
-func staleSocket(t *testing.T, path string) {
-	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
 }
 
 func TestIntegrationStaleSocketThenHealthyPlugin(t *testing.T) {
@@ -517,34 +486,15 @@ func TestIntegrationStaleSocketThenHealthyPlugin(t *testing.T) {
 	expectStatus(t, status, true, "")
 }
 
-// hungServer accepts GetInfo calls and never answers them.
-type hungServer struct {
-	pluginregistration.UnimplementedRegistrationServer
-	called chan struct{}
-}
-
-func (h *hungServer) GetInfo(ctx context.Context, _ *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	h.called <- struct{}{}
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
 func TestIntegrationHungPluginBesideHealthyOne(t *testing.T) {
 	// The hung call ends only when the agent stops.
-	r := newRig(t, func(c *Client) { c.GetInfoTimeout = time.Hour })
-	l, err := net.Listen("unix", filepath.Join(r.dir, "hung.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hung := &hungServer{called: make(chan struct{}, 10)}
-	srv := grpc.NewServer()
-	pluginregistration.RegisterRegistrationServer(srv, hung)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	r := newRig(t, func(r *rig) { r.client.GetInfoTimeout = time.Hour })
+	called := make(chan struct{}, 10)
+	servePlugin(t, filepath.Join(r.dir, "hung.sock"), &example.Plugin{Info: csiInfo("hung", "/e/hung"), Ready: hang(called)})
 
 	r.tick()
 	select {
-	case <-hung.called:
+	case <-called:
 	case <-time.After(eventTimeout):
 		t.Fatal("hung plugin never called")
 	}
@@ -561,29 +511,12 @@ func TestIntegrationHungPluginBesideHealthyOne(t *testing.T) {
 	}
 }
 
-// failingNotify answers GetInfo and fails NotifyRegistrationStatus(true).
-type failingNotify struct {
-	pluginregistration.UnimplementedRegistrationServer
-}
-
-func (failingNotify) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}, nil
-}
-
-func (failingNotify) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	return nil, errors.New("not now")
-}
-
+// TestIntegrationFailedNotifyRollsBack: a plugin that fails the
+// notification of its registration is rolled back.
 func TestIntegrationFailedNotifyRollsBack(t *testing.T) {
 	r := newRig(t)
-	l, err := net.Listen("unix", filepath.Join(r.dir, "a.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pluginregistration.RegisterRegistrationServer(srv, failingNotify{})
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	servePlugin(t, filepath.Join(r.dir, "a.sock"), &example.Plugin{Info: csiInfo("a", "/e"),
+		Notified: func(context.Context, *pluginregistration.RegistrationStatus) error { return errors.New("not now") }})
 	r.tick()
 	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
 	r.stop()
@@ -598,15 +531,7 @@ func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
 	// recorder fails the test if their handler calls overlap.
 	for _, sock := range []string{"a-1", "a-2"} {
 		path := filepath.Join(r.dir, sock+".sock")
-		p := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: path, SupportedVersions: []string{"1.0.0"}}}
-		l, err := example.Listen(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { p.ServeListener(ctx, l); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+		servePlugin(t, path, &example.Plugin{Info: csiInfo("a", path)})
 	}
 	r.tick()
 	var got []string
@@ -648,11 +573,7 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	r := newRig(t)
 	r.handler.ann = handler.Annotations{"node": "n1"}
 	r.handler.deregFails = 3
-	_, status, stop := r.plugin("a", "CSIPlugin", "/e", "1.0.0")
-	r.tick()
-	r.handler.expect("validate a", "register a /e")
-	expectStatus(t, status, true, "")
-	r.registered("a")
+	_, _, stop := r.registerPlugin("a", "/e")
 	registered, err := r.registry.Get("CSIPlugin", "a")
 	if err != nil {
 		t.Fatal(err)

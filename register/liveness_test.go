@@ -13,28 +13,12 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
-
-// infoPlugin answers GetInfo with info and counts the calls, and takes
-// any registration status.
-type infoPlugin struct {
-	pluginregistration.UnimplementedRegistrationServer
-	info  *pluginregistration.PluginInfo
-	calls atomic.Int32
-}
-
-func (p *infoPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	p.calls.Add(1)
-	return p.info, nil
-}
-
-func (p *infoPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	return &pluginregistration.RegistrationStatusResponse{}, nil
-}
 
 // TestClientLivenessChecks runs both liveness checks against real sockets:
 // Ping only connects, so it passes whoever accepts, and sends nothing;
@@ -42,8 +26,17 @@ func (p *infoPlugin) NotifyRegistrationStatus(context.Context, *pluginregistrati
 // answers differently.
 func TestClientLivenessChecks(t *testing.T) {
 	dir := unixDir(t)
-	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
+	info := csiInfo("a", "/e")
 	other := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0", "1.1.0"}}
+	// answering serves a plugin that answers with info and counts its
+	// GetInfo calls.
+	answering := func(info *pluginregistration.PluginInfo) func(t *testing.T, path string) (func() int32, <-chan int64) {
+		return func(t *testing.T, path string) (func() int32, <-chan int64) {
+			var calls atomic.Int32
+			servePlugin(t, path, &example.Plugin{Info: info, Ready: counting(&calls)})
+			return calls.Load, nil
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		// serve sets up the socket at path; it returns, where it knows
@@ -52,24 +45,8 @@ func TestClientLivenessChecks(t *testing.T) {
 		serve       func(t *testing.T, path string) (calls func() int32, read <-chan int64)
 		ping, probe string // "ok", "changed" or "fail"
 	}{
-		{
-			name: "answers as registered",
-			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
-				p := &infoPlugin{info: info}
-				grpcPlugin(t, path, p)
-				return p.calls.Load, nil
-			},
-			ping: "ok", probe: "ok",
-		},
-		{
-			name: "answers differently",
-			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
-				p := &infoPlugin{info: other}
-				grpcPlugin(t, path, p)
-				return p.calls.Load, nil
-			},
-			ping: "ok", probe: "changed",
-		},
+		{name: "answers as registered", serve: answering(info), ping: "ok", probe: "ok"},
+		{name: "answers differently", serve: answering(other), ping: "ok", probe: "changed"},
 		{
 			name: "accepts and never answers",
 			serve: func(t *testing.T, path string) (func() int32, <-chan int64) {
@@ -171,8 +148,8 @@ func TestClientLivenessChecks(t *testing.T) {
 // waiting for its (long) timeout.
 func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 	dir := unixDir(t)
-	plugin := &infoPlugin{info: &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", SupportedVersions: []string{"1.0.0"}}}
-	grpcPlugin(t, filepath.Join(dir, "a.sock"), plugin)
+	var calls atomic.Int32
+	servePlugin(t, filepath.Join(dir, "a.sock"), &example.Plugin{Info: csiInfo("a", ""), Ready: counting(&calls)})
 	sc, err := scan.New([]string{dir}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +202,7 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 			t.Fatalf("GetInfo check: %v", res.Err)
 		}
 	}
-	if n := plugin.calls.Load(); n != 2 {
+	if n := calls.Load(); n != 2 {
 		t.Errorf("%d GetInfo calls, want 2: the registration's and the check's", n)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -31,8 +32,11 @@ import (
 // run in parallel, so the test takes one pacedTimeout.
 func TestPacedProbe(t *testing.T) {
 	const pacedTimeout = 2 * time.Second
-	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
+	info := csiInfo("a", "/e")
 	other := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"2.0.0"}}
+	answering := func(info *pluginregistration.PluginInfo) func(t *testing.T, path string) {
+		return func(t *testing.T, path string) { servePlugin(t, path, &example.Plugin{Info: info}) }
+	}
 	p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e", Versions: []string{"1.0.0"}}
 	silent := func(t *testing.T, path string) {
 		rawListener(t, path, func(c net.Conn) { io.Copy(io.Discard, c) })
@@ -45,11 +49,11 @@ func TestPacedProbe(t *testing.T) {
 		timeout time.Duration
 		want    func(error) bool
 	}{
-		{"answers as registered", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
+		{"answers as registered", answering(info),
 			true, false, eventTimeout, func(err error) bool { return err == nil }},
-		{"answers differently", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: other}) },
+		{"answers differently", answering(other),
 			true, false, eventTimeout, func(err error) bool { return errors.Is(err, statecache.ErrChanged) }},
-		{"answers, no beat", func(t *testing.T, path string) { grpcPlugin(t, path, &infoPlugin{info: info}) },
+		{"answers, no beat", answering(info),
 			false, false, 2 * pacedTimeout, func(err error) bool { return err == nil }},
 		{"never answers, beat", silent,
 			true, false, pacedTimeout, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.DeadlineExceeded }},
@@ -111,7 +115,6 @@ func TestPacedProbe(t *testing.T) {
 func TestChecksOfAReplacedSocket(t *testing.T) {
 	dir := unixDir(t)
 	path := filepath.Join(dir, "p.sock")
-	info := &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}}
 	idOf := func() scan.ID {
 		t.Helper()
 		sc, err := scan.New([]string{dir}, nil)
@@ -129,16 +132,13 @@ func TestChecksOfAReplacedSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	hourAgo := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(path, hourAgo, hourAgo); err != nil {
-		t.Fatal(err)
-	}
+	backdate(t, path)
 	old := idOf()
 	l.Close()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	grpcPlugin(t, path, &infoPlugin{info: info})
+	servePlugin(t, path, &example.Plugin{Info: csiInfo("a", "/e")})
 	now := idOf()
 	if now == old {
 		t.Fatalf("the new socket has the old one's identity %+v", now)

@@ -40,7 +40,9 @@ type Registrar interface {
 	// wrapping statecache.ErrChanged means it answers differently now,
 	// one wrapping statecache.ErrUnchecked that the check could not be
 	// made (its handler did not answer): it stays, and is checked again
-	// with backoff.
+	// with backoff. One wrapping statecache.ErrBusy (it accepted the
+	// connection but did not answer in time) does the same, until
+	// ProbeFailures of them in a row make it unhealthy.
 	Verify(ctx context.Context, p plugins.Plugin) error
 	// InfoCheck checks that a registered plugin still answers GetInfo; an
 	// error wrapping statecache.ErrChanged means it answers differently.
@@ -90,6 +92,10 @@ type Reconciler struct {
 	// when the number changes but at most once a minute; the ones handled
 	// already keep their place.
 	MaxPlugins int
+	// MaxPerOwner bounds the plugins one owner registers through the API
+	// (RegisterPlugin; 0: DefaultMaxPerOwner); MaxPlugins bounds those of
+	// all owners together, apart from the sockets.
+	MaxPerOwner int
 
 	// ProbeInterval is the time between two connect checks (ConnectCheck) of a
 	// registered plugin, and InfoProbeInterval between two GetInfo checks
@@ -129,6 +135,9 @@ type Reconciler struct {
 	st    Status              // see Status
 	types map[string]struct{} // plugin types counted apart in st, at most maxTypes
 	beat  chan struct{}       // closed at the next tick; nil until Beat is called
+
+	apiReqs chan apiRequest // RegisterPlugin and DeregisterPlugin calls, for Run
+	apiDone chan struct{}   // closed when Run returns
 }
 
 // Beat returns a channel that is closed at the next scan of Run: the pace of the agent's liveness
@@ -199,6 +208,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval}, scans)
 	}()
 	defer r.wait(cancel, &wg, scanDone)
+	reqs := r.openAPI()
+	defer r.closeAPI()
 	l.dispatch(ctx, &wg) // the pending deregistrations restored wait for no scan
 	l.publish()
 	armed := l.wakeAt() // when the timer fires
@@ -217,6 +228,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case s := <-scans:
 			l.advance(time.Now())
 			l.observe(s)
+			l.dispatch(ctx, &wg)
+			l.publish()
+		case req := <-reqs:
+			l.advance(time.Now())
+			l.request(req)
 			l.dispatch(ctx, &wg)
 			l.publish()
 		case res := <-l.results:
@@ -260,6 +276,7 @@ func (l *loop) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 	if free := l.maxInFlight - l.inFlight; free > 0 {
 		for _, op := range l.cache.Next(free) {
 			l.inFlight++
+			op = l.starting(op)
 			wg.Go(func() { l.results <- l.run(ctx, op) })
 		}
 	}
@@ -298,6 +315,7 @@ type loop struct {
 	maxInFlight int
 	maxPlugins  int
 	cache       *statecache.Cache[plugins.Plugin]
+	api         apiSet // the plugins registered through the API
 	results     chan Result
 	inFlight    int
 	prev        scan.Snapshot  // the last scan, limited to maxPlugins
@@ -365,9 +383,11 @@ func (r *Reconciler) newLoop() *loop {
 		reported:    make(map[string]int),
 	}
 	l.results = make(chan Result, l.maxInFlight)
-	for _, p := range r.Registry.List("") {
-		l.cache.Restore(p.SocketPath, p.SocketID, p)
+	restored := r.Registry.List("")
+	for _, p := range restored {
+		l.cache.Restore(p.Instance(), p.SocketID, p)
 	}
+	l.api = newAPISet(r, restored)
 	for _, pd := range r.Registry.Pending() {
 		p := pd.Plugin
 		l.cache.RestorePending(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
@@ -409,6 +429,7 @@ func (l *loop) publish() {
 // the scan.
 func (l *loop) observe(s scanned) {
 	snap, err := s.snap, s.err
+	first := !l.observed
 	l.observed = true
 	// One fault, one Warn: the error's text may change while the fault
 	// lasts, so later failures are Debug, whatever they say, until a scan
@@ -439,6 +460,11 @@ func (l *loop) observe(s scanned) {
 				delete(l.reported, e.Path)
 			}
 		}
+	}
+	if first {
+		// The API plugins wanted, the restored ones among them: a restored
+		// one missing from the first Observe would be deregistered.
+		ch.Added = append(slices.Clip(ch.Added), l.api.entries()...)
 	}
 	l.cache.Observe(ch)
 }
@@ -544,6 +570,9 @@ func (l *loop) fdExhausted(msg string, attrs ...any) {
 
 // run executes one op; it runs in its own goroutine.
 func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result {
+	if res, ok := l.runAPI(ctx, op); ok {
+		return res
+	}
 	reg := l.r.Registrar
 	switch op.Kind {
 	case statecache.DeRegister:

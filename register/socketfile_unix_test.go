@@ -3,7 +3,6 @@
 package register
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,25 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
-	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
-
-// countingPlugin counts the GetInfo calls it answers.
-type countingPlugin struct {
-	pluginregistration.UnimplementedRegistrationServer
-	calls atomic.Int64
-}
-
-func (p *countingPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
-	p.calls.Add(1)
-	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "real", SupportedVersions: []string{"1.0.0"}}, nil
-}
-
-func (p *countingPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
-	return &pluginregistration.RegistrationStatusResponse{}, nil
-}
 
 // TestSymlinkNotFollowed: the scan never follows a symlink, and neither
 // does the registration: a symlink put at a scanned socket's path, to a
@@ -41,8 +25,8 @@ func (p *countingPlugin) NotifyRegistrationStatus(context.Context, *pluginregist
 func TestSymlinkNotFollowed(t *testing.T) {
 	dir := unixDir(t)
 	real := filepath.Join(dir, "real.sock")
-	p := &countingPlugin{}
-	grpcPlugin(t, real, p)
+	var calls atomic.Int32
+	servePlugin(t, real, &example.Plugin{Info: csiInfo("real", ""), Ready: counting(&calls)})
 	link, file := filepath.Join(dir, "link.sock"), filepath.Join(dir, "file.sock")
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
@@ -64,7 +48,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 			}
 		}
 	}
-	if n := p.calls.Load(); n != 0 {
+	if n := calls.Load(); n != 0 {
 		t.Errorf("the socket behind the symlink got %d GetInfo calls, want 0", n)
 	}
 	// The socket itself registers.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -55,21 +56,11 @@ func TestRegisterDialsTheSocketScanned(t *testing.T) {
 		{"socket replaced", true, replaceSocket, errNotRegistered, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, elsewhere := unixDir(t), unixDir(t)
-			sub := filepath.Join(dir, "sub")
-			if err := os.Mkdir(sub, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir, sub, elsewhere := swapDirs(t)
 			path := filepath.Join(sub, "a.sock")
-			real := &countingPlugin{}
-			grpcPlugin(t, path, real)
-			// The scanned socket's times an hour back, as those of a
-			// socket bound a while ago: a socket bound at its path in
-			// its place differs by them, whatever its inode.
-			hourAgo := time.Now().Add(-time.Hour)
-			if err := os.Chtimes(path, hourAgo, hourAgo); err != nil {
-				t.Fatal(err)
-			}
+			var calls atomic.Int32
+			servePlugin(t, path, &example.Plugin{Info: csiInfo("real", ""), Ready: counting(&calls)})
+			backdate(t, path)
 			sc, err := scan.New([]string{dir}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -100,10 +91,33 @@ func TestRegisterDialsTheSocketScanned(t *testing.T) {
 			if n, b := other.conns.Load(), other.bytes.Load(); n != 0 || b != 0 {
 				t.Errorf("the other socket got %d connections and %d bytes, want none", n, b)
 			}
-			if n := real.calls.Load(); tc.want != nil && n != 0 {
+			if n := calls.Load(); tc.want != nil && n != 0 {
 				t.Errorf("the socket scanned got %d GetInfo calls through the symlink, want 0", n)
 			}
 		})
+	}
+}
+
+// swapDirs returns a fresh plugin directory dir holding a directory sub,
+// and another fresh directory elsewhere.
+func swapDirs(t *testing.T) (dir, sub, elsewhere string) {
+	t.Helper()
+	dir, elsewhere = unixDir(t), unixDir(t)
+	sub = filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, sub, elsewhere
+}
+
+// backdate sets the times of the socket file at path an hour back, as
+// those of a socket bound a while ago: a socket bound at its path in its
+// place differs by them, whatever its inode.
+func backdate(t *testing.T, path string) {
+	t.Helper()
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package register
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -25,21 +24,10 @@ func checkVerifyHandlerDown(t *testing.T, h handler.Handler, up func() handler.H
 	c := &Client{Handlers: handlers}
 	path := filepath.Join(unixDir(t), "a.sock")
 	status := make(chan *pluginregistration.RegistrationStatus, 1)
-	p := &example.Plugin{
-		Info:   &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: "a", Endpoint: "/a", SupportedVersions: []string{"1.0.0"}},
-		Status: status,
-	}
-	l, err := example.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan struct{})
-	go func() { p.ServeListener(ctx, l); close(served) }()
-	t.Cleanup(func() { cancel(); <-served })
+	stop := servePlugin(t, path, &example.Plugin{Info: csiInfo("a", "/a"), Status: status})
 	old := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/a", SocketPath: path, Versions: []string{"1.0.0"}}
 
-	err = c.Verify(t.Context(), old)
+	err := c.Verify(t.Context(), old)
 	if !errors.Is(err, statecache.ErrUnchecked) || errors.Is(err, statecache.ErrChanged) || !errors.Is(err, handler.ErrUnavailable) {
 		t.Errorf("Verify with the handler down = %v, want an error wrapping statecache.ErrUnchecked and handler.ErrUnavailable", err)
 	}
@@ -52,8 +40,7 @@ func checkVerifyHandlerDown(t *testing.T, h handler.Handler, up func() handler.H
 	if err := c.Verify(t.Context(), old); err != nil {
 		t.Errorf("Verify with the handler back = %v, want nil", err)
 	}
-	cancel()
-	<-served
+	stop()
 	if err := c.Verify(t.Context(), old); err == nil || errors.Is(err, statecache.ErrUnchecked) {
 		t.Errorf("Verify of a plugin that is gone = %v, want an error not wrapping statecache.ErrUnchecked", err)
 	}

@@ -72,10 +72,22 @@ func (r Reason) String() string {
 var ErrChanged = errors.New("statecache: plugin changed")
 
 // ErrUnchecked, wrapped in the error given to Done for a Verify, says that
-// the check could not be completed for a reason that says nothing of the
-// plugin (its handler did not answer): the restored plugin stays
-// registered and unverified, and the Verify is retried with backoff.
+// the plugin answered as before, but the check could not be completed for
+// a reason that says nothing of the plugin (its handler did not answer):
+// the restored plugin stays registered and unverified, and the Verify is
+// retried with backoff. As the plugin answered, it ends a run of ErrBusy
+// results.
 var ErrUnchecked = errors.New("statecache: plugin not checked")
+
+// ErrBusy, wrapped in the error given to Done for a Verify, says that the
+// plugin accepted the connection but did not answer in time (a plugin
+// under load, as on a node that has just booted): the restored plugin
+// stays registered and unverified, and the Verify is retried with backoff,
+// as after ErrUnchecked. Busy results count like failed liveness checks:
+// Config.CheckFailures of them in a row make the plugin unhealthy, so that
+// a plugin that never answers does not stay registered. For an InfoCheck,
+// ErrBusy is a failed check like any other.
+var ErrBusy = errors.New("statecache: plugin busy")
 
 // Config tunes a Cache. Durations are in ticks.
 type Config struct {
@@ -159,12 +171,16 @@ type entry[P any] struct {
 
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
-	// checkFailed: the restored plugin did not answer its Verify (reason
-	// Unhealthy), or a Verify, InfoCheck or ConnectCheck found it changed (reason
+	// checkFailed: the restored plugin did not answer its Verify, or was
+	// busy at CheckFailures of them in a row (reason Unhealthy), or a
+	// Verify, InfoCheck or ConnectCheck found it changed (reason
 	// Replaced); deregister it.
 	checkFailed Reason
 
-	checkFails int    // consecutive failed checks (ConnectCheck or InfoCheck)
+	// checkFails counts the consecutive failed checks (ConnectCheck or
+	// InfoCheck) of a registered plugin, or the consecutive busy Verifies
+	// (ErrBusy) of a restored one.
+	checkFails int
 	connectAt  uint64 // tick of the next ConnectCheck; 0: none
 	infoAt     uint64 // tick of the next InfoCheck; 0: none
 	unhealthy  bool   // checks failed: deregister, then register again
@@ -627,10 +643,13 @@ func (c *Cache[P]) due(en *entry[P]) int {
 // its handler said. A failed Verify deregisters the restored plugin, as
 // replaced if err wraps ErrChanged, else as unhealthy; one whose err wraps
 // ErrUnchecked leaves it registered and is retried with backoff, and Done
-// returns the delay as for a Register. A InfoCheck or ConnectCheck
+// returns the delay as for a Register. One whose err wraps ErrBusy does
+// the same, except that the busy Verifies in a row are counted, and the
+// CheckFailures-th deregisters the plugin as unhealthy; a successful or
+// ErrUnchecked Verify ends the count. An InfoCheck or ConnectCheck
 // whose error wraps ErrChanged deregisters the plugin as replaced, to be
-// registered again at once; any other failure counts towards
-// CheckFailures, and reaching it makes the plugin unhealthy: it is
+// registered again at once; any other failure, ErrBusy included, counts
+// towards CheckFailures, and reaching it makes the plugin unhealthy: it is
 // deregistered, then registered again with backoff once it answers. A
 // successful check ends the count. A RetryDeRegister whose err is nil
 // drops its pending entry; any other err schedules the next retry, and
@@ -702,24 +721,34 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 }
 
 // verified records the outcome of a Verify of the entry, and returns the
-// delay of its retry, if one is scheduled.
+// delay of its retry, if one is scheduled. An ErrUnchecked or ErrBusy
+// leaves the entry unverified, and both retry on one backoff (en.fails);
+// ErrBusy also counts in en.checkFails, which ErrUnchecked, whose plugin
+// answered, sets back to zero. The retry is moot when the socket went or
+// changed meanwhile: its deregistration is due, and a busy result then
+// does not count.
 func (c *Cache[P]) verified(op Op[P], en *entry[P], err error) (retryTicks uint64) {
+	current := en.desired && en.want == op.ID
 	switch {
 	case errors.Is(err, ErrUnchecked):
-		// Still unverified. The retry is moot when the socket went or
-		// changed meanwhile: its deregistration is due.
-		if en.desired && en.want == op.ID {
+		en.checkFails = 0
+		if current {
 			retryTicks = c.backoff(op.Path, en)
 		}
 		return retryTicks
+	case errors.Is(err, ErrBusy) && !current:
+		return 0
+	case errors.Is(err, ErrBusy) && en.checkFails+1 < c.cfg.CheckFailures:
+		en.checkFails++
+		return c.backoff(op.Path, en)
 	case err == nil:
 		c.scheduleChecks(op.Path, en, Verify)
 	case errors.Is(err, ErrChanged):
 		en.checkFailed = Replaced
-	default:
+	default: // no answer, or busy CheckFailures times in a row
 		en.checkFailed = Unhealthy
 	}
-	en.unverified, en.fails, en.retryAt = false, 0, 0
+	en.unverified, en.fails, en.retryAt, en.checkFails = false, 0, 0, 0
 	return 0
 }
 

@@ -66,14 +66,28 @@
 //     answers as before it stays registered, with no other operation;
 //   - a Verify that fails with ErrChanged (another answer, or no longer
 //     accepted) deregisters it as Replaced, then registers it again;
-//   - a Verify that fails with ErrUnchecked (its handler did not answer,
-//     which says nothing of the plugin) leaves it registered and
-//     unverified, with no liveness check, and is retried after 1, 2, 4, ...
-//     ticks, capped at Config.MaxBackoff;
-//   - a Verify that fails otherwise (no answer) deregisters it as Unhealthy,
-//     then registers it again with backoff once it answers;
+//   - a Verify that fails with ErrUnchecked (the plugin answered as
+//     before, but its handler did not, which says nothing of the plugin)
+//     leaves it registered and unverified, with no liveness check, and is
+//     retried after 1, 2, 4, ... ticks, capped at Config.MaxBackoff;
+//   - a Verify that fails with ErrBusy (the plugin accepted the connection
+//     but did not answer in time, as under load) does the same, on the
+//     same backoff, but busy Verifies count like failed liveness checks:
+//     Config.CheckFailures of them in a row deregister it as Unhealthy,
+//     so that a plugin that never answers does not stay. A Verify that
+//     succeeds ends the count, and so does one that fails with
+//     ErrUnchecked: the plugin answered;
+//   - a Verify that fails otherwise (nobody serves the socket, or the
+//     call failed) deregisters it as Unhealthy, then registers it again
+//     with backoff once it answers;
 //   - a socket that is gone, or has another identity, is deregistered
 //     (Op.Restored), then a new socket at the path is registered.
+//
+// So a restored plugin stays registered while its Verify cannot run (its
+// handler does not answer, or the plugin is busy), and only the plugin's
+// own answer ends its registration: its socket gone or refusing, another
+// answer, a handler that answered and no longer accepts it, or no answer
+// CheckFailures times in a row.
 //
 // # Pending deregistrations
 //

@@ -26,6 +26,8 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{0, 0, 4, 5, 1, 4, 6, 2, 4, 5, 3, 4, 7, 7})
 	f.Add([]byte{0, 8, 0, 8, 1, 8, 6, 8, 7, 4, 0, 10, 1, 10, 0, 9, 4, 4, 0, 3, 1, 4, 0})
+	// Three plugins restored with identity 3, whose Verifies fail busy.
+	f.Add([]byte{0x37, 0, 12, 0, 13, 0, 14, 4, 0, 6, 12, 6, 13, 3, 0, 4, 0, 6, 12, 5, 13, 4, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		c := New[string](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
 			MaxPending: 5, RetryInFlight: 3})
@@ -35,6 +37,7 @@ func FuzzCache(f *testing.F) {
 		registered := map[string]scan.ID{} // what the test believes is registered
 		seen := map[string]scan.ID{}       // the model: the sockets the scanner reports, by path
 		paths := []string{"/p/a", "/p/b", "/p/c"}
+		busy := map[string]int{} // the busy Verifies of a restored plugin in a row
 		// The first byte says which paths were registered by an earlier run.
 		if len(prog) > 0 {
 			for i, p := range paths {
@@ -105,9 +108,16 @@ func FuzzCache(f *testing.F) {
 					err = fmt.Errorf("other: %w", ErrChanged)
 				case op.Kind == Verify && op.ID.Ino%4 == 1:
 					err = fmt.Errorf("handler down: %w", ErrUnchecked)
+				case (op.Kind == Verify || op.Kind == InfoCheck) && op.ID.Ino%8 == 3:
+					err = fmt.Errorf("get info: %w", ErrBusy)
 				}
 			}
+			en := c.entries[path]
+			current := op.Kind == Verify && en.desired && en.want == op.ID
 			c.Done(op, path, err)
+			if op.Kind == Verify {
+				checkBusy(t, en, current, err, busy, path)
+			}
 			switch {
 			case op.Kind == DeRegister:
 				delete(registered, path)
@@ -177,6 +187,29 @@ func FuzzCache(f *testing.F) {
 		}
 		checkConverged(t, c, seen, registered)
 	})
+}
+
+// checkBusy checks the entry en of path after a Verify that ended with
+// err, while its socket was current (the one verified, still there), given
+// busy, the busy Verifies in a row of each path, which it updates: a busy
+// result while current counts, a success or ErrUnchecked ends the count,
+// and the plugin stays registered until the count reaches CheckFailures
+// (2), when it is to be deregistered as unhealthy.
+func checkBusy(t *testing.T, en *entry[string], current bool, err error, busy map[string]int, path string) {
+	t.Helper()
+	switch {
+	case errors.Is(err, ErrBusy) && current:
+		busy[path]++
+		want := Reason(0)
+		if busy[path] >= 2 {
+			want = Unhealthy
+		}
+		if en.checkFailed != want || en.unverified != (want == 0) {
+			t.Fatalf("%s busy %d times in a row: check failed %v, unverified %t; want %v", path, busy[path], en.checkFailed, en.unverified, want)
+		}
+	case err == nil, errors.Is(err, ErrUnchecked):
+		busy[path] = 0
+	}
 }
 
 // checkConverged compares the state of an idle cache with the model: seen,

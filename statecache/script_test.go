@@ -44,9 +44,10 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N attempt=A",
 //	                         "info check PATH ino=I name=N attempt=A", "connect check PATH ino=I name=N attempt=A",
 //	                         "retry TYPE/NAME@INO reason=R attempt=A stamp=S"
-//	done PATH|TYPE/NAME@INO [ok NAME|fail|changed|unchecked]
+//	done PATH|TYPE/NAME@INO [ok NAME|fail|changed|unchecked|busy]
 //	                         report the op in flight for PATH, or the retry of the pending
-//	                         deregistration; prints "retry in N" when a retry is scheduled
+//	                         deregistration; prints "retry in N" when a retry is scheduled.
+//	                         changed wraps ErrChanged, unchecked ErrUnchecked, busy ErrBusy
 //	stats                    print "desired=D registered=R inflight=F backoff=B idle=true|false"
 //
 // Blank lines and lines starting with # are ignored.
@@ -229,8 +230,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 			err = fmt.Errorf("other name: %w", ErrChanged)
 		case "unchecked":
 			err = fmt.Errorf("handler down: %w", ErrUnchecked)
+		case "busy":
+			err = fmt.Errorf("get info: %w", ErrBusy)
 		default:
-			return nil, fmt.Errorf("want done PATH [ok NAME|fail|changed|unchecked]")
+			return nil, fmt.Errorf("want done PATH [ok NAME|fail|changed|unchecked|busy]")
 		}
 		if r := h.c.Done(op, p, err); r > 0 {
 			return []string{fmt.Sprintf("retry in %d", r)}, nil

@@ -2,7 +2,8 @@
 # make demo: the agent and two example CSI plugins in a temporary directory.
 # The agent runs the exec handler testdata/handler.sh for CSIPlugin: it
 # refuses one plugin by name and annotates the other, which is registered;
-# then the registered one stops and is deregistered. Usage: demo.sh BINARY
+# a third, with no registration socket, is registered with plugreg register;
+# then the discovered one stops and is deregistered. Usage: demo.sh BINARY
 set -euo pipefail
 bin=$(cd "$(dirname "${1:?usage: demo.sh BINARY}")" && pwd)/$(basename "$1")
 handler=$(cd "$(dirname "$0")" && pwd)/handler.sh
@@ -52,6 +53,10 @@ step "plugreg list -o json: the annotations from handler.sh"
 "$bin" list --api "$api" -o json
 "$bin" list --api "$api" -o json | grep -q '"handler": "handler.sh"' || { echo "demo: no annotations from handler.sh" >&2; exit 1; }
 if listed refused.example.com; then echo "demo: refused.example.com was registered" >&2; exit 1; fi
+
+step "plugreg register: a plugin with no registration socket, as an orchestrator registers it; list shows its SOURCE api"
+"$bin" register --api "$api" --type CSIPlugin --name raw.example.com --endpoint "$tmp/raw.sock" --version 1.0.0 --owner alloc-1 --option mode=raw --no-check
+"$bin" list --api "$api"
 
 step "stop the CSI plugin: it removes its socket, the agent deregisters it"
 kill -TERM "$csi"

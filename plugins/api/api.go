@@ -24,6 +24,8 @@ type APIServer struct {
 	// watchSlots holds a token per Watch stream being served; its capacity
 	// is the most there may be.
 	watchSlots chan struct{}
+	registrar  Registrar // nil: Register and Deregister are not enabled
+	writers    []uint32  // uids that may register, besides the trusted
 }
 
 // NewAPIServer returns a server for reg that serves at most maxWatchers
@@ -46,20 +48,28 @@ func (s *APIServer) List(_ context.Context, req *plugregv1.ListRequest) (*plugre
 	return resp, nil
 }
 
-// Get returns the plugin of a type and name; NotFound if there is none.
+// Get returns the current plugin of a type and name ([Registry.Get]), or,
+// when the request sets an owner, the one that owner registered through
+// the API ([Registry.GetOwned]); NotFound if there is none.
 func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv1.Plugin, error) {
-	p, err := s.reg.Get(req.GetType(), req.GetName())
+	var p plugins.Plugin
+	var err error
+	if req.Owner != nil {
+		p, err = s.reg.GetOwned(req.GetType(), req.GetName(), req.GetOwner())
+	} else {
+		p, err = s.reg.Get(req.GetType(), req.GetName())
+	}
 	if errors.Is(err, plugins.ErrNotFound) {
-		return nil, status.Error(codes.NotFound, err.Error())
+		return nil, status.Error(codes.NotFound, plugins.BoundText(err.Error()))
 	}
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, status.Error(codes.Internal, plugins.BoundText(err.Error()))
 	}
 	return ToProto(p), nil
 }
 
-// Watch streams the registry's events, as [Registry.Watch] does from
-// req.since_revision, until the client goes away (the stream then ends
+// Watch streams the registry's events, as [Registry.WatchType] does from
+// req.since_revision, of req.type only if the request names one, until the client goes away (the stream then ends
 // with its context's status) or the registry is closed (Unavailable). Past
 // the server's maxWatchers streams at once, it fails at once with
 // ResourceExhausted.
@@ -78,7 +88,7 @@ func (s *APIServer) Watch(req *plugregv1.WatchRequest, stream grpc.ServerStreami
 		return status.Errorf(codes.ResourceExhausted, "too many watchers (%d, --max-watchers); try again later", cap(s.watchSlots))
 	}
 	ctx := stream.Context()
-	sub := s.reg.Subscribe(req.GetSinceRevision())
+	sub := s.reg.SubscribeType(req.GetSinceRevision(), req.GetType())
 	if sub == nil {
 		return status.Error(codes.Unavailable, "registry closed")
 	}
@@ -136,7 +146,8 @@ func EventFromProto(m *plugregv1.Event) plugins.Event {
 	return ev
 }
 
-// ToProto converts a Plugin to its API message.
+// ToProto converts a Plugin to its API message. Its source is always
+// set: "socket" or "api" (Plugin.SourceName). NoCheck is not part of it.
 func ToProto(p plugins.Plugin) *plugregv1.Plugin {
 	return &plugregv1.Plugin{
 		Name:         p.Name,
@@ -146,11 +157,19 @@ func ToProto(p plugins.Plugin) *plugregv1.Plugin {
 		Versions:     p.Versions,
 		RegisteredAt: timestamppb.New(p.RegisteredAt),
 		Annotations:  p.Annotations,
+		Source:       p.SourceName(),
+		Owner:        p.Owner,
+		Options:      p.Options,
 	}
 }
 
-// FromProto converts an API message to a Plugin.
+// FromProto converts an API message to a Plugin. Source "socket" becomes
+// "", as the Registry keeps a discovered plugin's Source.
 func FromProto(m *plugregv1.Plugin) plugins.Plugin {
+	src := m.GetSource()
+	if src == plugins.SourceSocket {
+		src = ""
+	}
 	return plugins.Plugin{
 		Name:         m.GetName(),
 		Type:         m.GetType(),
@@ -159,5 +178,8 @@ func FromProto(m *plugregv1.Plugin) plugins.Plugin {
 		Versions:     m.GetVersions(),
 		RegisteredAt: m.GetRegisteredAt().AsTime(),
 		Annotations:  m.GetAnnotations(),
+		Source:       src,
+		Owner:        m.GetOwner(),
+		Options:      m.GetOptions(),
 	}
 }

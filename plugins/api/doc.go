@@ -8,8 +8,27 @@ service on the agent's API socket ([ListenAPI]), for `plugreg list`,
 inverses convert between the registry's plain structs and the API's
 messages. It serves a bounded number of Watch streams at once
 (--max-watchers, [DefaultMaxWatchers]); one more fails with
-ResourceExhausted. The API has no authentication: the socket's permissions
-are its access control.
+ResourceExhausted. A Watch or List may name a plugin type, and a Get an
+owner of API registrations.
+
+# Who may do what
+
+The socket's permissions say who may connect and read. Registering and
+deregistering plugins (Register, Deregister) is off unless the agent
+calls [APIServer.EnableRegistration] with a [Registrar]; then the server
+lets root, the agent's own uid and the uids it was given
+(--api-register-uid) write, and any other caller gets PermissionDenied.
+It tells who calls from the connection's peer credentials, which
+[PeerCredentials], the server's gRPC transport credentials, reads when it
+accepts the connection (package plugins/peer). Where the system gives no
+peer credentials, no one may write: a check that cannot be made must not
+pass.
+
+On Windows an AF_UNIX socket has no uid: the server asks for the pid of
+the process at the other end (SIO_AF_UNIX_GETPEERPID), opens its token,
+and lets SYSTEM, the agent's own user and the elevated members of
+Administrators write. The socket's DACL lets only Administrators and
+SYSTEM connect at all ([ListenAPI]).
 
 [ListenUnix] listens on a unix socket, replacing a stale one and never a
 live one ([ErrInUse], [ErrNotSocket]); [Dial] connects a gRPC client to
@@ -22,7 +41,8 @@ with a watch of its own, so the Registry holds no connections.
 
 # What this package does not do
 
-It does not change the registry: the API is read-only. It reads no clock
-and does not log.
+It does not change the registry itself: registration through the API
+goes through the Registrar, the agent's reconciler, as a discovered
+plugin's does. It reads no clock and does not log.
 */
 package api

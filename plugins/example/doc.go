@@ -1,11 +1,12 @@
 // Package example is a minimal plugin that speaks the kubelet's plugin
 // registration protocol (pluginregistration v1). It serves the Registration
-// service on a unix socket: GetInfo answers with a fixed PluginInfo, and
-// NotifyRegistrationStatus logs the agent's verdict and optionally hands it
-// to the caller on a channel.
+// service on a unix socket: GetInfo answers with a fixed PluginInfo, once
+// an optional readiness hook lets it, and NotifyRegistrationStatus logs the
+// agent's verdict and optionally hands it to a hook, which may fail the
+// call, and to the caller on a channel.
 //
-// It is what `plugreg example-plugin` runs, what the end-to-end tests
-// register, and a template for a real plugin. It owns its socket file:
+// It is what `plugreg example-plugin` runs, what the end-to-end and
+// registration tests register, and a template for a real plugin. It owns its socket file:
 // [Listen] replaces a stale socket left by a crashed predecessor, but never
 // a live socket or a file that is not a socket, and the socket is removed
 // when serving stops.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -418,5 +419,100 @@ level=INFO msg=stopped plugin=csi.example.com type=CSIPlugin path=SOCKET
 `
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
+func TestReady(t *testing.T) {
+	tests := []struct {
+		name string
+		// ready is the plugin's Ready; entered is closed when it is called.
+		ready    func(ctx context.Context, entered chan<- struct{}) error
+		cancel   bool // cancel the call once Ready is entered
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{"ready", func(context.Context, chan<- struct{}) error { return nil }, false, codes.OK, ""},
+		{"not ready", func(context.Context, chan<- struct{}) error {
+			return status.Error(codes.Unavailable, "warming up")
+		}, false, codes.Unavailable, "warming up"},
+		{"plain error", func(context.Context, chan<- struct{}) error { return errors.New("boom") }, false, codes.Unknown, "boom"},
+		{"blocks until the call ends", func(ctx context.Context, entered chan<- struct{}) error {
+			close(entered)
+			<-ctx.Done()
+			return ctx.Err()
+		}, true, codes.Canceled, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := socketPath(t)
+			var calls atomic.Int32
+			entered := make(chan struct{})
+			ready := func(ctx context.Context) error {
+				calls.Add(1)
+				return tc.ready(ctx, entered)
+			}
+			serve(t, &Plugin{Info: csiInfo, Ready: ready}, listen(t, path))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.cancel {
+				go func() { <-entered; cancel() }()
+			}
+			got, err := dial(t, path).GetInfo(ctx, &pluginregistration.InfoRequest{})
+			if code := status.Code(err); code != tc.wantCode || tc.wantMsg != "" && status.Convert(err).Message() != tc.wantMsg {
+				t.Fatalf("GetInfo error %v, want code %v and message %q", err, tc.wantCode, tc.wantMsg)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("Ready called %d times for one GetInfo, want 1", n)
+			}
+			if tc.wantCode != codes.OK {
+				return
+			}
+			if diff := cmp.Diff(csiInfo, got, protocmp.Transform()); diff != "" {
+				t.Errorf("GetInfo (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNotified(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error // Notified's result
+		wantCode codes.Code
+	}{
+		{"accepted", nil, codes.OK},
+		{"refused", status.Error(codes.FailedPrecondition, "not now"), codes.FailedPrecondition},
+		{"plain error", errors.New("not now"), codes.Unknown},
+	}
+	st := &pluginregistration.RegistrationStatus{PluginRegistered: true}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := socketPath(t)
+			notified := make(chan *pluginregistration.RegistrationStatus, 1)
+			statuses := make(chan *pluginregistration.RegistrationStatus, 1)
+			p := &Plugin{Info: csiInfo, Status: statuses, Notified: func(_ context.Context, st *pluginregistration.RegistrationStatus) error {
+				notified <- st
+				return tc.err
+			}}
+			serve(t, p, listen(t, path))
+			_, err := dial(t, path).NotifyRegistrationStatus(t.Context(), st)
+			if code := status.Code(err); code != tc.wantCode || err != nil && !strings.Contains(err.Error(), "not now") {
+				t.Fatalf("NotifyRegistrationStatus error %v, want code %v with Notified's message", err, tc.wantCode)
+			}
+			select {
+			case got := <-notified:
+				if diff := cmp.Diff(st, got, protocmp.Transform()); diff != "" {
+					t.Errorf("status handed to Notified (-want +got):\n%s", diff)
+				}
+			default:
+				t.Errorf("Notified not called")
+			}
+			switch {
+			case tc.err == nil && len(statuses) != 1:
+				t.Errorf("status accepted by Notified not delivered to Status")
+			case tc.err != nil && len(statuses) != 0:
+				t.Errorf("status refused by Notified delivered to Status")
+			}
+		})
 	}
 }

@@ -31,6 +31,23 @@ type Plugin struct {
 	// notification as failed. A Status nobody reads therefore makes every
 	// registration fail.
 	Status chan<- *pluginregistration.RegistrationStatus
+	// Ready, if not nil, is called at every GetInfo before it answers. If it
+	// returns an error, GetInfo fails with that error instead, and the agent
+	// tries again later: a plugin whose socket is up before it can serve
+	// says so here. Ready may be called concurrently and may block until
+	// ctx is done.
+	Ready func(ctx context.Context) error
+	// Notified, if not nil, is called with every RegistrationStatus the
+	// agent sends, after it is logged and before it goes to Status. If it
+	// returns an error, NotifyRegistrationStatus fails with that error and
+	// Status gets nothing: the agent rolls back the registration it
+	// announced and tries again later. Notified may be called concurrently
+	// and may block until ctx is done.
+	//
+	// An error from Ready or Notified reaches the agent as gRPC sends it: a
+	// status error with its code, ctx's error as Canceled or
+	// DeadlineExceeded, any other as Unknown.
+	Notified func(ctx context.Context, st *pluginregistration.RegistrationStatus) error
 }
 
 // Serve listens on socketPath as [Listen] does, then serves as
@@ -84,23 +101,33 @@ type server struct {
 	log *slog.Logger // carries the plugin and type attributes
 }
 
-// GetInfo returns a copy of the plugin's Info.
-func (s *server) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+// GetInfo returns a copy of the plugin's Info once Ready, if any, allows.
+func (s *server) GetInfo(ctx context.Context, _ *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
 	s.log.Info("get info")
+	if s.p.Ready != nil {
+		if err := s.p.Ready(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.p.Info == nil {
 		return &pluginregistration.PluginInfo{}, nil
 	}
 	return proto.CloneOf(s.p.Info), nil
 }
 
-// NotifyRegistrationStatus logs st and delivers it to the plugin's Status
-// channel, if any.
+// NotifyRegistrationStatus logs st, hands it to the plugin's Notified, if
+// any, and delivers it to its Status channel, if any.
 func (s *server) NotifyRegistrationStatus(ctx context.Context, st *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
 	level := slog.LevelInfo
 	if !st.GetPluginRegistered() {
 		level = slog.LevelWarn
 	}
 	s.log.Log(ctx, level, "registration status", "registered", st.GetPluginRegistered(), "error", st.GetError())
+	if s.p.Notified != nil {
+		if err := s.p.Notified(ctx, st); err != nil {
+			return nil, err
+		}
+	}
 	if s.p.Status != nil {
 		select {
 		case s.p.Status <- st:

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ClientConfig is how to reach etcd: the endpoints, TLS and a user.
@@ -66,6 +70,7 @@ func (c ClientConfig) New(log *slog.Logger) (*clientv3.Client, error) {
 		DialTimeout: c.DialTimeout,
 		Logger:      zapLogger(log),
 		Username:    c.User,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(explainTimeout)},
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
@@ -122,6 +127,42 @@ func (c ClientConfig) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// UnreachableError is the error of an etcd call whose context ended
+// while no endpoint could be reached: the context's error, and grpc's
+// last connection error, which says why (a refused connection, a
+// certificate etcd or the client does not trust). The etcd client alone
+// returns only the context's error.
+type UnreachableError struct {
+	Err    error  // the context's error: context.DeadlineExceeded or context.Canceled
+	Reason string // grpc's last connection error, as text
+}
+
+func (e *UnreachableError) Error() string {
+	return e.Err.Error() + ": etcd unreachable: " + e.Reason
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// explainTimeout is a grpc interceptor of each unary call (inside the
+// etcd client's retries) that turns a call that timed out while waiting
+// for a connection into an UnreachableError with grpc's reason. It
+// returns no grpc status, so the etcd client passes it on as it is.
+func explainTimeout(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.DeadlineExceeded && st.Code() != codes.Canceled {
+		return err
+	}
+	reason, found := strings.CutPrefix(st.Message(), "latest balancer error: ")
+	if !found {
+		return err
+	}
+	return &UnreachableError{Err: ctx.Err(), Reason: reason}
 }
 
 // readPassword returns the first line of the file at path.

@@ -50,13 +50,26 @@ Error for permission denied), and the end of it (Info), not every retry.
 The etcd client's own log goes to the agent's logger at debug level.
 
 Lease: one per node, granted with the TTL, kept alive by the etcd
-client (one keepalive every TTL/3). With [Publisher.LeaseFile] set (the
-agent uses STATE.lease, next to its --state file) the lease ID is saved,
-and a restarted agent continues that lease if etcd still holds it: no key
-vanishes across a restart. The agent never revokes its lease when it
-stops; `plugreg fleet forget NODE` revokes it for operators who know the
-node is gone. One agent publishes one node name: two agents with one
---node overwrite each other.
+client (one keepalive every TTL/3). The publisher records the lease in
+the Registry ([plugins.Registry.SetFleetLease]) with the etcd cluster
+ID, the key prefix and the node name, so the agent's state file keeps it.
+A restarted agent continues that lease if it is of the same node, prefix
+and cluster and etcd still holds it (LeaseTimeToLive): no key vanishes
+across a restart. Otherwise, and when the lease expired while the agent
+ran, it takes a new one. Without a state file the lease lives in memory
+only: a restarted agent takes a new lease and starts from an empty
+registry, so its plugins leave the view and come back as they register
+again. The agent never revokes its lease when it stops; `plugreg fleet
+forget NODE` revokes it for operators who know the node is gone. One
+agent publishes one node name: two agents with one --node overwrite
+each other.
+
+Errors: the etcd client returns only "context deadline exceeded" for a
+call that timed out while no endpoint could be reached. A client of
+[ClientConfig.New] returns an [UnreachableError] instead (of any call
+but a watch), which adds grpc's last connection error: a refused connection, or a certificate
+that the client does not trust ("x509: certificate signed by unknown
+authority" for a wrong --etcd-cacert).
 
 # Credentials
 
@@ -79,7 +92,8 @@ and keeps running.
 # What this package does not do
 
 It does not start etcd (package etcdtest does, for tests, the demo and
-the benchmark; the agent never links it), change the registry, or read
-the state file.
+the benchmark; the agent never links it), change the registry's plugins,
+or read or write the state file: it changes only the registry's fleet
+lease, which package plugins saves.
 */
 package fleet

@@ -50,6 +50,12 @@ type NodeJSON struct {
 
 // Publisher keeps a node's subtree of the fleet view equal to a Registry
 // (see the package doc). Set the fields, then call Run once.
+//
+// The node's lease is kept in the Registry
+// ([plugins.Registry.SetFleetLease]), and so in the agent's state file:
+// Run continues the lease the Registry holds if it is of this node, Layout
+// and etcd cluster and etcd still holds it, so the node's keys stay in
+// place while the agent restarts.
 type Publisher struct {
 	Store    Store
 	Registry *plugins.Registry
@@ -59,10 +65,6 @@ type Publisher struct {
 	Timeout  time.Duration // bound of one etcd call (0: 5 s)
 	Version  string        // the agent's version, for the node key
 	Log      *slog.Logger  // nil: none
-	// LeaseFile, when set, keeps the lease ID across restarts: Run
-	// continues the lease it names if etcd still holds it, so the
-	// node's keys stay in place while the agent restarts.
-	LeaseFile string
 
 	mu   sync.Mutex
 	st   Status
@@ -88,7 +90,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	r.lease = r.loadLease()
+	r.restoreLease()
 	changes := p.Registry.Watch(ctx, 0)
 	p.update(func(s *Status) { s.Running = true })
 	defer p.update(func(s *Status) { s.Running, s.LeaseAlive = false, false })
@@ -141,6 +143,7 @@ type run struct {
 	started time.Time
 
 	lease    clientv3.LeaseID
+	cluster  uint64                                  // ID of the etcd cluster that granted lease
 	ka       <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
 	kaCancel context.CancelFunc
 	// published is what etcd holds under the node's plugin prefix, by

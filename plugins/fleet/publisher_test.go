@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,6 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
-
-	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 var layout = fleet.Layout{Prefix: "/test"}
@@ -32,12 +29,17 @@ func plugin(typ, name, sock string, at time.Time) plugins.Plugin {
 
 // start runs a publisher of reg as node until the test ends, and returns
 // it and a func that stops it and waits until Run returned.
-func start(t *testing.T, cl *clientv3.Client, reg *plugins.Registry, node string, ttl time.Duration, leaseFile string) (*fleet.Publisher, func()) {
+func start(t *testing.T, cl *clientv3.Client, reg *plugins.Registry, node string, ttl time.Duration) (*fleet.Publisher, func()) {
 	t.Helper()
-	p := &fleet.Publisher{
-		Store: cl, Registry: reg, Layout: layout, Node: node, TTL: ttl, Version: "test",
-		Timeout: time.Second, LeaseFile: leaseFile, Log: slog.New(slog.NewTextHandler(t.Output(), nil)),
-	}
+	return runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg, Layout: layout, Node: node, TTL: ttl})
+}
+
+// runPublisher runs p, with a version, a timeout of one second and the
+// test's log, until the test ends, and returns it and a func that stops
+// it and waits until Run returned.
+func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
+	t.Helper()
+	p.Version, p.Timeout, p.Log = "test", time.Second, slog.New(slog.NewTextHandler(t.Output(), nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -124,7 +126,7 @@ func TestPublishMatchesRegistry(t *testing.T) {
 	cl := etcdtest.Client(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	p, _ := start(t, cl, reg, "node/1", 10*time.Second, "")
+	p, _ := start(t, cl, reg, "node/1", 10*time.Second)
 	steps := []struct {
 		name  string
 		kind  plugins.EventKind
@@ -170,7 +172,7 @@ func TestReconcileAfterOutage(t *testing.T) {
 	for i := range 50 {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), t0), "", t0)
 	}
-	p, _ := start(t, cl, reg, "n1", 10*time.Second, "")
+	p, _ := start(t, cl, reg, "n1", 10*time.Second)
 	waitSynced(t, p, reg)
 	stray := layout.Plugin("n1", "T", "stray")
 	if _, err := cl.Put(t.Context(), stray, "{}"); err != nil {
@@ -218,7 +220,7 @@ func TestKilledPublisherKeysVanish(t *testing.T) {
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
 	const ttl = time.Second
-	p, stop := start(t, agent, reg, "gone", ttl, "")
+	p, stop := start(t, agent, reg, "gone", ttl)
 	st := waitSynced(t, p, reg)
 	w := cl.Watch(t.Context(), layout.Node("gone"), clientv3.WithRev(int64(0)))
 	stop()
@@ -243,48 +245,5 @@ func TestKilledPublisherKeysVanish(t *testing.T) {
 	got, _ := published(t, cl, "gone")
 	if len(got) != 0 {
 		t.Errorf("after the lease %x expired, etcd holds %v", st.Lease, got)
-	}
-}
-
-// TestRestartContinuesLease restarts a publisher with the same lease
-// file: it takes up the same lease, and no key is deleted meanwhile.
-func TestRestartContinuesLease(t *testing.T) {
-	srv := etcdtest.Start(t)
-	cl := etcdtest.Client(t, srv, "", "")
-	reg := plugins.NewRegistry()
-	for i := range 3 {
-		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
-	}
-	leaseFile := filepath.Join(sockettest.Dir(t), "fleet.lease")
-	p1, stop1 := start(t, cl, reg, "n", 5*time.Second, leaseFile)
-	st1 := waitSynced(t, p1, reg)
-	resp, err := cl.Get(t.Context(), layout.Node("n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := cl.Watch(t.Context(), "/test/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	stop1()
-
-	p2, _ := start(t, cl, reg, "n", 5*time.Second, leaseFile)
-	st2 := waitSynced(t, p2, reg)
-	if st2.Lease != st1.Lease {
-		t.Errorf("restarted publisher's lease = %x, want %x", st2.Lease, st1.Lease)
-	}
-	end, err := cl.Put(t.Context(), "/test/end", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rev := int64(0); rev < end.Header.Revision; {
-		r := <-w
-		for _, ev := range r.Events {
-			rev = ev.Kv.ModRevision
-			if ev.Type == clientv3.EventTypeDelete {
-				t.Errorf("key %s deleted across the restart", ev.Kv.Key)
-			}
-		}
-	}
-	got, lease := published(t, cl, "n")
-	if diff := cmp.Diff(want(t, reg, "n"), got); diff != "" || lease != st1.Lease {
-		t.Errorf("after the restart, lease %x (want %x), etcd (-want +got):\n%s", lease, st1.Lease, diff)
 	}
 }

@@ -27,7 +27,7 @@ func twoNodes(t *testing.T, srv *etcdtest.Server) {
 		for _, p := range ps {
 			reg.Apply(plugins.Registered, p, "", now)
 		}
-		p, _ := start(t, etcdtest.Client(t, srv, "", ""), reg, node, 10*time.Second, "")
+		p, _ := start(t, etcdtest.Client(t, srv, "", ""), reg, node, 10*time.Second)
 		waitSynced(t, p, reg)
 	}
 }
@@ -79,7 +79,7 @@ func TestListPages(t *testing.T) {
 	for i := range n {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprintf("p%05d", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
 	}
-	p, _ := start(t, cl, reg, "big", 10*time.Second, "")
+	p, _ := start(t, cl, reg, "big", 10*time.Second)
 	waitSynced(t, p, reg)
 	if _, err := cl.Put(t.Context(), layout.Index("other", "T", "p00001"), ""); err != nil {
 		t.Fatal(err)

@@ -9,11 +9,31 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins"
 )
 
+// restoreLease takes up the lease the Registry holds (restored from the
+// state file) if it is this node's under this prefix; ensureLease checks
+// its cluster and whether etcd still holds it.
+func (r *run) restoreLease() {
+	l, ok := r.p.Registry.FleetLease()
+	if !ok {
+		return
+	}
+	if l.Node != r.p.Node || l.Prefix != r.p.Layout.root() {
+		r.log.Info("saved fleet lease is of another node or prefix, not continued",
+			"node", r.p.Node, "lease_node", l.Node, "lease_prefix", l.Prefix)
+		return
+	}
+	r.lease, r.cluster = clientv3.LeaseID(l.ID), l.Cluster
+}
+
 // ensureLease makes sure the node has a lease kept alive: the one it had
-// (or the lease file names) if etcd still holds it, else a new one. A
-// lease taken up again leaves what etcd holds unknown, to be read.
+// (or the Registry held when Run started) if etcd still holds it and is
+// the cluster that granted it, else a new one, which it records in the
+// Registry. A lease taken up again leaves what etcd holds unknown, to be
+// read.
 func (r *run) ensureLease(ctx context.Context) error {
 	if r.ka != nil {
 		return nil
@@ -25,20 +45,17 @@ func (r *run) ensureLease(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("lease %x time to live: %w", int64(r.lease), err)
 		}
-		if resp.TTL <= 0 {
+		if cluster := resp.ResponseHeader.GetClusterId(); cluster != r.cluster {
+			r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node,
+				"lease", fmt.Sprintf("%x", int64(r.lease)), "cluster", fmt.Sprintf("%x", cluster), "lease_cluster", fmt.Sprintf("%x", r.cluster))
+			r.lease = 0
+		} else if resp.TTL <= 0 {
 			r.lease = 0
 		}
 	}
 	if r.lease == 0 {
-		c, cancel := r.call(ctx)
-		resp, err := r.p.Store.Grant(c, r.ttl)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("grant lease: %w", err)
-		}
-		r.lease = resp.ID
-		if err := r.saveLease(); err != nil {
-			r.log.Warn("lease not saved, a restart takes a new one", "path", r.p.LeaseFile, "err", err)
+		if err := r.grant(ctx); err != nil {
+			return err
 		}
 	}
 	kactx, cancel := context.WithCancel(ctx)
@@ -50,6 +67,25 @@ func (r *run) ensureLease(ctx context.Context) error {
 	r.ka, r.kaCancel, r.published = ka, cancel, nil
 	id := int64(r.lease)
 	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
+	return nil
+}
+
+// grant takes a new lease and records it in the Registry, for the state
+// file.
+func (r *run) grant(ctx context.Context) error {
+	c, cancel := r.call(ctx)
+	resp, err := r.p.Store.Grant(c, r.ttl)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("grant lease: %w", err)
+	}
+	r.lease, r.cluster = resp.ID, resp.ResponseHeader.GetClusterId()
+	err = r.p.Registry.SetFleetLease(plugins.FleetLease{
+		ID: int64(r.lease), Cluster: r.cluster, Prefix: r.p.Layout.root(), Node: r.p.Node,
+	})
+	if err != nil {
+		r.log.Warn("fleet lease not kept in the state file, a restart takes a new one", "node", r.p.Node, "err", err)
+	}
 	return nil
 }
 

@@ -70,6 +70,7 @@ type clientConn struct {
 	maxRecv int            // the largest reply message accepted, in bytes
 	stream  uint32         // the last stream ID used; client streams are odd
 	err     error          // a connection-level failure: every later call fails with it
+	due     time.Time      // the deadline of the call under way; zero: none
 
 	peerMaxFrame uint32 // the server's SETTINGS_MAX_FRAME_SIZE
 	peerWindow   int64  // what the server lets us send on a new stream (and the connection, below)
@@ -120,6 +121,7 @@ func (c *clientConn) Invoke(ctx context.Context, method string, args, reply any,
 	// The deadline and the cancellation of ctx reach the blocking reads
 	// and writes through the connection's deadline.
 	deadline, hasDeadline := ctx.Deadline()
+	c.due = deadline
 	c.conn.SetDeadline(deadline) // the zero time: none
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 	err := c.invoke(method, deadline, hasDeadline, in, out)
@@ -351,7 +353,7 @@ func (c *clientConn) connFrame(f http2.Frame) error {
 		}
 	case *http2.RSTStreamFrame:
 		if f.StreamID == c.stream {
-			return status.Errorf(rstCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+			return status.Errorf(c.resetCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
 		}
 	}
 	return nil
@@ -557,6 +559,20 @@ func rstCode(e http2.ErrCode) codes.Code {
 		return codes.Unknown
 	}
 	return codes.Internal
+}
+
+// resetCode returns the code of a call whose stream the server reset with
+// e: rstCode's, except that a CANCEL that comes once the call's deadline
+// has passed is DeadlineExceeded, as grpc-go's client has it. A grpc-go
+// server cancels a call so when the deadline the client sent it
+// (grpc-timeout, never less than the time left) passes, and its reset can
+// come in before the client's own deadline ends the read.
+func (c *clientConn) resetCode(e http2.ErrCode) codes.Code {
+	code := rstCode(e)
+	if code == codes.Canceled && !c.due.IsZero() && !time.Now().Before(c.due) {
+		return codes.DeadlineExceeded
+	}
+	return code
 }
 
 // ioStatus makes an I/O error a status error: a connection the caller

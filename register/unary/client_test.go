@@ -196,6 +196,64 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 	}
 }
 
+// blockedServer is a plugin whose GetInfo answers once release is
+// closed, whatever its context.
+type blockedServer struct {
+	pluginregistration.UnimplementedRegistrationServer
+	release chan struct{}
+}
+
+func (s *blockedServer) GetInfo(context.Context, *pluginregistration.InfoRequest) (*pluginregistration.PluginInfo, error) {
+	<-s.release
+	return &pluginregistration.PluginInfo{}, nil
+}
+
+// deadlineCtx reports a deadline that it does not enforce: the call sends
+// it as grpc-timeout and knows when it has passed, but the context never
+// ends.
+type deadlineCtx struct {
+	context.Context
+	d time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
+
+// lateConn is a connection whose read and write deadlines come late by
+// lateBy, so that a reply the server sends at the call's deadline is read
+// before the client's own deadline ends the read.
+type lateConn struct{ net.Conn }
+
+const lateBy = 5 * time.Second
+
+func (c lateConn) SetDeadline(t time.Time) error {
+	if t.IsZero() {
+		return c.Conn.SetDeadline(t)
+	}
+	return c.Conn.SetDeadline(t.Add(lateBy))
+}
+
+// TestUnaryServerDeadline: a grpc-go server resets a call with
+// RST_STREAM(CANCEL) when the deadline it was sent passes, while its
+// handler still runs; the call fails with DeadlineExceeded, as with
+// grpc-go's client, not Canceled.
+func TestUnaryServerDeadline(t *testing.T) {
+	path := filepath.Join(unixDir(t), "blocked.sock")
+	srv := &blockedServer{release: make(chan struct{})}
+	grpcPlugin(t, path, srv)
+	t.Cleanup(func() { close(srv.release) }) // before the server stops
+	_, conn := dialUnary(t, path)
+	c := New(lateConn{conn}, maxReply)
+	ctx := deadlineCtx{context.Background(), time.Now().Add(100 * time.Millisecond)}
+	start := time.Now()
+	_, err := pluginregistration.NewRegistrationClient(c).GetInfo(ctx, &pluginregistration.InfoRequest{})
+	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "RST_STREAM") {
+		t.Fatalf("GetInfo = %v, want DeadlineExceeded from the server's RST_STREAM", err)
+	}
+	if elapsed := time.Since(start); elapsed >= lateBy {
+		t.Errorf("GetInfo took %v: the client's deadline ended it, not the server's reset", elapsed)
+	}
+}
+
 // A scripted plugin: it reads the client's request and answers with frames
 // written by reply. The increments of the connection-level WINDOW_UPDATEs
 // it receives come out of windowBack (the first 16).
@@ -327,6 +385,9 @@ func TestUnaryScriptedReplies(t *testing.T) {
 		{"rst_stream", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		}, codes.Unavailable, "RST_STREAM", false},
+		{"rst_stream cancel before the deadline", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
+			fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}, codes.Canceled, "RST_STREAM", false},
 		{"rst_stream flow control", func(fr *http2.Framer, enc func(...string) []byte, id uint32) {
 			fr.WriteRSTStream(id, http2.ErrCodeFlowControl)
 		}, codes.ResourceExhausted, "RST_STREAM", false},

@@ -38,7 +38,9 @@
 //     table: REFUSED_STREAM Unavailable, CANCEL Canceled, FLOW_CONTROL and
 //     ENHANCE_YOUR_CALM ResourceExhausted, INADEQUATE_SECURITY
 //     PermissionDenied, any other code HTTP/2 defines Internal, and one it
-//     does not define Unknown.
+//     does not define Unknown. A CANCEL once the call's deadline has passed
+//     is DeadlineExceeded: a grpc-go server resets a call with CANCEL when
+//     the deadline it was sent passes.
 //   - A GOAWAY whose last stream ID is below the call's stream fails it
 //     with Unavailable.
 //   - The context's deadline goes to the server as grpc-timeout, encoded as

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,13 +34,18 @@ type Options struct {
 	PeerPort   int       // 0: a free port
 	Fast       bool      // 10 ms heartbeats and no fsync: for tests
 	Log        io.Writer // etcd's errors; nil: none
+	// TLS, when set, makes the server serve clients over TLS with
+	// ServerCert, and accept only clients with a certificate that CA
+	// signed (see WriteCerts).
+	TLS *Certs
 }
 
 // Server is a running etcd.
 type Server struct {
 	opts Options
 	e    *embed.Etcd
-	// Endpoint is the client URL, http://127.0.0.1:PORT.
+	// Endpoint is the client URL, http://127.0.0.1:PORT, or https:// with
+	// Options.TLS.
 	Endpoint string
 }
 
@@ -53,7 +59,11 @@ func New(o Options) (*Server, error) {
 			}
 		}
 	}
-	s := &Server{opts: o, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", o.ClientPort)}
+	scheme := "http"
+	if o.TLS != nil {
+		scheme = "https"
+	}
+	s := &Server{opts: o, Endpoint: fmt.Sprintf("%s://127.0.0.1:%d", scheme, o.ClientPort)}
 	return s, s.start()
 }
 
@@ -66,6 +76,10 @@ func (s *Server) start() error {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if c := s.opts.TLS; c != nil {
+		info := &cfg.ClientTLSInfo
+		info.CertFile, info.KeyFile, info.TrustedCAFile, info.ClientCertAuth = c.ServerCert, c.ServerKey, c.CA, true
+	}
 	if s.opts.Fast {
 		cfg.TickMs, cfg.ElectionMs, cfg.UnsafeNoFsync = 10, 100, true
 		cfg.BcryptCost = 4 // bcrypt.MinCost
@@ -100,12 +114,20 @@ func (s *Server) Stop() {
 // Restart starts a stopped server again.
 func (s *Server) Restart() error { return s.start() }
 
-// Client returns a client of the server, as user (none if "").
+// Client returns a client of the server, as user (none if ""), with the
+// client certificate of Options.TLS if it is set.
 func (s *Server) Client(user, password string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,
 		Username: user, Password: password, Logger: zap.NewNop(),
-	})
+	}
+	if c := s.opts.TLS; c != nil {
+		var err error
+		if cfg.TLS, err = c.clientConfig(); err != nil {
+			return nil, err
+		}
+	}
+	return clientv3.New(cfg)
 }
 
 // Start starts a server for t in a temporary directory, stopped when the
@@ -118,6 +140,24 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartTLS starts a server for t that serves clients over TLS with the
+// certificates of a new test PKI (WriteCerts), stopped when the test
+// ends.
+func StartTLS(t testing.TB) (*Server, Certs) {
+	t.Helper()
+	dir := sockettest.Dir(t)
+	certs, err := WriteCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Dir: filepath.Join(dir, "etcd"), Fast: true, Log: t.Output(), TLS: &certs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s, certs
 }
 
 // Client returns a client of s for t, closed when the test ends.

@@ -70,7 +70,7 @@ func main() {
 	var wg sync.WaitGroup
 	for i := range ns {
 		sem <- struct{}{}
-		ns[i] = newNode(i, dir)
+		ns[i] = newNode(i)
 		ns[i].run(clients[i / *perClient])
 		wg.Go(func() { waitAll(ns[i : i+1]); <-sem })
 		if i%1000 == 999 {
@@ -85,7 +85,7 @@ func main() {
 	restartMany(reader, ns[:min(*restart, len(ns)-1)], clients)
 }
 
-func newNode(i int, dir string) *node {
+func newNode(i int) *node {
 	n := &node{name: fmt.Sprintf("node-%05d", i), reg: plugins.NewRegistry()}
 	now := time.Now()
 	for j := range *perNode {
@@ -95,14 +95,13 @@ func newNode(i int, dir string) *node {
 		}
 		n.reg.Apply(plugins.Registered, p, "", now)
 	}
-	n.pub = &fleet.Publisher{Registry: n.reg, Layout: layout, Node: n.name, TTL: *ttl, Timeout: 30 * time.Second,
-		LeaseFile: filepath.Join(dir, n.name+".lease")}
+	n.pub = &fleet.Publisher{Registry: n.reg, Layout: layout, Node: n.name, TTL: *ttl, Timeout: 30 * time.Second}
 	return n
 }
 
 func (n *node) run(cl *clientv3.Client) {
 	p := &fleet.Publisher{Store: cl, Registry: n.reg, Layout: n.pub.Layout, Node: n.name, TTL: n.pub.TTL,
-		Timeout: n.pub.Timeout, LeaseFile: n.pub.LeaseFile}
+		Timeout: n.pub.Timeout}
 	n.pub = p
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel, n.done = cancel, make(chan struct{})

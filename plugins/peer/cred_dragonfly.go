@@ -1,4 +1,4 @@
-package register
+package peer
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// havePeerCred: this OS tells who serves a socket.
-const havePeerCred = true
+// Supported is true: this OS tells who is at the other end of a socket.
+const Supported = true
 
 // golang.org/x/sys/unix defines neither struct xucred nor LOCAL_PEERCRED
 // for DragonFly, so they are spelled out here from <sys/ucred.h> and
@@ -26,17 +26,18 @@ type xucred struct {
 	_       uintptr
 }
 
-// peerCred returns the effective uid the serving process had when it
-// called listen. The pid is not known.
-func peerCred(fd uintptr) (peer, error) {
+// FromFD returns the effective uid the process at the other end of the
+// connected unix socket fd had when it called connect or listen. The pid is
+// not known.
+func FromFD(fd uintptr) (Cred, error) {
 	var x xucred
 	n := uint32(unsafe.Sizeof(x))
 	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, 0, localPeerCred, uintptr(unsafe.Pointer(&x)), uintptr(unsafe.Pointer(&n)), 0)
 	if errno != 0 {
-		return peer{}, fmt.Errorf("LOCAL_PEERCRED: %w", errno)
+		return Cred{}, fmt.Errorf("LOCAL_PEERCRED: %w", errno)
 	}
 	if n != uint32(unsafe.Sizeof(x)) || x.version != xucredVersion {
-		return peer{}, fmt.Errorf("LOCAL_PEERCRED: unexpected xucred (%d bytes, version %d)", n, x.version)
+		return Cred{}, fmt.Errorf("LOCAL_PEERCRED: unexpected xucred (%d bytes, version %d)", n, x.version)
 	}
-	return peer{uid: x.uid}, nil
+	return Cred{UID: x.uid}, nil
 }

@@ -1,4 +1,4 @@
-package register
+package peer
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// havePeerCred: this OS tells who serves a socket.
-const havePeerCred = true
+// Supported is true: this OS tells who is at the other end of a socket.
+const Supported = true
 
 // golang.org/x/sys/unix defines neither struct unpcbid nor LOCAL_PEEREID
 // for NetBSD, so they are spelled out here from <sys/un.h>; the call is the
@@ -21,17 +21,18 @@ type unpcbid struct {
 	egid uint32 // unp_egid
 }
 
-// peerCred returns the effective uid and the pid of the process that
-// called listen (LOCAL_PEEREID).
-func peerCred(fd uintptr) (peer, error) {
+// FromFD returns the effective uid and the pid of the process at the other
+// end of the connected unix socket fd, as of its connect or listen call
+// (LOCAL_PEEREID).
+func FromFD(fd uintptr) (Cred, error) {
 	var id unpcbid
 	n := uint32(unsafe.Sizeof(id))
 	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, 0, localPeerEID, uintptr(unsafe.Pointer(&id)), uintptr(unsafe.Pointer(&n)), 0)
 	if errno != 0 {
-		return peer{}, fmt.Errorf("LOCAL_PEEREID: %w", errno)
+		return Cred{}, fmt.Errorf("LOCAL_PEEREID: %w", errno)
 	}
 	if n != uint32(unsafe.Sizeof(id)) || id.euid == ^uint32(0) {
-		return peer{}, fmt.Errorf("LOCAL_PEEREID: no credentials (%d bytes, euid %d)", n, id.euid)
+		return Cred{}, fmt.Errorf("LOCAL_PEEREID: no credentials (%d bytes, euid %d)", n, id.euid)
 	}
-	return peer{uid: id.euid, pid: id.pid}, nil
+	return Cred{UID: id.euid, PID: id.pid}, nil
 }

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/handler"
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+)
+
+// Registrar registers and deregisters plugins for the Register and
+// Deregister RPCs. The agent's is its reconciler.
+//
+// Its errors wrap plugins.ErrInvalid or plugins.ErrRefused (the RPC fails
+// with InvalidArgument; a refusal's text is the refusal in the kubelet's
+// words), plugins.ErrLimit (ResourceExhausted), plugins.ErrNotFound
+// (NotFound), handler.ErrUnavailable (Unavailable) or the context's error
+// (Canceled, DeadlineExceeded); any other error is Unavailable. The
+// status message is the error's text, bounded by plugins.BoundText.
+type Registrar interface {
+	RegisterPlugin(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error)
+	DeregisterPlugin(ctx context.Context, typ, name, owner string) ([]plugins.Plugin, error)
+}
+
+// EnableRegistration lets callers register and deregister plugins through
+// the API (Register and Deregister), with r. Without it, both fail with
+// FailedPrecondition.
+//
+// Only some callers may: root, the uid the agent runs as, and those of
+// writers (the agent's --api-register-uid); any other caller, which the
+// socket's permissions let read the API, gets PermissionDenied. The server
+// tells who calls from the peer credentials of the connection, which
+// [PeerCredentials] reads: a server made without them lets no one
+// register, and so does a system that gives no peer credentials. On
+// Windows, writers must be empty: the callers that may register are
+// SYSTEM, the members of Administrators and the agent's own user.
+//
+// Call it before the server serves.
+func (s *APIServer) EnableRegistration(r Registrar, writers []uint32) {
+	s.registrar, s.writers = r, slices.Clone(writers)
+}
+
+// Register registers a plugin through the Registrar (see
+// EnableRegistration), once the request passes the checks of the
+// registration: plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner
+// and ValidateOptions (InvalidArgument otherwise).
+func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginRequest) (*plugregv1.RegisterPluginResponse, error) {
+	if err := s.mayWrite(ctx); err != nil {
+		return nil, err
+	}
+	p := plugins.Plugin{
+		Type:     req.GetType(),
+		Name:     req.GetName(),
+		Endpoint: req.GetEndpoint(),
+		Versions: req.GetVersions(),
+		Owner:    req.GetOwner(),
+		Options:  req.GetOptions(),
+		NoCheck:  req.GetNoCheck(),
+		Source:   plugins.SourceAPI,
+	}
+	if len(p.Options) == 0 {
+		p.Options = nil
+	}
+	if err := validateRegistration(p); err != nil {
+		return nil, registrationStatus(fmt.Errorf("%w: %w", plugins.ErrInvalid, err))
+	}
+	p, err := s.registrar.RegisterPlugin(ctx, p)
+	if err != nil {
+		return nil, registrationStatus(err)
+	}
+	return &plugregv1.RegisterPluginResponse{Plugin: ToProto(p)}, nil
+}
+
+// Deregister deregisters the API instances of a plugin that one owner
+// registered, through the Registrar (see EnableRegistration). A type,
+// name or owner that no registration could have is InvalidArgument.
+func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPluginRequest) (*plugregv1.DeregisterPluginResponse, error) {
+	if err := s.mayWrite(ctx); err != nil {
+		return nil, err
+	}
+	typ, name, owner := req.GetType(), req.GetName(), req.GetOwner()
+	// The type is checked as an endpoint is, by the same rules as a type
+	// but a longer limit.
+	err := plugins.ValidateInfo(typ, name, typ, nil)
+	if err == nil {
+		err = plugins.ValidateOwner(owner)
+	}
+	if err != nil {
+		return nil, registrationStatus(fmt.Errorf("%w: %w", plugins.ErrInvalid, err))
+	}
+	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner)
+	if err != nil {
+		return nil, registrationStatus(err)
+	}
+	resp := &plugregv1.DeregisterPluginResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
+	for i, p := range ps {
+		resp.Plugins[i] = ToProto(p)
+	}
+	return resp, nil
+}
+
+// validateRegistration checks p, a registration through the API, as the
+// Registrar does.
+func validateRegistration(p plugins.Plugin) error {
+	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+		return err
+	}
+	if err := plugins.ValidateAPIEndpoint(p.Endpoint); err != nil {
+		return err
+	}
+	if err := plugins.ValidateOwner(p.Owner); err != nil {
+		return err
+	}
+	return plugins.ValidateOptions(p.Options)
+}
+
+// mayWrite returns nil if the caller of ctx may register and deregister
+// plugins, and the status to fail with otherwise.
+func (s *APIServer) mayWrite(ctx context.Context) error {
+	if s.registrar == nil {
+		return status.Error(codes.FailedPrecondition, "registration through the API is not enabled")
+	}
+	c, ok := callerOf(ctx)
+	if !ok {
+		return status.Error(codes.PermissionDenied, "permission denied: the agent's API server does not read peer credentials, so it lets no one register")
+	}
+	if c.err != nil {
+		return status.Error(codes.PermissionDenied, plugins.BoundText("permission denied: cannot tell who calls ("+c.err.Error()+"), so registration is refused"))
+	}
+	if c.trusted || c.hasUID && slices.Contains(s.writers, c.uid) {
+		return nil
+	}
+	return status.Error(codes.PermissionDenied, c.denied())
+}
+
+// registrationStatus returns the status of a Register or Deregister that
+// failed with err (see Registrar).
+func registrationStatus(err error) error {
+	code := codes.Unavailable
+	switch {
+	case errors.Is(err, plugins.ErrInvalid), errors.Is(err, plugins.ErrRefused):
+		code = codes.InvalidArgument
+	case errors.Is(err, plugins.ErrLimit):
+		code = codes.ResourceExhausted
+	case errors.Is(err, plugins.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, handler.ErrUnavailable):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return status.Error(code, plugins.BoundText(err.Error()))
+}

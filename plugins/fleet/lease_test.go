@@ -1,0 +1,217 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/fleet"
+	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+)
+
+// saveUntilStopped runs a Saver of reg to path, and returns a func that
+// stops it (its last, clean write) and returns Run's error.
+func saveUntilStopped(t *testing.T, reg *plugins.Registry, path string) func() error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	s := &plugins.Saver{Registry: reg, Path: path}
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		done <- nil
+	})
+	return func() error {
+		cancel()
+		err := <-done
+		done <- err
+		return err
+	}
+}
+
+// restored returns a Registry restored from the state file at path, as
+// an agent's restart does.
+func restored(t *testing.T, path string) *plugins.Registry {
+	t.Helper()
+	st, err := plugins.Load(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plugins.NewRegistryFrom(st)
+}
+
+// clusterID returns the ID of the etcd cluster of cl.
+func clusterID(t *testing.T, cl *clientv3.Client) uint64 {
+	t.Helper()
+	resp, err := cl.Get(t.Context(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.ClusterId
+}
+
+// keyEvents collects the events of w up to revision end: the deletes, and
+// the puts by key.
+func keyEvents(t *testing.T, w clientv3.WatchChan, end int64) (deletes []string, puts map[string]int) {
+	t.Helper()
+	puts = make(map[string]int)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for rev := int64(0); rev < end; {
+		select {
+		case r := <-w:
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range r.Events {
+				rev = ev.Kv.ModRevision
+				if ev.Type == clientv3.EventTypeDelete {
+					deletes = append(deletes, string(ev.Kv.Key))
+				} else if rev < end {
+					puts[string(ev.Kv.Key)]++
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("watch did not reach revision %d", end)
+		}
+	}
+	return deletes, puts
+}
+
+// TestRestartContinuesLease stops a publisher and its Saver, restores a
+// Registry from the state file, and starts a publisher of it: it takes up
+// the same lease, no key is deleted meanwhile, and the restarted
+// publisher rewrites only the node key.
+func TestRestartContinuesLease(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	state := filepath.Join(sockettest.Dir(t), "state.json")
+	reg := plugins.NewRegistry()
+	for i := range 3 {
+		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
+	}
+	stopSaver := saveUntilStopped(t, reg, state)
+	p1, stop1 := start(t, cl, reg, "n", 5*time.Second)
+	st1 := waitSynced(t, p1, reg)
+	wantLease := plugins.FleetLease{ID: st1.Lease, Cluster: clusterID(t, cl), Prefix: "/test/v1/", Node: "n"}
+	if l, ok := reg.FleetLease(); !ok || l != wantLease {
+		t.Fatalf("Registry's fleet lease = %+v, %v; want %+v", l, ok, wantLease)
+	}
+	resp, err := cl.Get(t.Context(), layout.Node("n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := cl.Watch(t.Context(), "/test/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	stop1()
+	if err := stopSaver(); err != nil {
+		t.Fatalf("Saver = %v", err)
+	}
+
+	reg2 := restored(t, state)
+	p2, _ := start(t, cl, reg2, "n", 5*time.Second)
+	st2 := waitSynced(t, p2, reg2)
+	if st2.Lease != st1.Lease {
+		t.Errorf("restarted publisher's lease = %x, want %x", st2.Lease, st1.Lease)
+	}
+	end, err := cl.Put(t.Context(), "/test/end", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletes, puts := keyEvents(t, w, end.Header.Revision)
+	t.Logf("across the restart: lease %x -> %x, %d deletes, puts %v", st1.Lease, st2.Lease, len(deletes), puts)
+	if len(deletes) != 0 {
+		t.Errorf("keys deleted across the restart: %q", deletes)
+	}
+	if diff := cmp.Diff(map[string]int{layout.Node("n"): 1}, puts); diff != "" {
+		t.Errorf("keys written across the restart (-want +got):\n%s", diff)
+	}
+	got, lease := published(t, cl, "n")
+	if diff := cmp.Diff(want(t, reg2, "n"), got); diff != "" || lease != st1.Lease {
+		t.Errorf("after the restart, lease %x (want %x), etcd (-want +got):\n%s", lease, st1.Lease, diff)
+	}
+}
+
+// TestRestartLeaseNotContinued restores a Registry whose lease is not the
+// restarted publisher's to continue: of another node, prefix or etcd
+// cluster, or no longer in etcd. The publisher takes a new lease and
+// records it in the Registry.
+func TestRestartLeaseNotContinued(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	cluster := clusterID(t, cl)
+	other := fleet.Layout{Prefix: "/other"}
+	tests := []struct {
+		name   string
+		node   string // of the restarted publisher
+		layout fleet.Layout
+		change func(t *testing.T, l *plugins.FleetLease) // of the restored lease
+	}{
+		{"another node", "m", layout, nil},
+		{"another prefix", "n", other, nil},
+		{"another cluster", "n", layout, func(t *testing.T, l *plugins.FleetLease) { l.Cluster++ }},
+		{"revoked", "n", layout, func(t *testing.T, l *plugins.FleetLease) {
+			if _, err := cl.Revoke(t.Context(), clientv3.LeaseID(l.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each case its own node names, so that one etcd serves all.
+			first, node := fmt.Sprint("n", i), tc.node+fmt.Sprint(i)
+			reg := plugins.NewRegistry()
+			reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+			p1, stop1 := start(t, cl, reg, first, 5*time.Second)
+			st1 := waitSynced(t, p1, reg)
+			stop1()
+			st := reg.State()
+			if st.Fleet == nil || st.Fleet.ID != st1.Lease {
+				t.Fatalf("State().Fleet = %+v, want lease %x", st.Fleet, st1.Lease)
+			}
+			if tc.change != nil {
+				tc.change(t, st.Fleet)
+			}
+
+			reg2 := plugins.NewRegistryFrom(st)
+			p2, _ := runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg2, Layout: tc.layout, Node: node, TTL: 5 * time.Second})
+			st2 := waitSynced(t, p2, reg2)
+			if st2.Lease == st1.Lease {
+				t.Errorf("restarted publisher continued lease %x", st1.Lease)
+			}
+			prefix := tc.layout.Prefix + "/v1/"
+			wantLease := plugins.FleetLease{ID: st2.Lease, Cluster: cluster, Prefix: prefix, Node: node}
+			if l, ok := reg2.FleetLease(); !ok || l != wantLease {
+				t.Errorf("Registry's fleet lease = %+v, %v; want %+v", l, ok, wantLease)
+			}
+			resp, err := cl.Get(t.Context(), tc.layout.Node(node))
+			if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease != st2.Lease {
+				t.Errorf("node key of %s: %v (%v), want it on lease %x", node, resp.Kvs, err, st2.Lease)
+			}
+		})
+	}
+}
+
+// TestPublishWithoutState runs a publisher of a Registry that no Saver
+// saves, as an agent without --state: the lease lives in the Registry, in
+// memory, and a publisher restarted on the same Registry continues it.
+func TestPublishWithoutState(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	p1, stop1 := start(t, cl, reg, "mem", 5*time.Second)
+	st1 := waitSynced(t, p1, reg)
+	stop1()
+	p2, _ := start(t, cl, reg, "mem", 5*time.Second)
+	if st2 := waitSynced(t, p2, reg); st2.Lease != st1.Lease {
+		t.Errorf("publisher restarted on the same Registry: lease %x, want %x", st2.Lease, st1.Lease)
+	}
+}

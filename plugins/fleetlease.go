@@ -1,0 +1,109 @@
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxFleetLeaseText bounds the Prefix and the Node of a [FleetLease], in
+// bytes.
+const MaxFleetLeaseText = 512
+
+// fleetRecordBytes bounds the "fleet" member of the state file: each of
+// the two strings at most six bytes a byte (a control character is
+// \u00XX), the numbers and the field names.
+const fleetRecordBytes = 2*6*MaxFleetLeaseText + 128
+
+// FleetLease is the etcd lease on which the fleet publisher (package
+// plugins/fleet) keeps a node's keys, with where it lives: the etcd
+// cluster that granted it, the key prefix of the fleet view and the node
+// name. The Registry keeps one, for the state file only, so that a
+// restarted agent continues the lease, if etcd still holds it, rather than
+// let its plugins vanish from the fleet view and come back. This package
+// does not interpret it.
+type FleetLease struct {
+	ID      int64  // the lease ID etcd granted; greater than 0
+	Cluster uint64 // ID of the etcd cluster that granted it
+	Prefix  string // the fleet view's key prefix; at most MaxFleetLeaseText bytes of UTF-8
+	Node    string // the node name; not empty, at most MaxFleetLeaseText bytes of UTF-8
+}
+
+// fleetRecord is the JSON form of a FleetLease.
+type fleetRecord struct {
+	Lease   int64  `json:"lease"`
+	Cluster uint64 `json:"cluster"`
+	Prefix  string `json:"prefix"`
+	Node    string `json:"node"`
+}
+
+// fleetRecordOf returns the JSON form of l, nil for nil.
+func fleetRecordOf(l *FleetLease) *fleetRecord {
+	if l == nil {
+		return nil
+	}
+	return &fleetRecord{Lease: l.ID, Cluster: l.Cluster, Prefix: l.Prefix, Node: l.Node}
+}
+
+// lease returns the FleetLease of r, nil for nil.
+func (r *fleetRecord) lease() *FleetLease {
+	if r == nil {
+		return nil
+	}
+	return &FleetLease{ID: r.Lease, Cluster: r.Cluster, Prefix: r.Prefix, Node: r.Node}
+}
+
+// checkFleetLease returns an error if l breaks a rule of the state file.
+func checkFleetLease(l FleetLease) error {
+	switch {
+	case l.ID <= 0:
+		return fmt.Errorf("fleet lease ID %d, want one above 0", l.ID)
+	case l.Node == "":
+		return errors.New("fleet lease without a node")
+	}
+	for _, f := range []struct{ what, s string }{{"prefix", l.Prefix}, {"node", l.Node}} {
+		switch {
+		case len(f.s) > MaxFleetLeaseText:
+			return fmt.Errorf("fleet lease %s of %d bytes, longer than %d", f.what, len(f.s), MaxFleetLeaseText)
+		case !utf8.ValidString(f.s):
+			return fmt.Errorf("fleet lease %s %q is not valid UTF-8", f.what, f.s)
+		}
+	}
+	return nil
+}
+
+// SetFleetLease records l as the fleet publisher's lease, for the state
+// file to keep, replacing the one before. A lease that breaks a rule of
+// the state file (an ID of 0 or less, an empty node, a prefix or node
+// longer than MaxFleetLeaseText or not valid UTF-8) is refused:
+// SetFleetLease then records nothing and returns the error.
+//
+// The lease is not part of the event stream. A change of it wakes the
+// Saver; setting the lease the Registry holds already changes nothing.
+func (r *Registry) SetFleetLease(l FleetLease) error {
+	if err := checkFleetLease(l); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	same := r.fleet != nil && *r.fleet == l
+	if !same {
+		r.fleet = &l
+		r.changes++
+	}
+	r.mu.Unlock()
+	if !same {
+		r.signal()
+	}
+	return nil
+}
+
+// FleetLease returns the fleet publisher's lease that SetFleetLease
+// recorded or NewRegistryFrom restored, and whether there is one.
+func (r *Registry) FleetLease() (FleetLease, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.fleet == nil {
+		return FleetLease{}, false
+	}
+	return *r.fleet, true
+}

@@ -1,0 +1,615 @@
+package register
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// DefaultMaxPerOwner is the default of Reconciler.MaxPerOwner.
+const DefaultMaxPerOwner = 1000
+
+// ErrStopped is returned by RegisterPlugin and DeregisterPlugin once Run
+// has returned: the agent is stopping.
+var ErrStopped = errors.New("register: agent stopping")
+
+// errDeregistered answers a RegisterPlugin whose instance was
+// deregistered before its registration was tried.
+var errDeregistered = errors.New("register: deregistered before its registration was tried")
+
+// APIRegistrar runs the operations of the plugins registered through the
+// API (Reconciler.RegisterPlugin), which have no registration socket. A
+// Registrar that is not an APIRegistrar registers no such plugin. Client
+// is the real one.
+type APIRegistrar interface {
+	// RegisterAPI registers p, a validated API registration whose
+	// SocketID is the incarnation's identity, with its type's handler. A
+	// refusal wraps a *RejectError, whose Unwrap chain holds
+	// plugins.ErrRefused; any other error is transient.
+	RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error)
+	// CheckAPI checks that someone still serves a registered API plugin's
+	// endpoint; it is the InfoCheck and ConnectCheck of such a plugin,
+	// and succeeds at once, with no I/O, for one with NoCheck.
+	CheckAPI(ctx context.Context, p plugins.Plugin) error
+	// VerifyAPI checks an API plugin restored from the state file: its
+	// endpoint as CheckAPI does, then that its type's handler still
+	// accepts it. Its errors wrap statecache.ErrChanged (refused: the
+	// plugin is deregistered as replaced) or statecache.ErrUnchecked (the
+	// handler did not answer: it stays, and is checked again) as
+	// Registrar.Verify's do; any other error deregisters it as unhealthy.
+	VerifyAPI(ctx context.Context, p plugins.Plugin) error
+}
+
+// apiPrefix starts the key of an API plugin in the state cache
+// (plugins.Plugin.Instance): no socket path starts so.
+const apiPrefix = "api:\x00"
+
+// isAPIKey reports whether path, a key of the state cache, is that of a
+// plugin registered through the API.
+func isAPIKey(path string) bool { return strings.HasPrefix(path, apiPrefix) }
+
+// RegisterPlugin registers p through the API, as Nomad's dynamic plugin
+// registry does: p carries Type, Name, Endpoint, Versions, Owner, Options
+// and NoCheck. It returns the plugin as registered, with its handler's
+// annotations, once Run has registered it.
+//
+// The instance is keyed by type, name, owner and endpoint
+// (plugins.Plugin.Instance). Registering it again with the same versions,
+// options and no-check changes nothing and returns at once; with others, it
+// replaces the instance (its deregistration as replaced, then the new
+// registration). Unless p.NoCheck, the endpoint must be served when
+// RegisterPlugin is called, and it is checked every ProbeInterval
+// afterwards like a socket: after ProbeFailures failures the plugin is
+// unhealthy, and it is registered again once the endpoint answers.
+//
+// Errors wrap plugins.ErrInvalid (p breaks a rule of the registration,
+// checked before anything else), plugins.ErrLimit (the owner holds
+// MaxPerOwner registrations, or all owners MaxPlugins), plugins.ErrRefused
+// (the type's version check or handler refused: the error's text is the
+// refusal in the kubelet's words), handler.ErrUnavailable (the handler
+// did not answer), ErrStopped (Run returned), or ctx's error. A
+// registration that fails the first time is not retried. Called before Run
+// starts, RegisterPlugin waits for it. A registration whose wait ctx ends
+// goes on, and may complete: DeregisterPlugin undoes it.
+func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error) {
+	p, err := apiPlugin(p)
+	if err != nil {
+		return plugins.Plugin{}, err
+	}
+	list, err := r.request(ctx, apiRequest{register: true, plugin: p})
+	if err != nil {
+		return plugins.Plugin{}, err
+	}
+	return list[0], nil
+}
+
+// DeregisterPlugin deregisters every instance of the plugin of type typ
+// named name that owner registered through the API, whatever its endpoint,
+// with its handler's DeRegister (reason "removed"), and returns them, as
+// they were registered, once that is done: Nomad's DeregisterPlugin. An
+// instance whose registration was not complete yet is not registered and
+// not returned. If there is none, the error wraps plugins.ErrNotFound;
+// other errors wrap plugins.ErrInvalid (a bad type, name or owner),
+// ErrStopped and ctx's.
+func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
+	// The type is checked as an endpoint is, by the same rules as a type
+	// but a longer limit.
+	if err := plugins.ValidateInfo(typ, name, typ, nil); err != nil {
+		return nil, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
+	}
+	if err := plugins.ValidateOwner(owner); err != nil {
+		return nil, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
+	}
+	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Source: plugins.SourceAPI}
+	return r.request(ctx, apiRequest{plugin: p})
+}
+
+// apiPlugin returns the registration p, validated, as the loop keeps it.
+func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
+	err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions)
+	if err == nil {
+		err = plugins.ValidateAPIEndpoint(p.Endpoint)
+	}
+	if err == nil {
+		err = plugins.ValidateOwner(p.Owner)
+	}
+	if err == nil {
+		err = plugins.ValidateOptions(p.Options)
+	}
+	if err != nil {
+		return plugins.Plugin{}, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
+	}
+	q := plugins.Plugin{Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: slices.Clone(p.Versions),
+		Owner: p.Owner, NoCheck: p.NoCheck, Source: plugins.SourceAPI}
+	if len(p.Options) > 0 {
+		q.Options = maps.Clone(p.Options)
+	}
+	return q, nil
+}
+
+// apiID returns the identity of an incarnation of the API registration p:
+// a hash of its type, name, owner, endpoint, versions, options and
+// no-check, so that a
+// registration with the same fields is the same incarnation and one with
+// others a new one. Validated strings hold no NUL byte, which separates
+// them.
+func apiID(p plugins.Plugin) scan.ID {
+	h := sha256.New()
+	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	field(p.Type)
+	field(p.Name)
+	field(p.Owner)
+	field(p.Endpoint)
+	field(fmt.Sprint(len(p.Versions)))
+	for _, v := range p.Versions {
+		field(v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Options)) {
+		field(k)
+		field(p.Options[k])
+	}
+	if p.NoCheck {
+		field("no check")
+	}
+	sum := h.Sum(nil)
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(sum[8*i:]) }
+	return scan.ID{Dev: u(0), Ino: u(1), Mtime: int64(u(2)), Ctime: int64(u(3))}
+}
+
+// apiRequest is a call of RegisterPlugin (register) or DeregisterPlugin,
+// for Run's goroutine.
+type apiRequest struct {
+	register bool
+	plugin   plugins.Plugin // the registration; for a deregistration, its Type, Name and Owner
+	reply    chan apiReply  // 1-buffered; gets one reply
+}
+
+// apiReply answers an apiRequest: the plugin registered, or the plugins
+// deregistered, or an error.
+type apiReply struct {
+	list []plugins.Plugin
+	err  error
+}
+
+// apiChans returns the channel of the requests for Run, and one closed
+// when Run returns; a Run that starts after that gets new ones (see
+// openAPI).
+func (r *Reconciler) apiChans() (chan apiRequest, chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.apiReqs == nil {
+		r.apiReqs, r.apiDone = make(chan apiRequest), make(chan struct{})
+	}
+	return r.apiReqs, r.apiDone
+}
+
+// openAPI returns the channel of the requests for Run, which starts.
+func (r *Reconciler) openAPI() <-chan apiRequest {
+	reqs, done := r.apiChans()
+	select {
+	case <-done: // an earlier Run returned
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.apiDone = make(chan struct{})
+	default:
+	}
+	return reqs
+}
+
+// closeAPI marks Run as returned: the requests waiting, and those that
+// come later, get ErrStopped.
+func (r *Reconciler) closeAPI() {
+	_, done := r.apiChans()
+	close(done)
+}
+
+// request hands req to Run and waits for its reply; before Run starts, it
+// waits for that.
+func (r *Reconciler) request(ctx context.Context, req apiRequest) ([]plugins.Plugin, error) {
+	reqs, done := r.apiChans()
+	req.reply = make(chan apiReply, 1)
+	select {
+	case reqs <- req:
+	case <-done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var rep apiReply
+	select {
+	case rep = <-req.reply:
+	case <-done:
+		select {
+		case rep = <-req.reply: // answered as Run returned
+		default:
+			return nil, ErrStopped
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return rep.list, rep.err
+}
+
+// apiSet is what the loop knows of the plugins registered through the
+// API: each instance the callers want registered (desired), and those
+// deregistered whose operations are still under way.
+type apiSet struct {
+	inst        map[string]*apiInst // by instance key
+	owners      map[string]int      // desired instances by owner
+	desired     int
+	maxPerOwner int
+	max         int
+}
+
+// apiInst is one instance registered through the API. The state cache
+// holds it under its key, with id as the identity of its incarnation.
+type apiInst struct {
+	want    plugins.Plugin // the registration wanted, with the fields of RegisterPlugin only
+	id      scan.ID        // apiID(want), or for a restored instance its SocketID
+	desired bool           // wanted: not deregistered, and not failed the first time
+
+	// A registration is in the cache (have): reg, the plugin as
+	// registered, of the incarnation haveID; a RegisterPlugin of the same
+	// fields returns it.
+	have   bool
+	haveID scan.ID
+	reg    plugins.Plugin
+
+	busy          bool    // an operation of the instance is in flight
+	registering   scan.ID // the incarnation a Register in flight registers, or zero
+	deregistering bool    // the operation in flight is a DeRegister
+	reported      int     // what was reported of the registrations of id: reportedRejected, reportedFailed
+
+	waiters []apiWaiter  // RegisterPlugin calls waiting
+	deregs  []*deregWait // DeregisterPlugin calls waiting for the instance's deregistration
+}
+
+// apiWaiter is a RegisterPlugin call that waits for the outcome of the
+// registration of incarnation id.
+type apiWaiter struct {
+	id    scan.ID
+	reply chan<- apiReply
+}
+
+// deregWait is a DeregisterPlugin call that waits for the deregistration
+// of left instances, and holds those deregistered so far.
+type deregWait struct {
+	left    int
+	removed []plugins.Plugin
+	reply   chan<- apiReply
+}
+
+// newAPISet returns the apiSet of r, with the API plugins of list, which
+// the registry restored, desired as registered.
+func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
+	s := apiSet{inst: make(map[string]*apiInst), owners: make(map[string]int),
+		maxPerOwner: orDefault(r.MaxPerOwner, DefaultMaxPerOwner), max: orDefault(r.MaxPlugins, DefaultMaxPlugins)}
+	for _, p := range list {
+		if !p.FromAPI() {
+			continue
+		}
+		want, _ := apiPlugin(p) // the registry holds valid plugins only
+		s.inst[p.Instance()] = &apiInst{want: want, id: p.SocketID, desired: true, have: true, haveID: p.SocketID, reg: p}
+		s.owners[p.Owner]++
+		s.desired++
+	}
+	return s
+}
+
+// entries returns the desired instances as the scan's entries, for the
+// first Observe of the cache, sorted.
+func (s *apiSet) entries() []scan.Entry {
+	var es []scan.Entry
+	for _, k := range slices.Sorted(maps.Keys(s.inst)) {
+		if in := s.inst[k]; in.desired {
+			es = append(es, scan.Entry{Path: k, ID: in.id})
+		}
+	}
+	return es
+}
+
+// setDesired counts in as desired or not.
+func (s *apiSet) setDesired(in *apiInst, desired bool) {
+	if in.desired == desired {
+		return
+	}
+	in.desired = desired
+	n := 1
+	if !desired {
+		n = -1
+	}
+	s.desired += n
+	if s.owners[in.want.Owner] += n; s.owners[in.want.Owner] == 0 {
+		delete(s.owners, in.want.Owner)
+	}
+}
+
+// admit returns an error wrapping plugins.ErrLimit when owner may not add
+// an instance.
+func (s *apiSet) admit(owner string) error {
+	if n := s.owners[owner]; n >= s.maxPerOwner {
+		return fmt.Errorf("%w: owner %q holds %d, at most %d", plugins.ErrLimit, owner, n, s.maxPerOwner)
+	}
+	if s.desired >= s.max {
+		return fmt.Errorf("%w: %d in all, at most %d", plugins.ErrLimit, s.desired, s.max)
+	}
+	return nil
+}
+
+// request handles a call of RegisterPlugin or DeregisterPlugin.
+func (l *loop) request(req apiRequest) {
+	if req.register {
+		l.apiRegister(req.plugin, req.reply)
+	} else {
+		l.apiDeregister(req.plugin, req.reply)
+	}
+}
+
+// apiRegister makes the registration p desired, and answers at once when
+// it is registered already.
+func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
+	key, id := p.Instance(), apiID(p)
+	in := l.api.inst[key]
+	switch {
+	case in == nil || !in.desired:
+		if err := l.api.admit(p.Owner); err != nil {
+			reply <- apiReply{err: err}
+			return
+		}
+		if in == nil {
+			in = &apiInst{}
+			l.api.inst[key] = in
+		}
+		// Desired again before its deregistration: the DeregisterPlugin
+		// calls waiting for it wait no more.
+		for _, dw := range in.deregs {
+			dw.done()
+		}
+		in.deregs = nil
+		in.want, in.id, in.reported = p, id, 0
+		l.api.setDesired(in, true) // by in.want's owner
+		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
+	case in.id != id:
+		// The callers of the fields replaced get the outcome of these
+		// ones, unless their own registration is in flight.
+		for i := range in.waiters {
+			if in.waiters[i].id != in.registering {
+				in.waiters[i].id = id
+			}
+		}
+		in.want, in.id, in.reported = p, id, 0
+		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
+	}
+	if in.have && in.haveID == id && !in.deregistering {
+		reply <- apiReply{list: []plugins.Plugin{in.reg.Clone()}}
+		return
+	}
+	in.waiters = append(in.waiters, apiWaiter{id, reply}) // its registration is under way
+}
+
+// apiDeregister removes the desired instances of p's type, name and owner,
+// and answers once they are deregistered.
+func (l *loop) apiDeregister(p plugins.Plugin, reply chan<- apiReply) {
+	dw := &deregWait{reply: reply}
+	var gone []string
+	for key, in := range l.api.inst {
+		w := in.want
+		if in.desired && w.Type == p.Type && w.Name == p.Name && w.Owner == p.Owner {
+			gone = append(gone, key)
+		}
+	}
+	if len(gone) == 0 {
+		reply <- apiReply{err: fmt.Errorf("%s %q of owner %q: %w", p.Type, p.Name, p.Owner, plugins.ErrNotFound)}
+		return
+	}
+	slices.Sort(gone)
+	ch := scan.Changes{}
+	for _, key := range gone {
+		in := l.api.inst[key]
+		l.api.setDesired(in, false)
+		dw.left++
+		in.deregs = append(in.deregs, dw)
+		in.waiters = slices.DeleteFunc(in.waiters, func(w apiWaiter) bool {
+			if w.id == in.registering {
+				return false // answered by its outcome
+			}
+			w.reply <- apiReply{err: errDeregistered}
+			return true
+		})
+		ch.Removed = append(ch.Removed, scan.Entry{Path: key, ID: in.id})
+	}
+	l.observeAPI(ch)
+	for _, key := range gone {
+		l.settle(key)
+	}
+}
+
+// observeAPI feeds ch, changes of API instances, to the cache, once it
+// has observed the first scan; until then they wait in l.api, which the
+// first Observe takes in whole (see observe).
+func (l *loop) observeAPI(ch scan.Changes) {
+	if l.observed {
+		l.cache.Observe(ch)
+	}
+}
+
+// settle forgets the instance at key once it is neither desired, nor
+// registered, nor busy: its DeregisterPlugin calls have their answer.
+func (l *loop) settle(key string) {
+	in := l.api.inst[key]
+	if in == nil || in.desired || in.have || in.busy {
+		return
+	}
+	for _, dw := range in.deregs {
+		dw.done()
+	}
+	for _, w := range in.waiters {
+		w.reply <- apiReply{err: errDeregistered}
+	}
+	delete(l.api.inst, key)
+}
+
+// done counts one instance of dw as settled, and answers dw when it was
+// the last.
+func (dw *deregWait) done() {
+	if dw.left--; dw.left > 0 {
+		return
+	}
+	slices.SortFunc(dw.removed, func(a, b plugins.Plugin) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	dw.reply <- apiReply{list: dw.removed}
+}
+
+// starting returns op, an operation the cache handed out, ready to run:
+// for an API instance, marked busy, and a Register given the registration
+// to make, with its incarnation as SocketID.
+func (l *loop) starting(op statecache.Op[plugins.Plugin]) statecache.Op[plugins.Plugin] {
+	in := l.api.inst[op.Path]
+	if !isAPIKey(op.Path) || in == nil {
+		return op
+	}
+	in.busy, in.deregistering = true, op.Kind == statecache.DeRegister
+	if op.Kind == statecache.Register {
+		in.registering = op.ID
+		op.Plugin = in.want.Clone()
+		op.Plugin.SocketID = op.ID
+	}
+	return op
+}
+
+// runAPI runs op when it is the Register, Verify or check of an API
+// instance: these ask the APIRegistrar. Its DeRegister is a plugin's like
+// any other. A Verify that the handler refuses deregisters the instance as
+// replaced; its registration again, of the stored request (apiInst.want),
+// is a first registration, whose failure is not retried, so a refused
+// instance ends deregistered.
+func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin]) (Result, bool) {
+	if !isAPIKey(op.Path) || op.Kind == statecache.DeRegister {
+		return Result{}, false
+	}
+	ar, ok := l.r.Registrar.(APIRegistrar)
+	if !ok {
+		return Result{Op: op, Plugin: op.Plugin, Err: errors.New("the registrar registers no plugin through the API")}, true
+	}
+	switch op.Kind {
+	case statecache.Register:
+		p, err := ar.RegisterAPI(ctx, op.Plugin)
+		return Result{Op: op, Plugin: p, Err: err}, true
+	case statecache.Verify:
+		return Result{Op: op, Plugin: op.Plugin, Err: ar.VerifyAPI(ctx, op.Plugin)}, true
+	}
+	return Result{Op: op, Plugin: op.Plugin, Err: ar.CheckAPI(ctx, op.Plugin)}, true
+}
+
+// applyAPI applies the outcome of an operation of an API instance, and
+// answers the calls waiting for it.
+func (l *loop) applyAPI(res *Result) {
+	key, op := res.Op.Path, res.Op
+	in := l.api.inst[key]
+	if in == nil { // cannot happen: an instance stays until its operations are done
+		panic("register: outcome of an unknown API instance")
+	}
+	in.busy, in.registering, in.deregistering = false, scan.ID{}, false
+	switch {
+	case op.Kind == statecache.Register && res.Err == nil:
+		l.registered(res)
+		in.have, in.haveID, in.reg = true, op.ID, res.Plugin.Clone()
+		if in.id == op.ID {
+			in.reported = 0
+		}
+		l.answer(in, op.ID, apiReply{list: []plugins.Plugin{res.Plugin}})
+	case op.Kind == statecache.Register && !op.Recovering:
+		l.apiFailed(res, in)
+	case op.Kind == statecache.Register:
+		l.registerFailed(res) // retried with backoff, as for a socket
+		l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})
+	case op.Kind == statecache.DeRegister:
+		l.deregistered(res)
+		in.have = false
+		if !in.desired {
+			for _, dw := range in.deregs {
+				dw.removed = append(dw.removed, res.Plugin.Clone())
+			}
+		}
+	default:
+		l.applyOp(res)
+	}
+	l.settle(key)
+}
+
+// apiFailed records a failed first registration of an API instance: it is
+// not retried, and its callers get the error.
+func (l *loop) apiFailed(res *Result, in *apiInst) {
+	op, p, err := res.Op, res.Plugin, res.Err
+	l.cache.Done(op, plugins.Plugin{}, err)
+	if ue, ok := errors.AsType[*UndeliveredError](err); ok { // a rollback's DeRegister failed
+		if perr := l.owe(ue); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	if in.desired && in.id == op.ID {
+		l.api.setDesired(in, false)
+		l.observeAPI(scan.Changes{Removed: []scan.Entry{{Path: op.Path, ID: op.ID}}})
+	}
+	a := append(attrs(res), "err", errText(err))
+	if rej, ok := errors.AsType[*RejectError](err); ok {
+		l.r.countOp(false, p.Type, "rejected")
+		p.SocketID = op.ID
+		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
+		l.log.Info("plugin rejected", a...)
+	} else {
+		l.r.countOp(false, p.Type, "failed")
+		l.log.Info("registration failed", a...)
+	}
+	l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})
+}
+
+// replyErr returns err, the error of a registration, as RegisterPlugin
+// returns it: a refusal is its *RejectError, whose text is the refusal.
+func replyErr(err error) error {
+	if rej, ok := errors.AsType[*RejectError](err); ok {
+		return rej
+	}
+	return err
+}
+
+// answer sends rep to the callers waiting for the registration of the
+// incarnation id of in.
+func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
+	in.waiters = slices.DeleteFunc(in.waiters, func(w apiWaiter) bool {
+		if w.id != id {
+			return false
+		}
+		rep := rep
+		rep.list = slices.Clone(rep.list)
+		for i := range rep.list {
+			rep.list[i] = rep.list[i].Clone()
+		}
+		w.reply <- rep
+		return true
+	})
+}
+
+// reportFirst reports whether what (reportedRejected or reportedFailed)
+// was not reported yet of the incarnation of op, and marks it reported:
+// in loop.reported for a socket, in its apiInst for an API instance.
+func (l *loop) reportFirst(op statecache.Op[plugins.Plugin], what int) bool {
+	if in := l.api.inst[op.Path]; isAPIKey(op.Path) && in != nil {
+		first := in.reported&what == 0
+		in.reported |= what
+		return first
+	}
+	first := l.reported[op.Path]&what == 0
+	l.reported[op.Path] |= what
+	return first
+}
