@@ -43,6 +43,7 @@ var (
 	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof)")
 	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof)")
+	benchPublish = flag.Bool("publish", false, "BenchmarkAgent: run the agent with --publish to an etcd in this process (--node bench --publish-ttl 30s) and report publish-lag-ms")
 )
 
 // BenchmarkAgent reports, for one burst of N plugins:
@@ -65,6 +66,21 @@ var (
 //   - peak-rss-MB: the agent's peak resident set (VmHWM);
 //   - scan-ns/entry and bare-ns/entry: a full scan of the same tree by package scan, next to a bare
 //     readdir+fstatat loop, in this process, in the same run.
+//
+// With -publish the agent also publishes to a real etcd (server/v3/embed,
+// default settings, on a temporary dir) that runs in this process, so its
+// CPU and memory are not counted as the agent's. The benchmark then waits,
+// until etcd holds a plugin key of node "bench" for each of the N plugins
+// (failing if it does not within 60 s), and, before the idle window, until
+// the agent's publisher is done with the burst: in sync and no longer
+// syncing. It reports also:
+//   - publish-lag-ms: the last plugin registered → etcd holds all N plugin keys, as a watch of them in
+//     this process sees it;
+//   - publish-syncs: the publisher's syncs (plugreg_publish_syncs_total) from the burst start until it
+//     is done with the burst.
+//
+// cpu-us/reg then includes the publisher's work for the burst, and
+// idle-cpu-s its idle work (lease keepalives).
 func BenchmarkAgent(b *testing.B) {
 	n := *benchPlugins
 	tmp := sockettest.Dir(b)
@@ -79,8 +95,14 @@ func BenchmarkAgent(b *testing.B) {
 		}
 	}
 	state := filepath.Join(tmp, "state.json") // the agent saves its state, as it does by default
-	cmd := exec.Command(plugregBin(b), append([]string{"run", "--dir", dir, "--api", api, "--state", state, "--log-format", "json", "--metrics", "127.0.0.1:0"},
-		strings.Fields(*benchArgs)...)...)
+	args := []string{"run", "--dir", dir, "--api", api, "--state", state, "--log-format", "json", "--metrics", "127.0.0.1:0"}
+	var etcd *benchFleet
+	if *benchPublish {
+		var publishArgs []string
+		etcd, publishArgs = startBenchFleet(b, tmp)
+		args = append(args, publishArgs...)
+	}
+	cmd := exec.Command(plugregBin(b), append(args, strings.Fields(*benchArgs)...)...)
 	if *benchProcs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*benchProcs))
 	}
@@ -114,6 +136,9 @@ func BenchmarkAgent(b *testing.B) {
 			return ok && scans >= 2
 		})
 		time.Sleep(rand.N(agentInterval(b, agent)))
+		if etcd != nil {
+			etcd.startBurst(ctx, b, n, addr)
+		}
 		cpuBurst, hostBurst := cpuSeconds(b, agent.cmd.Process.Pid), cpuSeconds(b, host.cmd.Process.Pid)
 		start := time.Now()
 		host.send("create")
@@ -135,6 +160,9 @@ func BenchmarkAgent(b *testing.B) {
 		b.ReportMetric(ms(percentile(reg, 50)), "reg-p50-ms")
 		b.ReportMetric(ms(percentile(reg, 99)), "reg-p99-ms")
 		b.ReportMetric(ms(percentile(reg, 100)), "reg-max-ms")
+		if etcd != nil {
+			b.ReportMetric(ms(etcd.lag(b, n, last, addr)), "publish-lag-ms")
+		}
 
 		// Idle: everything registered, nothing changing.
 		// The burst is over once the agent holds every plugin and nothing
@@ -151,6 +179,9 @@ func BenchmarkAgent(b *testing.B) {
 			backoff, _ := sampleValue(samples, "plugreg_sockets_in_backoff", nil)
 			return ok && registered == float64(n) && backoff == 0
 		})
+		if etcd != nil {
+			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
+		}
 		cpu0 := cpuSeconds(b, agent.cmd.Process.Pid)
 		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
 		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
@@ -159,24 +190,7 @@ func BenchmarkAgent(b *testing.B) {
 		b.ReportMetric(peakRSSMB(b, agent.cmd.Process.Pid), "peak-rss-MB")
 
 		// Deregistration: remove the first 100 at once.
-		k := min(100, n)
-		host.send(fmt.Sprintf("stop %d", k))
-		removed := make(map[string]time.Time, k)
-		for range k {
-			ev := host.next(b, "stopped", 30*time.Second)
-			removed[host.paths[ev.i]] = ev.at
-		}
-		var dereg []time.Duration
-		for len(dereg) < k {
-			select {
-			case ev := <-deregistered:
-				if t0, ok := removed[ev.path]; ok {
-					dereg = append(dereg, ev.at.Sub(t0))
-				}
-			case <-time.After(30 * time.Second):
-				b.Fatalf("%d of %d deregistrations seen", len(dereg), k)
-			}
-		}
+		dereg := measureDeregistrations(b, host, deregistered, min(100, n))
 		b.ReportMetric(ms(percentile(dereg, 50)), "dereg-p50-ms")
 		b.ReportMetric(ms(percentile(dereg, 99)), "dereg-p99-ms")
 
@@ -189,6 +203,30 @@ func BenchmarkAgent(b *testing.B) {
 		agent.stop(b) // the profiles are written at exit
 		b.Logf("agent profiles: CPU %q, allocations %q", *benchProfile, *benchMemProf)
 	}
+}
+
+// measureDeregistrations stops the first k plugins at once and returns,
+// for each, the time from its socket's removal to its deregistered event
+// on the agent's watch stream.
+func measureDeregistrations(b *testing.B, host *pluginHost, deregistered <-chan deregistration, k int) []time.Duration {
+	host.send(fmt.Sprintf("stop %d", k))
+	removed := make(map[string]time.Time, k)
+	for range k {
+		ev := host.next(b, "stopped", 30*time.Second)
+		removed[host.paths[ev.i]] = ev.at
+	}
+	var dereg []time.Duration
+	for len(dereg) < k {
+		select {
+		case ev := <-deregistered:
+			if t0, ok := removed[ev.path]; ok {
+				dereg = append(dereg, ev.at.Sub(t0))
+			}
+		case <-time.After(30 * time.Second):
+			b.Fatalf("%d of %d deregistrations seen", len(dereg), k)
+		}
+	}
+	return dereg
 }
 
 // agentInterval returns the --interval of the running agent, from its

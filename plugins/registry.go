@@ -313,15 +313,16 @@ func (r *Registry) getLocked(typ, name string, owner *string) (Plugin, bool) {
 		if p.Type != typ || p.Name != name || owner != nil && (!p.FromAPI() || p.Owner != *owner) {
 			continue
 		}
-		if !found || newer(p, best) {
+		if !found || Newer(p, best) {
 			best, found = p, true
 		}
 	}
 	return best, found
 }
 
-// newer reports whether Get prefers a to b.
-func newer(a, b Plugin) bool {
+// Newer reports whether Get prefers a to b, two instances of one type
+// and name: the one registered last, then the first in List's order.
+func Newer(a, b Plugin) bool {
 	if c := a.RegisteredAt.Compare(b.RegisteredAt); c != 0 {
 		return c > 0
 	}

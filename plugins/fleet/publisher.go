@@ -98,32 +98,48 @@ func (p *Publisher) Run(ctx context.Context) error {
 	return r.loop(ctx, changes)
 }
 
-// loop syncs whenever the registry changed or the lease was lost, and
-// retries a failed sync after a delay that doubles up to maxRetryDelay.
+// syncGap is the least time between the starts of two syncs: the changes
+// of a burst of registrations are written together, one sync per gap,
+// not one per event, each of which reads and encodes the whole registry.
+const syncGap = 50 * time.Millisecond
+
+// loop syncs whenever the registry changed or the lease was lost, at most
+// once per syncGap, and retries a failed sync after a delay that doubles
+// up to maxRetryDelay. An event that the last sync already covered (its
+// revision is not above the one the sync read) makes no sync.
 func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
 	dirty, fails := true, 0
-	var retry <-chan time.Time
+	var retry <-chan time.Time // a failed sync's delay, or the rest of syncGap
+	var synced uint64          // the registry revision the last sync wrote
+	var last time.Time         // when the last sync started
 	for {
 		if dirty && retry == nil {
-			if err := r.sync(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				r.failed(err)
-				retry = time.After(min(250*time.Millisecond<<min(fails, 8), maxRetryDelay))
-				fails++
+			if wait := syncGap - time.Since(last); !last.IsZero() && wait > 0 {
+				retry = time.After(wait)
 			} else {
-				dirty, fails = false, 0
+				last = time.Now()
+				rev, err := r.sync(ctx)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil
+				case err != nil:
+					r.failed(err)
+					retry = time.After(min(250*time.Millisecond<<min(fails, 8), maxRetryDelay))
+					fails++
+				default:
+					dirty, fails, synced = false, 0, rev
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-changes:
+		case ev, ok := <-changes:
 			if !ok {
 				return nil // the registry is closed
 			}
-			dirty = true
+			dirty = dirty || ev.Revision > synced
+			r.p.update(func(s *Status) { s.Taken = ev.Revision })
 		case _, ok := <-r.ka:
 			if !ok {
 				r.leaseLost()
@@ -163,28 +179,29 @@ func (r *run) call(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // sync makes etcd hold the registry: it makes sure of the lease, reads
-// the node's subtree if it is not known, and writes what differs.
-func (r *run) sync(ctx context.Context) error {
+// the node's subtree if it is not known, and writes what differs. It
+// returns the registry revision it wrote: every event up to it is in etcd.
+func (r *run) sync(ctx context.Context) (uint64, error) {
 	if err := r.ensureLease(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	rev := r.p.Registry.Revision()
 	want, err := r.desired()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	full := r.published == nil
 	if full {
 		if r.published, err = r.read(ctx); err != nil {
 			r.published = nil
-			return err
+			return 0, err
 		}
 	}
 	ops := r.diff(want)
 	if len(ops) > 0 || full {
 		if err := r.write(ctx, ops, len(want)); err != nil {
 			r.published = nil // some transactions may have been applied
-			return err
+			return 0, err
 		}
 	}
 	now := time.Now()
@@ -196,7 +213,7 @@ func (r *run) sync(ctx context.Context) error {
 		r.down = false
 		r.log.Info("fleet view in sync again", "node", r.p.Node, "revision", rev)
 	}
-	return nil
+	return rev, nil
 }
 
 // failed records a failed sync, logging the first of an outage.
@@ -228,7 +245,7 @@ func (r *run) failed(err error) {
 func (r *run) desired() (map[string]string, error) {
 	current := make(map[plugins.Key]plugins.Plugin)
 	for _, pl := range r.p.Registry.List("") {
-		if old, ok := current[pl.Key()]; !ok || preferred(pl, old) {
+		if old, ok := current[pl.Key()]; !ok || plugins.Newer(pl, old) {
 			current[pl.Key()] = pl
 		}
 	}
@@ -241,13 +258,4 @@ func (r *run) desired() (map[string]string, error) {
 		want[r.p.Layout.Plugin(r.p.Node, k.Type, k.Name)] = string(b)
 	}
 	return want, nil
-}
-
-// preferred reports whether Registry.Get prefers a to b: the one
-// registered last, then the smaller socket path.
-func preferred(a, b plugins.Plugin) bool {
-	if c := a.RegisteredAt.Compare(b.RegisteredAt); c != 0 {
-		return c > 0
-	}
-	return a.SocketPath < b.SocketPath
 }

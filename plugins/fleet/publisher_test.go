@@ -247,3 +247,42 @@ func TestKilledPublisherKeysVanish(t *testing.T) {
 		t.Errorf("after the lease %x expired, etcd holds %v", st.Lease, got)
 	}
 }
+
+// TestBurstCoalesced registers 1,000 plugins at once and checks that the
+// publisher writes them in a few syncs, not one per event: each sync reads
+// and encodes the whole registry, so one per event costs the agent
+// O(plugins²) CPU in a burst.
+func TestBurstCoalesced(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	p, _ := start(t, cl, reg, "burst", 10*time.Second)
+	before := waitSynced(t, p, reg).Syncs
+	const n = 1000
+	for i := range n {
+		name := fmt.Sprintf("csi%04d.example.com", i)
+		if _, ok := reg.Apply(plugins.Registered, plugin("CSIPlugin", name, name+".sock", t0), "", t0); !ok {
+			t.Fatalf("Apply %s refused", name)
+		}
+	}
+	// In sync, and every event taken: a publisher that syncs once per
+	// event has then made all its syncs.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	st, err := p.Wait(ctx, func(s fleet.Status) bool {
+		return s.InSync && s.Revision >= reg.Revision() && s.Taken >= reg.Revision()
+	})
+	if err != nil {
+		t.Fatalf("publisher not in sync: %v; status %+v", err, st)
+	}
+	got, _ := published(t, cl, "burst")
+	if diff := cmp.Diff(want(t, reg, "burst"), got); diff != "" {
+		t.Fatalf("etcd (-want +got):\n%s", diff)
+	}
+	// The events come within a few ms; a sync per syncGap (50 ms) of
+	// them, and of the time the syncs take, is a handful.
+	if syncs := st.Syncs - before; syncs > 20 {
+		t.Errorf("%d plugins registered at once took %d syncs, want at most 20", n, syncs)
+	}
+}

@@ -11,6 +11,7 @@ type Status struct {
 	InSync     bool      // etcd holds the registry as of Revision
 	Revision   uint64    // registry revision that etcd holds (when InSync) or last held
 	Behind     uint64    // registry revisions not yet in etcd
+	Taken      uint64    // revision of the latest registry event the publisher took from its watch
 	LastSync   time.Time // end of the last successful sync (zero: none)
 	Lease      int64     // the node's lease ID (0: none held)
 	LeaseAlive bool      // the lease is kept alive
