@@ -189,7 +189,9 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		API socket (see --api-group) may only list, get and watch, and its
 		register or deregister fails with PERMISSION_DENIED. The agent reads
 		the client's uid from the socket (peer credentials). Repeatable.
-		Unix only, as --allow-uid. An owner (register --owner) holds 1000
+		Unix only, as --allow-uid; on Windows SYSTEM, the agent's user and
+		elevated Administrators may register, and on illumos, Solaris and
+		AIX, which tell no peer, nobody may. An owner (register --owner) holds 1000
 		API registrations at most, and all owners together --max-plugins.
 	--publish ENDPOINTS
 		Publish the registry to etcd at these comma-separated endpoints
@@ -392,10 +394,12 @@ Registering the same TYPE, NAME, owner and endpoint again replaces that
 instance; instances of one name with other owners or endpoints coexist, and
 the newest is the one get and consumers see. Unless --no-check is given,
 something must accept connections on the endpoint when register runs, and
-the agent checks that it still does every --probe-interval; after --probe-failures failures in a row the plugin is
-unhealthy (it leaves list, watch says "unhealthy") and it comes back
-("healthy") once the endpoint answers again. A restarted agent restores it
-from the state file without registering it again. Only root, the agent's
+the agent checks that it still does every --probe-interval; after
+--probe-failures failures in a row the plugin is unhealthy (it leaves list,
+watch says "unhealthy") and it comes back ("healthy") once the endpoint
+answers again. A restarted agent restores it from the state file without
+registering it again, once the endpoint answers and the handler's Validate
+still accepts it; a plugin the handler now refuses is deregistered. Only root, the agent's
 uid and the uids of run --api-register-uid may register: any other caller
 exits with status 1, "permission denied".
 
