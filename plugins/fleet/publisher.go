@@ -86,7 +86,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{p: p, log: p.Log, ttl: int64(ttl / time.Second), started: time.Now()}
+	r := &run{p: p, log: p.Log, ttl: int64(ttl / time.Second), started: time.Now(), kaTimer: time.NewTimer(0)}
+	r.kaTimer.Stop()
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -94,7 +95,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	changes := p.Registry.Watch(ctx, 0)
 	p.update(func(s *Status) { s.Running = true })
 	defer p.update(func(s *Status) { s.Running, s.LeaseAlive = false, false })
-	defer r.dropKeepAlive()
+	defer r.kaTimer.Stop()
 	return r.loop(ctx, changes)
 }
 
@@ -140,9 +141,8 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
 			}
 			dirty = dirty || ev.Revision > synced
 			r.p.update(func(s *Status) { s.Taken = ev.Revision })
-		case _, ok := <-r.ka:
-			if !ok {
-				r.leaseLost()
+		case <-r.kaTimer.C:
+			if !r.keepAlive(ctx) {
 				dirty = true
 			}
 		case <-retry:
@@ -158,10 +158,14 @@ type run struct {
 	ttl     int64 // seconds
 	started time.Time
 
-	lease    clientv3.LeaseID
-	cluster  uint64                                  // ID of the etcd cluster that granted lease
-	ka       <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
-	kaCancel context.CancelFunc
+	lease   clientv3.LeaseID
+	cluster uint64 // ID of the etcd cluster that granted lease
+	// alive says that the lease is kept alive: kaTimer fires when its next
+	// keepalive is due. The publisher sends them itself, one per TTL/3,
+	// rather than through clientv3's KeepAlive, whose loops wake the agent
+	// three times a second whatever the TTL.
+	alive   bool
+	kaTimer *time.Timer
 	// published is what etcd holds under the node's plugin prefix, by
 	// key: the JSON value, or otherLease for a key on another lease. Nil:
 	// not known, read it before the next write.

@@ -286,3 +286,49 @@ func TestBurstCoalesced(t *testing.T) {
 		t.Errorf("%d plugins registered at once took %d syncs, want at most 20", n, syncs)
 	}
 }
+
+// TestLeaseKeptAlive runs a publisher with a TTL of one second for three
+// and a half: its keepalives keep every key, on the same lease. Then the
+// lease is revoked behind its back, as when etcd dropped it: the next
+// keepalive finds it gone, and the publisher takes a new lease and
+// publishes everything again.
+func TestLeaseKeptAlive(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	p, _ := start(t, cl, reg, "alive", time.Second)
+	st := waitSynced(t, p, reg)
+	w := cl.Watch(t.Context(), layout.Node("alive"), clientv3.WithRev(int64(0)))
+	ctx, cancel := context.WithTimeout(t.Context(), 3500*time.Millisecond)
+	defer cancel()
+	for done := false; !done; {
+		select {
+		case resp := <-w:
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					t.Fatalf("node key deleted while the publisher ran (lease %x)", st.Lease)
+				}
+			}
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	if now := p.Status(); now.Lease != st.Lease || !now.LeaseAlive {
+		t.Fatalf("lease %x (alive %v), want %x kept alive", now.Lease, now.LeaseAlive, st.Lease)
+	}
+
+	if _, err := cl.Revoke(t.Context(), clientv3.LeaseID(st.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	st2, err := p.Wait(wctx, func(s fleet.Status) bool { return s.InSync && s.LeaseAlive && s.Lease != st.Lease })
+	if err != nil {
+		t.Fatalf("no new lease after the old one was revoked: %v; status %+v", err, st2)
+	}
+	got, lease := published(t, cl, "alive")
+	if diff := cmp.Diff(want(t, reg, "alive"), got); diff != "" || lease != st2.Lease {
+		t.Fatalf("after the lease was revoked, etcd holds (-want +got):\n%s\non lease %x, want %x", diff, lease, st2.Lease)
+	}
+}

@@ -3,11 +3,13 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -35,7 +37,7 @@ func (r *run) restoreLease() {
 // Registry. A lease taken up again leaves what etcd holds unknown, to be
 // read.
 func (r *run) ensureLease(ctx context.Context) error {
-	if r.ka != nil {
+	if r.alive {
 		return nil
 	}
 	if r.lease != 0 {
@@ -58,16 +60,39 @@ func (r *run) ensureLease(ctx context.Context) error {
 			return err
 		}
 	}
-	kactx, cancel := context.WithCancel(ctx)
-	ka, err := r.p.Store.KeepAlive(kactx, r.lease)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("keep lease %x alive: %w", int64(r.lease), err)
-	}
-	r.ka, r.kaCancel, r.published = ka, cancel, nil
+	r.alive, r.published = true, nil
+	r.kaTimer.Reset(r.kaEvery())
 	id := int64(r.lease)
 	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
 	return nil
+}
+
+// kaEvery is the time between two keepalives of the lease: a third of the
+// TTL, as clientv3 does, so that two may fail before it expires.
+func (r *run) kaEvery() time.Duration {
+	return time.Duration(r.ttl) * time.Second / 3
+}
+
+// keepAlive renews the lease once and schedules the next renewal. It
+// reports false when the lease is not known to be alive any more: etcd
+// no longer holds it (leaseLost), or the renewal failed (etcd out of
+// reach, a timeout); then the next sync asks etcd about the lease, and
+// its failures are logged and retried as any sync's.
+func (r *run) keepAlive(ctx context.Context) bool {
+	c, cancel := r.call(ctx)
+	_, err := r.p.Store.KeepAliveOnce(c, r.lease)
+	cancel()
+	switch {
+	case err == nil:
+		r.kaTimer.Reset(r.kaEvery())
+		return true
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		r.leaseLost()
+	default:
+		r.alive, r.published = false, nil
+		r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
+	}
+	return false
 }
 
 // grant takes a new lease and records it in the Registry, for the state
@@ -89,23 +114,15 @@ func (r *run) grant(ctx context.Context) error {
 	return nil
 }
 
-// leaseLost is called when the keepalive channel closed: the lease
-// expired, or etcd was out of reach for longer than the TTL. The next
-// sync asks etcd whether the lease is still there.
+// leaseLost is called when etcd no longer holds the lease: it expired,
+// as when etcd was out of reach for longer than the TTL. The next sync
+// takes a new one.
 func (r *run) leaseLost() {
-	r.dropKeepAlive()
-	r.published = nil
+	r.alive, r.published = false, nil
 	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
 	if !r.down {
 		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
 	}
-}
-
-func (r *run) dropKeepAlive() {
-	if r.kaCancel != nil {
-		r.kaCancel()
-	}
-	r.ka, r.kaCancel = nil, nil
 }
 
 // read returns what etcd holds under the node's plugin prefix.

@@ -11,8 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// received returns the gRPC messages etcd received, by method, from its
-// server metrics.
+// received returns the requests etcd received, by method, from its
+// server metrics: the calls started. A publisher makes each keepalive a
+// call of its own (clientv3's KeepAliveOnce: one request on a stream of
+// its own, whose end the metrics also count as a message received), and
+// every other request is a unary call.
 func received() map[string]float64 {
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
@@ -20,7 +23,7 @@ func received() map[string]float64 {
 	}
 	m := make(map[string]float64)
 	for _, mf := range mfs {
-		if mf.GetName() != "grpc_server_msg_received_total" {
+		if mf.GetName() != "grpc_server_started_total" {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
