@@ -167,15 +167,11 @@ type run struct {
 	alive   bool
 	kaTimer *time.Timer
 	// published is what etcd holds under the node's plugin prefix, by
-	// key: the JSON value, or otherLease for a key on another lease. Nil:
+	// key: the digest of its JSON value, or otherLease for a key on another lease. Nil:
 	// not known, read it before the next write.
-	published map[string]string
+	published map[string]valueDigest
 	down      bool // the last sync failed
 }
-
-// otherLease stands for the value of a key that is not on the node's
-// lease: no JSON value equals it, so the next sync rewrites or deletes it.
-const otherLease = "\x00other lease"
 
 // call returns a context for one etcd call.
 func (r *run) call(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,23 +127,32 @@ func (r *run) leaseLost() {
 }
 
 // read returns what etcd holds under the node's plugin prefix.
-func (r *run) read(ctx context.Context) (map[string]string, error) {
+func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	c, cancel := r.call(ctx)
 	defer cancel()
 	resp, err := r.p.Store.Get(c, r.p.Layout.NodePlugins(r.p.Node), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read node's keys: %w", err)
 	}
-	got := make(map[string]string, len(resp.Kvs))
+	got := make(map[string]valueDigest, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		v := string(kv.Value)
+		d := sha256.Sum256(kv.Value)
 		if clientv3.LeaseID(kv.Lease) != r.lease {
-			v = otherLease
+			d = otherLease
 		}
-		got[string(kv.Key)] = v
+		got[string(kv.Key)] = d
 	}
 	return got, nil
 }
+
+// valueDigest is the SHA-256 of a key's value, what the publisher keeps
+// of what it wrote: a third of a plugin's JSON, and no copy of it.
+type valueDigest [sha256.Size]byte
+
+// otherLease stands for the value of a key that is not on the node's
+// lease: the digest of no value equals it, so the next sync rewrites or
+// deletes it.
+var otherLease = valueDigest{}
 
 // change is one plugin key to write (value set) or delete.
 type change struct {
@@ -154,7 +164,7 @@ type change struct {
 func (r *run) diff(want map[string]string) []change {
 	var cs []change
 	for k, v := range want {
-		if old, ok := r.published[k]; !ok || old != v {
+		if old, ok := r.published[k]; !ok || old != sha256.Sum256([]byte(v)) {
 			cs = append(cs, change{key: k, value: v})
 		}
 	}
@@ -205,7 +215,7 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 			if c.del {
 				delete(r.published, c.key)
 			} else {
-				r.published[c.key] = c.value
+				r.published[c.key] = sha256.Sum256([]byte(c.value))
 			}
 		}
 		r.p.update(func(s *Status) { s.Writes += uint64(len(ops)) })
