@@ -33,8 +33,8 @@ func withArgs(base []string, extra ...string) []string { return append(slices.Cl
 // or output format, an argument) is a usage error, exit status 2 with a
 // one-line message naming what is wrong, before any agent is dialled.
 func TestRegisterUsage(t *testing.T) {
-	noAgent := filepath.Join(t.TempDir(), "none.sock") // a dial would fail with exit status 1
-	reg := []string{"register", "--api", noAgent, "--type", "CSIPlugin", "--name", "n", "--endpoint", "/run/n.sock"}
+	noAgent := filepath.Join(sockettest.Dir(t), "none.sock") // a dial would fail with exit status 1
+	reg := []string{"register", "--api", noAgent, "--type", "CSIPlugin", "--name", "n", "--endpoint", sockettest.Run("n.sock")}
 	dereg := []string{"deregister", "--api", noAgent, "--type", "CSIPlugin", "--name", "n"}
 	without := func(base []string, flag string) []string {
 		var out []string
@@ -153,10 +153,10 @@ func runPlugreg(t *testing.T, args ...string) (stdout, stderr string, code int) 
 // reach the terminal raw.
 func TestRegisterThroughAPI(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	registered := plugins.Plugin{Name: "n", Type: "CSIPlugin", Endpoint: "/run/n.sock", Versions: []string{"1.0.0"}, RegisteredAt: at,
+	registered := plugins.Plugin{Name: "n", Type: "CSIPlugin", Endpoint: sockettest.Run("n.sock"), Versions: []string{"1.0.0"}, RegisteredAt: at,
 		Annotations: map[string]string{"node": "n1"}, Source: plugins.SourceAPI, Owner: "alloc-1", Options: map[string]string{"k": "v"}}
 	other := registered.Clone()
-	other.Endpoint = "/run/n2.sock"
+	other.Endpoint = sockettest.Run("n2.sock")
 	var answer error // the error of the Registrar's next answer
 	f := &fakeRegistrar{
 		reg: func(plugins.Plugin) (plugins.Plugin, error) { return registered, answer },
@@ -168,7 +168,7 @@ func TestRegisterThroughAPI(t *testing.T) {
 		},
 	}
 	api := serveAPI(t, plugins.NewRegistry(), f)
-	reg := []string{"register", "--api", api, "--type", "CSIPlugin", "--name", "n", "--endpoint", "/run/n.sock"}
+	reg := []string{"register", "--api", api, "--type", "CSIPlugin", "--name", "n", "--endpoint", sockettest.Run("n.sock")}
 	dereg := []string{"deregister", "--api", api, "--type", "CSIPlugin", "--name", "n", "--owner", "alloc-1"}
 	jsonOf := func(v any) string {
 		var b bytes.Buffer
@@ -193,7 +193,7 @@ func TestRegisterThroughAPI(t *testing.T) {
 		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", plugins.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
 		{name: "handler down", args: reg, answer: fmt.Errorf("%w: connection refused", handler.ErrUnavailable), wantErr: "connection refused"},
 		{name: "deregister json", args: withArgs(dereg, "-o", "json"), wantOut: jsonOf([]pluginJSON{toJSON(registered), toJSON(other)})},
-		{name: "deregister table", args: dereg, wantInText: "/run/n2.sock"},
+		{name: "deregister table", args: dereg, wantInText: sockettest.Run("n2.sock")},
 		{name: "deregister not found", args: dereg, answer: fmt.Errorf("CSIPlugin %q: %w", "n", plugins.ErrNotFound),
 			wantErr: `no plugin "n" of type CSIPlugin is registered through the API by owner "alloc-1"`},
 		{name: "deregister not found without owner", args: dereg[:len(dereg)-2], answer: plugins.ErrNotFound,
@@ -234,9 +234,9 @@ func TestRegisterRequest(t *testing.T) {
 		args []string
 		want plugins.Plugin
 	}{
-		{"every flag", []string{"--endpoint", "/run/n.sock", "--version", "1.0.0", "--version", "1.2.0", "--owner", "alloc-1",
+		{"every flag", []string{"--endpoint", sockettest.Run("n.sock"), "--version", "1.0.0", "--version", "1.2.0", "--owner", "alloc-1",
 			"--option", "k=v", "--option", "empty=", "--option", "eq=a=b", "--no-check"},
-			plugins.Plugin{Endpoint: "/run/n.sock", Versions: []string{"1.0.0", "1.2.0"}, Owner: "alloc-1",
+			plugins.Plugin{Endpoint: sockettest.Run("n.sock"), Versions: []string{"1.0.0", "1.2.0"}, Owner: "alloc-1",
 				Options: map[string]string{"k": "v", "empty": "", "eq": "a=b"}, NoCheck: true}},
 		{"relative endpoint", []string{"--endpoint", "run/n.sock"}, plugins.Plugin{Endpoint: filepath.Join(cwd, "run/n.sock")}},
 	} {
@@ -266,7 +266,7 @@ func TestGetOwner(t *testing.T) {
 	reg := plugins.NewRegistry()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i, owner := range []string{"alloc-1", "alloc-2"} {
-		p := plugins.Plugin{Name: "n", Type: "CSIPlugin", Endpoint: "/run/" + owner + ".sock", Versions: []string{"1.0.0"},
+		p := plugins.Plugin{Name: "n", Type: "CSIPlugin", Endpoint: sockettest.Run(owner + ".sock"), Versions: []string{"1.0.0"},
 			RegisteredAt: at.Add(time.Duration(i) * time.Second), Source: plugins.SourceAPI, Owner: owner}
 		if _, ok := reg.Apply(plugins.Registered, p, "", p.RegisteredAt); !ok {
 			t.Fatalf("Apply(%+v) refused it", p)
@@ -293,7 +293,7 @@ func TestGetOwner(t *testing.T) {
 			continue
 		}
 		var p pluginJSON
-		if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil || p.Owner != tc.wantOwner || p.Endpoint != "/run/"+tc.wantOwner+".sock" {
+		if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil || p.Owner != tc.wantOwner || p.Endpoint != sockettest.Run(tc.wantOwner + ".sock") {
 			t.Errorf("plugreg %q: exit %d, stdout %q (%v), stderr %q; want owner %s", args, code, out, err, errOut, tc.wantOwner)
 		}
 	}
@@ -310,13 +310,13 @@ func TestSourceColumn(t *testing.T) {
 		p    plugins.Plugin
 		want string
 	}{
-		{"discovered", plugins.Plugin{SocketPath: "/run/plugins/a.sock"}, "/run/plugins/a.sock"},
+		{"discovered", plugins.Plugin{SocketPath: sockettest.Run("plugins/a.sock")}, sockettest.Run("plugins/a.sock")},
 		{"api without owner", plugins.Plugin{Source: plugins.SourceAPI}, "api"},
 		{"api with owner", plugins.Plugin{Source: plugins.SourceAPI, Owner: "alloc-1"}, "api (owner alloc-1)"},
 		{"api with a hostile owner", plugins.Plugin{Source: plugins.SourceAPI, Owner: "a\x1b[2J"}, `api (owner "a\x1b[2J")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.p.Type, tc.p.Name, tc.p.Endpoint, tc.p.RegisteredAt = "CSIPlugin", "n", "/run/n.sock", at
+			tc.p.Type, tc.p.Name, tc.p.Endpoint, tc.p.RegisteredAt = "CSIPlugin", "n", sockettest.Run("n.sock"), at
 			var table, text bytes.Buffer
 			if err := writeTable(&table, []plugins.Plugin{tc.p}); err != nil {
 				t.Fatal(err)

@@ -359,6 +359,7 @@ func TestRegisterPluginErrors(t *testing.T) {
 				serveHealth(t, ep)
 			}
 			_, err := r.register(tc.req(ep))
+			sockettest.SkipWithoutAFUnix(t, err)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("RegisterPlugin = %v, want an error wrapping %v", err, tc.want)
 			}
@@ -809,7 +810,7 @@ func restartable(t *testing.T) (string, plugins.State) {
 // DeregisterPlugin fail with ErrStopped once Run returned.
 func TestRegisterPluginNotRunning(t *testing.T) {
 	rec := &Reconciler{Registry: plugins.NewRegistry()}
-	p := csi("a", "/run/a.sock", "o", "1.0.0")
+	p := csi("a", sockettest.Run("a.sock"), "o", "1.0.0")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
 	if _, err := rec.RegisterPlugin(ctx, p); !errors.Is(err, context.DeadlineExceeded) {
@@ -839,7 +840,7 @@ func TestRegisterPluginNotRunning(t *testing.T) {
 // TestAPIID: the identity of an API incarnation changes with each field
 // of the registration, and with none of the order of its options.
 func TestAPIID(t *testing.T) {
-	base, err := apiPlugin(csi("a", "/run/a.sock", "o", "1.0.0", "1.1.0"))
+	base, err := apiPlugin(csi("a", sockettest.Run("a.sock"), "o", "1.0.0", "1.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -854,7 +855,7 @@ func TestAPIID(t *testing.T) {
 	}{
 		{"type", func(p *plugins.Plugin) { p.Type = "DRAPlugin" }},
 		{"name", func(p *plugins.Plugin) { p.Name = "b" }},
-		{"endpoint", func(p *plugins.Plugin) { p.Endpoint = "/run/b.sock" }},
+		{"endpoint", func(p *plugins.Plugin) { p.Endpoint = sockettest.Run("b.sock") }},
 		{"owner", func(p *plugins.Plugin) { p.Owner = "p" }},
 		{"versions", func(p *plugins.Plugin) { p.Versions = []string{"1.0.0"} }},
 		{"version order", func(p *plugins.Plugin) { p.Versions = []string{"1.1.0", "1.0.0"} }},

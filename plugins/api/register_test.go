@@ -52,7 +52,7 @@ func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string)
 	if r.err != nil {
 		return nil, r.err
 	}
-	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Endpoint: "/run/" + name + ".sock", Source: plugins.SourceAPI, RegisteredAt: t0}
+	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Endpoint: sockettest.Run(name + ".sock"), Source: plugins.SourceAPI, RegisteredAt: t0}
 	return []plugins.Plugin{p}, nil
 }
 
@@ -98,7 +98,7 @@ func registrationAPI(t *testing.T, r *plugins.Registry, rg api.Registrar, writer
 // csiRequest returns a valid registration of a CSI plugin named name.
 func csiRequest(name string) *plugregv1.RegisterPluginRequest {
 	return &plugregv1.RegisterPluginRequest{
-		Type: "CSIPlugin", Name: name, Endpoint: "/run/" + name + ".sock", Versions: []string{"1.0.0"},
+		Type: "CSIPlugin", Name: name, Endpoint: sockettest.Run(name + ".sock"), Versions: []string{"1.0.0"},
 		Owner: "alloc-1", Options: map[string]string{"mode": "node"}, NoCheck: true,
 	}
 }
@@ -122,7 +122,7 @@ func TestAPIRegister(t *testing.T) {
 		t.Fatalf("Register = %v", err)
 	}
 	wantGot := plugins.Plugin{
-		Type: "CSIPlugin", Name: "a.example.com", Endpoint: "/run/a.example.com.sock", Versions: []string{"1.0.0"},
+		Type: "CSIPlugin", Name: "a.example.com", Endpoint: sockettest.Run("a.example.com.sock"), Versions: []string{"1.0.0"},
 		Owner: "alloc-1", Options: map[string]string{"mode": "node"}, NoCheck: true, Source: plugins.SourceAPI,
 	}
 	if diff := cmp.Diff([]plugins.Plugin{wantGot}, rg.got); diff != "" {
@@ -272,10 +272,10 @@ func TestAPIRegisterDisabled(t *testing.T) {
 // without one the current instance of any source.
 func TestAPIGetOwner(t *testing.T) {
 	r := plugins.NewRegistry()
-	socket := plugins.Plugin{Type: "CSIPlugin", Name: "a.example.com", Endpoint: "/run/a.sock", SocketPath: "/reg/a.sock", Versions: []string{"1.0.0"}, RegisteredAt: t0.Add(2)}
-	owned := plugins.Plugin{Type: "CSIPlugin", Name: "a.example.com", Endpoint: "/run/a1.sock", Versions: []string{"1.0.0"}, RegisteredAt: t0.Add(1), Source: plugins.SourceAPI, Owner: "alloc-1", Options: map[string]string{"k": "v"}}
+	socket := plugins.Plugin{Type: "CSIPlugin", Name: "a.example.com", Endpoint: sockettest.Run("a.sock"), SocketPath: "/reg/a.sock", Versions: []string{"1.0.0"}, RegisteredAt: t0.Add(2)}
+	owned := plugins.Plugin{Type: "CSIPlugin", Name: "a.example.com", Endpoint: sockettest.Run("a1.sock"), Versions: []string{"1.0.0"}, RegisteredAt: t0.Add(1), Source: plugins.SourceAPI, Owner: "alloc-1", Options: map[string]string{"k": "v"}}
 	unowned := owned
-	unowned.Owner, unowned.Endpoint, unowned.RegisteredAt = "", "/run/a0.sock", t0
+	unowned.Owner, unowned.Endpoint, unowned.RegisteredAt = "", sockettest.Run("a0.sock"), t0
 	for _, p := range []plugins.Plugin{socket, owned, unowned} {
 		if _, ok := r.Apply(plugins.Registered, p, "", t0); !ok {
 			t.Fatalf("Apply(%+v) made no event", p)
@@ -364,7 +364,7 @@ func TestAPIWatchType(t *testing.T) {
 // conversion to the API's message and back; a discovered plugin's source
 // is "socket" in the message and "" in the registry.
 func TestProtoSource(t *testing.T) {
-	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: "/run/a.sock", RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o", Options: map[string]string{"k": "v"}}
+	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: sockettest.Run("a.sock"), RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o", Options: map[string]string{"k": "v"}}
 	for _, tc := range []struct {
 		p      plugins.Plugin
 		source string

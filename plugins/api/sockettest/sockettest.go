@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -61,4 +62,12 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Run returns name below an absolute directory of this OS ("/run" on
+// unix, the system drive's "\run" on Windows), for an endpoint that a test
+// never dials: plugreg takes only absolute endpoints.
+func Run(name string) string {
+	root := filepath.VolumeName(os.TempDir()) + string(filepath.Separator)
+	return filepath.Join(root, "run", name)
 }
