@@ -293,7 +293,7 @@ func TestGetOwner(t *testing.T) {
 			continue
 		}
 		var p pluginJSON
-		if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil || p.Owner != tc.wantOwner || p.Endpoint != sockettest.Run(tc.wantOwner + ".sock") {
+		if err := json.Unmarshal([]byte(out), &p); code != 0 || err != nil || p.Owner != tc.wantOwner || p.Endpoint != sockettest.Run(tc.wantOwner+".sock") {
 			t.Errorf("plugreg %q: exit %d, stdout %q (%v), stderr %q; want owner %s", args, code, out, err, errOut, tc.wantOwner)
 		}
 	}
