@@ -89,7 +89,7 @@ mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of 
 clean: ## remove build output
 	rm -rf bin dist .bin
 
-bench-agent: ## the built agent against N plugins created at once (N=1000, flat; make bench-agent N=10000 DIRS=100; LARGE=1: each reports the largest info allowed); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile, MEMPROFILE=FILE its allocation profile; PUBLISH=1 runs the agent with --publish to an etcd in the bench process and adds publish-lag-ms (last registration -> etcd holds all N plugin keys)
+bench-agent: ## the built agent against N plugins created at once (N=1000, flat; N=20 measures a small node; make bench-agent N=10000 DIRS=100; LARGE=1: each reports the largest info allowed); ARGS='--handler CSIPlugin=exec:/bin/true' adds agent flags (the plugins are CSIPlugin 1.0.0); PROFILE=FILE writes the agent's CPU profile, MEMPROFILE=FILE its allocation profile; PUBLISH=1 runs the agent with --publish to an etcd in the bench process and adds publish-lag-ms (last registration -> etcd holds all N plugin keys)
 	$(GO) test -run='^$$' -bench='^BenchmarkAgent$$' -benchtime=1x -count=$(or $(COUNT),1) -timeout=30m . -args -plugins=$(or $(N),1000) -dirs=$(or $(DIRS),0) -agent-args='$(ARGS)' $(if $(LARGE),-large) $(if $(PROFILE),-agent-cpuprofile=$(PROFILE)) $(if $(MEMPROFILE),-agent-memprofile=$(MEMPROFILE)) $(if $(PUBLISH),-publish)
 
 soak: ## the built agent, a watcher and plugins churning at random for SOAK (default 10m); not in CI

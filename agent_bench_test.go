@@ -46,7 +46,8 @@ var (
 	benchPublish = flag.Bool("publish", false, "BenchmarkAgent: run the agent with --publish to an etcd in this process (--node bench --publish-ttl 30s) and report publish-lag-ms")
 )
 
-// BenchmarkAgent reports, for one burst of N plugins:
+// BenchmarkAgent reports, for one burst of N plugins (-plugins, N= in make:
+// 1000 by default; N=20 measures a small node):
 //   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true),
 //     for a burst started at a random moment of the agent's tick;
 //   - all-registered-ms: the burst start → the last plugin registered;
@@ -59,6 +60,9 @@ var (
 //     --idle (60 s: each plugin's default 30 s connect check twice, and a fifth of the 5 min GetInfo
 //     checks, which are spread evenly, and six times the 10 ms resolution of /proc's CPU times that a
 //     10 s window would have);
+//   - idle-ctxsw/s: the agent's context switches (voluntary and nonvoluntary) per second over the same
+//     window, summed over its threads (/proc/PID/task/*/status) at each end; a thread that exits in the
+//     window loses its switches, so the figure can only be an undercount;
 //   - cpu-us/reg: the agent's CPU time from the burst start until every plugin is registered and none
 //     waits for a retry, per plugin;
 //   - host-cpu-us/reg: the plugin host's CPU time over the same span, per plugin: creating its gRPC
@@ -182,11 +186,12 @@ func BenchmarkAgent(b *testing.B) {
 		if etcd != nil {
 			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
 		}
-		cpu0 := cpuSeconds(b, agent.cmd.Process.Pid)
+		cpu0, ctxsw0 := cpuSeconds(b, agent.cmd.Process.Pid), ctxSwitches(b, agent.cmd.Process.Pid)
 		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
 		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
 		time.Sleep(*benchIdle)
 		b.ReportMetric((cpuSeconds(b, agent.cmd.Process.Pid)-cpu0)*float64(10*time.Second)/float64(*benchIdle), "idle-cpu-s")
+		b.ReportMetric((ctxSwitches(b, agent.cmd.Process.Pid)-ctxsw0)/benchIdle.Seconds(), "idle-ctxsw/s")
 		b.ReportMetric(peakRSSMB(b, agent.cmd.Process.Pid), "peak-rss-MB")
 
 		// Deregistration: remove the first 100 at once.
@@ -448,6 +453,35 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+// ctxSwitches returns the context switches (voluntary and nonvoluntary)
+// of a process so far, summed over the threads it has now, from
+// /proc/PID/task/*/status. A thread that exits between two readings takes
+// its switches with it; one that exits while being read is skipped.
+func ctxSwitches(b *testing.B, pid int) float64 {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("no threads of process %d in /proc: %v", pid, err)
+	}
+	total := 0.0
+	for _, task := range tasks {
+		data, err := os.ReadFile(task)
+		if err != nil {
+			continue // the thread has exited
+		}
+		for line := range strings.Lines(string(data)) {
+			name, v, _ := strings.Cut(line, ":")
+			if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
+				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					b.Fatalf("%s: %s: %v", task, name, err)
+				}
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 // scanCost times full scans of dir by package scan and by a bare
