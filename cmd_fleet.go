@@ -53,9 +53,11 @@ type fleetFlags struct {
 	etcd              etcdFlags
 }
 
+// register adds the flags to flags, the TLS and user ones included.
 func (f *fleetFlags) register(flags *flag.FlagSet) {
 	flags.StringVar(&f.endpoints, "etcd", "", "comma-separated etcd `endpoints` (host:port or http(s)://host:port); required")
 	flags.StringVar(&f.prefix, "prefix", fleet.DefaultPrefix, "etcd key `prefix` of the fleet view (the agents' --publish-prefix)")
+	f.etcd.register(flags)
 }
 
 // connect checks the flags and connects to etcd.
@@ -72,7 +74,6 @@ func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	flags := newFlagSet("fleet list", "--etcd ENDPOINTS [flags]", stderr)
 	var ff fleetFlags
 	ff.register(flags)
-	ff.etcd.register(flags)
 	var f fleet.Filter
 	flags.StringVar(&f.Type, "type", "", "list only plugins of this `type`")
 	flags.StringVar(&f.Name, "name", "", "list only plugins of this `name`")
@@ -182,7 +183,6 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	flags := newFlagSet("fleet watch", "--etcd ENDPOINTS [flags]", stderr)
 	var ff fleetFlags
 	ff.register(flags)
-	ff.etcd.register(flags)
 	since := flags.Int64("since", 0, "resume after this etcd `revision` (0: from now)")
 	output := flags.String("o", "text", "output format: text or json (one object a line)")
 	if err := parse(flags, args); err != nil {
@@ -261,7 +261,6 @@ func runFleetForget(ctx context.Context, args []string, stdout, stderr io.Writer
 	flags := newFlagSet("fleet forget", "--etcd ENDPOINTS [flags] NODE", stderr)
 	var ff fleetFlags
 	ff.register(flags)
-	ff.etcd.register(flags)
 	pos, err := parseInterspersed(flags, args)
 	if err != nil {
 		return err

@@ -338,19 +338,10 @@ func checkAPIPlugin(p Plugin) error {
 	if p.SocketPath != "" {
 		return errors.New("API plugin with a socket path")
 	}
-	if err := ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+	if err := ValidateRegistration(p); err != nil {
 		return fmt.Errorf("API plugin: %w", err)
 	}
 	at := fmt.Sprintf("API plugin %s %q at %q", p.Type, p.Name, p.Endpoint)
-	if err := ValidateAPIEndpoint(p.Endpoint); err != nil {
-		return fmt.Errorf("%s: %w", at, err)
-	}
-	if err := ValidateOwner(p.Owner); err != nil {
-		return fmt.Errorf("%s: %w", at, err)
-	}
-	if err := ValidateOptions(p.Options); err != nil {
-		return fmt.Errorf("%s: %w", at, err)
-	}
 	if err := ValidateAnnotations(p.Annotations); err != nil {
 		return fmt.Errorf("%s: %w", at, err)
 	}

@@ -103,13 +103,8 @@ func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin) (plug
 // other errors wrap plugins.ErrInvalid (a bad type, name or owner),
 // ErrStopped and ctx's.
 func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
-	// The type is checked as an endpoint is, by the same rules as a type
-	// but a longer limit.
-	if err := plugins.ValidateInfo(typ, name, typ, nil); err != nil {
-		return nil, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
-	}
-	if err := plugins.ValidateOwner(owner); err != nil {
-		return nil, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
+	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
+		return nil, err
 	}
 	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Source: plugins.SourceAPI}
 	return r.request(ctx, apiRequest{plugin: p})
@@ -117,18 +112,8 @@ func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner stri
 
 // apiPlugin returns the registration p, validated, as the loop keeps it.
 func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
-	err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions)
-	if err == nil {
-		err = plugins.ValidateAPIEndpoint(p.Endpoint)
-	}
-	if err == nil {
-		err = plugins.ValidateOwner(p.Owner)
-	}
-	if err == nil {
-		err = plugins.ValidateOptions(p.Options)
-	}
-	if err != nil {
-		return plugins.Plugin{}, fmt.Errorf("%w: %w", plugins.ErrInvalid, err)
+	if err := plugins.ValidateRegistration(p); err != nil {
+		return plugins.Plugin{}, err
 	}
 	q := plugins.Plugin{Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: slices.Clone(p.Versions),
 		Owner: p.Owner, NoCheck: p.NoCheck, Source: plugins.SourceAPI}

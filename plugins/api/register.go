@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"google.golang.org/grpc/codes"
@@ -67,8 +66,8 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 	if len(p.Options) == 0 {
 		p.Options = nil
 	}
-	if err := validateRegistration(p); err != nil {
-		return nil, registrationStatus(fmt.Errorf("%w: %w", plugins.ErrInvalid, err))
+	if err := plugins.ValidateRegistration(p); err != nil {
+		return nil, registrationStatus(err)
 	}
 	p, err := s.registrar.RegisterPlugin(ctx, p)
 	if err != nil {
@@ -85,14 +84,8 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 		return nil, err
 	}
 	typ, name, owner := req.GetType(), req.GetName(), req.GetOwner()
-	// The type is checked as an endpoint is, by the same rules as a type
-	// but a longer limit.
-	err := plugins.ValidateInfo(typ, name, typ, nil)
-	if err == nil {
-		err = plugins.ValidateOwner(owner)
-	}
-	if err != nil {
-		return nil, registrationStatus(fmt.Errorf("%w: %w", plugins.ErrInvalid, err))
+	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
+		return nil, registrationStatus(err)
 	}
 	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner)
 	if err != nil {
@@ -103,21 +96,6 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 		resp.Plugins[i] = ToProto(p)
 	}
 	return resp, nil
-}
-
-// validateRegistration checks p, a registration through the API, as the
-// Registrar does.
-func validateRegistration(p plugins.Plugin) error {
-	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
-		return err
-	}
-	if err := plugins.ValidateAPIEndpoint(p.Endpoint); err != nil {
-		return err
-	}
-	if err := plugins.ValidateOwner(p.Owner); err != nil {
-		return err
-	}
-	return plugins.ValidateOptions(p.Options)
 }
 
 // mayWrite returns nil if the caller of ctx may register and deregister
