@@ -455,12 +455,21 @@ func (dw *deregWait) done() {
 	dw.reply <- apiReply{list: dw.removed}
 }
 
+// apiInst returns the API instance of key, nil for a socket's path or an
+// instance the loop no longer knows.
+func (l *loop) apiInst(key string) *apiInst {
+	if !isAPIKey(key) {
+		return nil
+	}
+	return l.api.inst[key]
+}
+
 // starting returns op, an operation the cache handed out, ready to run:
 // for an API instance, marked busy, and a Register given the registration
 // to make, with its incarnation as SocketID.
 func (l *loop) starting(op statecache.Op[plugins.Plugin]) statecache.Op[plugins.Plugin] {
-	in := l.api.inst[op.Path]
-	if !isAPIKey(op.Path) || in == nil {
+	in := l.apiInst(op.Path)
+	if in == nil {
 		return op
 	}
 	in.busy, in.deregistering = true, op.Kind == statecache.DeRegister
@@ -589,7 +598,7 @@ func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
 // was not reported yet of the incarnation of op, and marks it reported:
 // in loop.reported for a socket, in its apiInst for an API instance.
 func (l *loop) reportFirst(op statecache.Op[plugins.Plugin], what int) bool {
-	if in := l.api.inst[op.Path]; isAPIKey(op.Path) && in != nil {
+	if in := l.apiInst(op.Path); in != nil {
 		first := in.reported&what == 0
 		in.reported |= what
 		return first
