@@ -26,10 +26,17 @@
 // tick the cache next has something due (statecache's NextDue: a retry, a
 // batch of checks) or a pending deregistration is due, and at each batch
 // of checks, every 5 s (once an interval, if longer), its heartbeat in
-// Status. Between scans the scanner sleeps in a blocking nanosleep where
-// golang.org/x/sys has one (linux and the BSDs), which costs less than a
-// Go timer's wake-up (see nap). So an idle agent costs a stat of each
-// plugin directory per interval and a wake-up of the loop every 5 s.
+// Status. Between scans the scanner sleeps on Linux on a timerfd that the
+// Go runtime's poller watches, armed and read with raw system calls, and
+// package scan stats the directories of an idle tree with raw system
+// calls too: the runtime is told of none of them, so the one thread that
+// the kernel wakes for the timer is the only one that runs, where a Go
+// timer or a system call made the usual way also wakes the runtime's
+// sysmon thread, several times (see newNap). The BSDs sleep in a blocking
+// nanosleep, which costs less than a Go timer's wake-up (see nap), and the
+// other OSes on a Go timer. So an idle agent on Linux costs one wake-up
+// and a stat of each directory per interval, and a wake-up of the loop
+// every 5 s.
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms at least), and so on until the scans have found

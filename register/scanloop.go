@@ -60,7 +60,9 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	after, quiet := followUp(pace.interval), burstQuiet(pace.interval)
 	napUntil := r.nap
 	if napUntil == nil {
-		napUntil = nap
+		var release func()
+		napUntil, release = newNap(ctx)
+		defer release()
 	}
 	var prev scan.Snapshot
 	var failed bool

@@ -26,13 +26,16 @@
 // directory it has read, the directory's identity (device and inode; on
 // Windows, volume serial number and file index), its mtime and ctime as of
 // the read, and the sockets and subdirectories the read found. Later scans
-// stat every known directory (on unix, one fstatat relative to its parent)
-// and read only those whose stat changed. When nothing changed, a scan costs
-// one stat per directory, an open of each plugin dir and of each directory
-// that has subdirectories, and nothing per socket: it returns the previous
-// [Snapshot] itself, whose entries are therefore shared and must not be
-// modified, and [Diff] of the two returns at once. The first scan, and
-// every [Scanner.FullScanEvery]-th after it, is full.
+// stat every known directory and read only those whose stat changed. When
+// nothing changed, a scan costs one stat per directory (on unix, an
+// fstatat by path; on Linux, for a directory on a local file system, a raw
+// one that the Go runtime does not see) and nothing else: it opens nothing,
+// allocates nothing, stats no socket, and returns the previous [Snapshot]
+// itself, whose entries are therefore shared and must not be modified, and
+// [Diff] of the two returns at once. (On Windows, where a directory is
+// identified through a handle, each plugin dir and each directory that has
+// subdirectories is opened as well.) The first scan, and every
+// [Scanner.FullScanEvery]-th after it, is full.
 //
 // This is enough because every change a scan must see changes the stat of
 // the directory it is in: creating, removing or renaming a name sets the

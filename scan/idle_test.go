@@ -194,3 +194,26 @@ func TestScanUnchangedIsShared(t *testing.T) {
 	}
 	h.untouched(t)
 }
+
+// TestIdleScanAllocatesNothing: once a tree of real directories was read
+// and nothing changes, a Scan allocates nothing (not parallel: AllocsPerRun
+// counts the whole process).
+func TestIdleScanAllocatesNothing(t *testing.T) {
+	needUnixSockets(t)
+	dir := filepath.Join(tempDir(t), "plugins")
+	for _, p := range join(dir, "a.sock", "sub/b.sock", "sub/deep/c.sock", "other/d.sock") {
+		socketFile(t, p)
+	}
+	age(t, dir) // no directory is racy
+	s := mustNew(t, nil, dir)
+	first := mustScan(t, s)
+	if s.statPath == nil {
+		t.Skip("no stat by path here: an idle scan opens each directory")
+	}
+	if n := testing.AllocsPerRun(20, func() { mustScan(t, s) }); n != 0 {
+		t.Errorf("an idle scan allocates %v times, want 0", n)
+	}
+	if got := mustScan(t, s); !got.Same(first) || len(got.Entries) != 4 {
+		t.Errorf("idle scan returned %v, want the first snapshot's 4 entries", paths(got))
+	}
+}

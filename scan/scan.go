@@ -81,7 +81,20 @@ type Scanner struct {
 	// statRoot stats a root by path, following symlinks, as open does;
 	// an error satisfying gone means it is missing or not a directory.
 	statRoot func(path string) (ID, error)
-	now      func() time.Time // the clock, read once per Scan
+	// statPath stats the directory whose path, followed by a NUL byte, is
+	// zpath, following a symlink at the end of it if follow; raw allows a
+	// system call that does not tell the Go runtime, which costs the
+	// runtime no thread hand-off and wakes none of its threads, for a
+	// directory on a local file system (see localFS), where the call
+	// cannot hang. An error satisfying gone means it is missing or not a
+	// directory. Nil where a directory must be opened to be stat'ed, and
+	// then Scan always takes the long way (see unchanged).
+	statPath func(zpath string, follow, raw bool) (ID, error)
+	// localFS reports whether the directory at path is on a file system
+	// held in this machine's memory or on its disks, not on a network or
+	// in a user-space server. Nil: none is.
+	localFS func(path string) bool
+	now     func() time.Time // the clock, read once per Scan
 
 	scans    uint64   // number of the scan in progress
 	lastFull uint64   // number of the last full scan
@@ -111,6 +124,8 @@ type root struct {
 	prefix  string // path with a trailing separator
 	n       *node  // nil until read, and while the dir is missing
 	missing bool   // found missing and logged, and not seen since
+	fsDev   uint64 // the device of the root when localFS last looked at it
+	local   bool   // localFS reported the root at fsDev on a local file system
 }
 
 // New returns a Scanner for dirs. Each dir is made absolute and its symlinks
@@ -135,8 +150,10 @@ func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 			resolved = append(resolved, p)
 		}
 	}
-	s := newScanner(resolved, log, (&osFS{}).openRoot)
-	s.statRoot = (&osFS{}).statRoot
+	fsys := &osFS{}
+	s := newScanner(resolved, log, fsys.openRoot)
+	s.statRoot = fsys.statRoot
+	s.statPath, s.localFS = fsys.quick()
 	warnWritable(s.log, resolved)
 	return s, nil
 }
@@ -231,6 +248,8 @@ func (s *Scanner) Scan() (Snapshot, error) {
 	full := s.scans == 1 || s.FullScanEvery > 0 && s.scans-s.lastFull >= uint64(s.FullScanEvery)
 	if full {
 		s.lastFull = s.scans
+	} else if s.unchanged() {
+		return s.prev, nil
 	}
 	// The clock is read before any stat, which errs on the side of racy.
 	s.start = s.now().UnixNano()

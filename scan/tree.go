@@ -18,6 +18,7 @@ type node struct {
 	warned bool   // a failure to stat or read the directory was logged and persists
 	nsub   int    // number of kids that are subdirectories
 	kids   []kid  // sorted by key
+	zpath  string // the directory's path and a NUL, for statPath; set when first needed
 }
 
 // kid is a socket or a subdirectory in a node.

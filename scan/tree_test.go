@@ -46,6 +46,9 @@ func newFakeTree(t *testing.T, log *slog.Logger, rel ...string) *fakeTree {
 	}
 	ft.s = newScanner([]string{filepath.FromSlash("/plugins")}, log, mapOpen(ft.fsys))
 	ft.s.now = func() time.Time { return ft.now }
+	// Directories are stat'ed by path, as on unix, through the fake's open.
+	statByPath := statByOpen(ft.s.open)
+	ft.s.statPath = func(zpath string, _, _ bool) (ID, error) { return statByPath(zpath[:len(zpath)-1]) }
 	ft.f.wrap(ft.s)
 	return ft
 }
