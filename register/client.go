@@ -78,6 +78,26 @@ type Client struct {
 	Log *slog.Logger // nil: discard
 
 	calls handlerCalls // see RetryDeRegister
+	local localDirs    // see onLocalFS
+}
+
+// localDirs records which of Client.Dirs are on a local file system,
+// looked up once.
+type localDirs struct {
+	once sync.Once
+	dirs map[string]bool
+}
+
+// onLocalFS reports whether root, one of c.Dirs, is on a file system where
+// the lookup of a path never waits on a server (scan.LocalFS).
+func (c *Client) onLocalFS(root string) bool {
+	c.local.once.Do(func() {
+		c.local.dirs = make(map[string]bool, len(c.Dirs))
+		for _, d := range c.Dirs {
+			c.local.dirs[d] = scan.LocalFS(d)
+		}
+	})
+	return c.local.dirs[root]
 }
 
 func (c *Client) log() *slog.Logger {
@@ -436,13 +456,19 @@ func sameInfo(old, p plugins.Plugin) error {
 //
 // Without AllowUIDs, it is the connect and nothing else: three system
 // calls, outside Go's network poller (connectOnce), as it runs for every
-// plugin every ProbeInterval. It does not look at the socket file: a
-// socket replaced since the registration is the scan's to see, within an
-// interval, and it sees it whether or not the new one answers.
+// plugin every ProbeInterval, and raw ones on Linux for a socket in a
+// plugin directory on a local file system (connectOnceRaw). It does not
+// look at the socket file: a socket replaced since the registration is
+// the scan's to see, within an interval, and it sees it whether or not the
+// new one answers.
 func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		if err := connectOnce(path); err != nil {
+		connect := connectOnce
+		if c.onLocalFS(c.dirOf(path)) {
+			connect = connectOnceRaw
+		}
+		if err := connect(path); err != nil {
 			return &OpError{"dial", path, err}
 		}
 		return nil

@@ -8,7 +8,7 @@ import (
 
 // quick returns the Scanner's statPath and localFS.
 func (*osFS) quick() (func(string, bool, bool) (ID, error), func(string) bool) {
-	return statPathLinux, localFS
+	return statPathLinux, LocalFS
 }
 
 // statPathLinux is statPath. When raw, it stats with unix.RawSyscall6,
@@ -40,11 +40,12 @@ func statPathLinux(zpath string, follow, raw bool) (ID, error) {
 	return dirID(&st, err)
 }
 
-// localFS reports whether the directory at path is on a file system kept
-// in memory or on local disks: tmpfs, ramfs, ext2/3/4, XFS, Btrfs, F2FS,
-// overlayfs (a container's root) or ZFS. Not NFS, CIFS, FUSE and the like,
-// whose stat can wait on a server.
-func localFS(path string) bool {
+// LocalFS reports whether the directory at path is on a file system kept
+// in memory or on local disks, where a stat or the lookup of a path below
+// it never waits on a server: tmpfs, ramfs, ext2/3/4, XFS, Btrfs, F2FS,
+// overlayfs (a container's root) or ZFS. Not NFS, CIFS, FUSE and the like.
+// It is false on any doubt, and on other OSes.
+func LocalFS(path string) bool {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return false

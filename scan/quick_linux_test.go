@@ -50,13 +50,13 @@ func TestStatPathLinux(t *testing.T) {
 // ext4, overlayfs and the like) and not for /proc, which is none of those.
 func TestLocalFS(t *testing.T) {
 	t.Parallel()
-	if !localFS(t.TempDir()) {
+	if !LocalFS(t.TempDir()) {
 		t.Skipf("the temporary directory is on a file system localFS does not know: %s", os.TempDir())
 	}
-	if localFS("/proc") {
-		t.Error("localFS(/proc) = true, want false")
+	if LocalFS("/proc") {
+		t.Error("LocalFS(/proc) = true, want false")
 	}
-	if localFS(filepath.Join(t.TempDir(), "missing")) {
+	if LocalFS(filepath.Join(t.TempDir(), "missing")) {
 		t.Error("localFS of a missing path = true, want false")
 	}
 }

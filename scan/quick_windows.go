@@ -5,3 +5,8 @@ package scan
 func (*osFS) quick() (func(string, bool, bool) (ID, error), func(string) bool) {
 	return nil, nil
 }
+
+// LocalFS reports whether the directory at path is on a file system where
+// a stat never waits on a server; it is only known on Linux, and false
+// here.
+func LocalFS(string) bool { return false }
