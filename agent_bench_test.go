@@ -33,21 +33,24 @@ import (
 // `make bench-agent` runs BenchmarkAgent: the built binary as the agent, at
 // its default settings (a state file included), and N plugins (real gRPC
 // servers on real unix sockets, in a plugin host process of their own)
-// created at once.
+// created at once, for each size N given.
 var (
-	benchPlugins = flag.Int("plugins", 1000, "BenchmarkAgent: plugins created at once")
-	benchIdle    = flag.Duration("idle", 60*time.Second, "BenchmarkAgent: idle window for the CPU figure, reported per 10 s")
+	benchPlugins = flag.String("plugins", "20,1000", "BenchmarkAgent: plugins created at once; a comma-separated list of sizes, each a sub-benchmark plugins=N")
+	benchIdle    = flag.Duration("idle", 60*time.Second, "BenchmarkAgent: idle window for the CPU figure, reported per 60 s")
+	benchFloor   = flag.Duration("floor", 20*time.Second, "BenchmarkAgent: window of the scan floor (a process that only wakes once per agent interval and stats the plugin dirs), right after the idle window; 0: no floor")
 	benchArgs    = flag.String("agent-args", "", "BenchmarkAgent: extra flags for plugreg run, space-separated")
 	benchLarge   = flag.Bool("large", false, "BenchmarkAgent: plugins report the largest info allowed (a 253-byte name, a 1 KiB endpoint, 16 versions of 64 bytes)")
 	benchDirs    = flag.Int("dirs", 0, "BenchmarkAgent: subdirectories the plugins are spread over; 0: all in the plugin dir, as in the kubelet's plugins_registry")
 	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
-	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof)")
-	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof)")
+	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
+	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
 	benchPublish = flag.Bool("publish", false, "BenchmarkAgent: run the agent with --publish to an etcd in this process (--node bench --publish-ttl 30s) and report publish-lag-ms")
 )
 
-// BenchmarkAgent reports, for one burst of N plugins (-plugins, N= in make:
-// 1000 by default; N=20 measures a small node):
+// BenchmarkAgent runs a sub-benchmark plugins=N for each size N of
+// -plugins (N= in make, one size or a comma-separated list; 20 and 1000 by
+// default: a small node and a large one), each with an agent of its own.
+// Each reports, for one burst of N plugins:
 //   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true),
 //     for a burst started at a random moment of the agent's tick;
 //   - all-registered-ms: the burst start → the last plugin registered;
@@ -56,20 +59,28 @@ var (
 //     plus the first registrations against a plugin host still busy creating the rest;
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
 //     (for the first 100 plugins, removed at once);
-//   - idle-cpu-s: the agent's CPU seconds (user+system) per 10 s, with all N registered, measured over
-//     --idle (60 s: each plugin's default 30 s connect check twice, and a fifth of the 5 min GetInfo
-//     checks, which are spread evenly, and six times the 10 ms resolution of /proc's CPU times that a
-//     10 s window would have);
+//   - idle-cpu-s/60s: the agent's CPU seconds (user+system) per 60 s, with all N registered, measured over
+//     -idle (60 s by default: each plugin's default 30 s connect check twice, and a fifth of the 5 min
+//     GetInfo checks, which are spread evenly; /proc counts CPU time in steps of 10 ms);
 //   - idle-ctxsw/s: the agent's context switches (voluntary and nonvoluntary) per second over the same
 //     window, summed over its threads (/proc/PID/task/*/status) at each end; a thread that exits in the
 //     window loses its switches, so the figure can only be an undercount;
+//   - floor-cpu-s/60s, floor-ctxsw/s: the same two figures for the scan floor, right after the idle
+//     window, over -floor (20 s by default; /proc's 10 ms steps are then 0.03 s per 60 s): a Go process
+//     (GOMAXPROCS=1, TestScanFloorChild) that only wakes once per agent interval and makes the system
+//     calls of an idle scan, one fstatat per directory (the plugin dir, and each subdirectory with -dirs).
+//     It is what a wake with those system calls alone costs on this machine, to hold the agent's idle
+//     figures against (linux/amd64 and linux/arm64 only);
 //   - cpu-us/reg: the agent's CPU time from the burst start until every plugin is registered and none
 //     waits for a retry, per plugin;
 //   - host-cpu-us/reg: the plugin host's CPU time over the same span, per plugin: creating its gRPC
 //     servers and serving the agent's calls, the other half of what the burst costs on the machine;
 //   - peak-rss-MB: the agent's peak resident set (VmHWM);
-//   - scan-ns/entry and bare-ns/entry: a full scan of the same tree by package scan, next to a bare
-//     readdir+fstatat loop, in this process, in the same run.
+//   - scan-ns/entry and bare-ns/entry: a full scan of the same tree, all N sockets in it, by package
+//     scan, next to a bare readdir+fstatat loop, in this process, in the same run.
+//
+// `make bench-agent` passes the output through .ci/medians, which ends it
+// with the median of each figure per sub-benchmark over the COUNT runs.
 //
 // With -publish the agent also publishes to a real etcd (server/v3/embed,
 // default settings, on a temporary dir) that runs in this process, so its
@@ -84,20 +95,113 @@ var (
 //     is done with the burst.
 //
 // cpu-us/reg then includes the publisher's work for the burst, and
-// idle-cpu-s its idle work (lease keepalives).
+// idle-cpu-s/60s its idle work (lease keepalives).
 func BenchmarkAgent(b *testing.B) {
-	n := *benchPlugins
+	sizes, err := benchSizes(*benchPlugins)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("plugins=%d", n), func(b *testing.B) { benchAgent(b, n, len(sizes) > 1) })
+	}
+}
+
+// benchSizes parses -plugins: sizes, comma-separated.
+func benchSizes(list string) ([]int, error) {
+	var sizes []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-plugins %q: %q is not a positive number of plugins", list, f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// benchAgent is BenchmarkAgent for n plugins; perSize names the profiles
+// for the size.
+func benchAgent(b *testing.B, n int, perSize bool) {
+	cpuProfile, memProfile := setProfileEnv(b, n, perSize)
 	tmp := sockettest.Dir(b)
 	dir, api := filepath.Join(tmp, "plugins"), filepath.Join(tmp, "api.sock")
-	for env, file := range map[string]string{"PLUGREG_CPUPROFILE": *benchProfile, "PLUGREG_MEMPROFILE": *benchMemProf} {
-		if file != "" {
-			abs, err := filepath.Abs(file)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Setenv(env, abs)
-		}
+	agent, etcd := startBenchAgent(b, tmp, dir, api)
+	addr := metricsAddr(b, agent)
+	cc, err := plugapi.Dial(api)
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deregistered := watchDeregistrations(ctx, b, plugregv1.NewRegistryClient(cc))
+	pid := agent.cmd.Process.Pid
+
+	for b.Loop() { // one burst; use -benchtime=1x
+		host := startPluginHost(b, dir, n)
+		cpuBurst, hostBurst := measureBurst(ctx, b, agent, host, addr, etcd, n)
+		// Idle: everything registered, nothing changing.
+		// The burst is over once the agent holds every plugin and nothing
+		// waits for a retry; from then on it only scans and probes, which
+		// is what idle costs.
+		waitSettled(b, addr, n)
+		if etcd != nil {
+			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
+		}
+		cpu0, ctxsw0 := cpuSeconds(b, pid), ctxSwitches(b, pid)
+		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
+		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
+		time.Sleep(*benchIdle)
+		b.ReportMetric((cpuSeconds(b, pid)-cpu0)*perMinute(*benchIdle), "idle-cpu-s/60s")
+		b.ReportMetric((ctxSwitches(b, pid)-ctxsw0)/benchIdle.Seconds(), "idle-ctxsw/s")
+		b.ReportMetric(peakRSSMB(b, pid), "peak-rss-MB")
+		if *benchFloor > 0 {
+			reportFloor(b, agentInterval(b, agent), floorDirs(dir, *benchDirs, n))
+		}
+
+		// The full scans while all N sockets are there.
+		scanNs, bareNs := scanCost(b, dir, n)
+		b.ReportMetric(scanNs, "scan-ns/entry")
+		b.ReportMetric(bareNs, "bare-ns/entry")
+
+		// Deregistration: remove the first 100 at once.
+		dereg := measureDeregistrations(b, host, deregistered, min(100, n))
+		b.ReportMetric(ms(percentile(dereg, 50)), "dereg-p50-ms")
+		b.ReportMetric(ms(percentile(dereg, 99)), "dereg-p99-ms")
+		host.close()
+	}
+	if cpuProfile != "" || memProfile != "" {
+		agent.stop(b) // the profiles are written at exit
+		b.Logf("agent profiles: CPU %q, allocations %q", cpuProfile, memProfile)
+	}
+}
+
+// setProfileEnv asks the agent for the profiles of -agent-cpuprofile and
+// -agent-memprofile, and returns their absolute paths, empty if not asked
+// for. With perSize, a profile FILE.EXT of n plugins is FILE-n.EXT.
+func setProfileEnv(b *testing.B, n int, perSize bool) (cpuProfile, memProfile string) {
+	path := func(env, file string) string {
+		if file == "" {
+			return ""
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if perSize {
+			ext := filepath.Ext(abs)
+			abs = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(abs, ext), n, ext)
+		}
+		b.Setenv(env, abs)
+		return abs
+	}
+	return path("PLUGREG_CPUPROFILE", *benchProfile), path("PLUGREG_MEMPROFILE", *benchMemProf)
+}
+
+// startBenchAgent starts the agent on the plugin dir dir and the API socket
+// api, with its state file, and with -publish its etcd, in tmp, and waits
+// for its API.
+func startBenchAgent(b *testing.B, tmp, dir, api string) (*proc, *benchFleet) {
 	state := filepath.Join(tmp, "state.json") // the agent saves its state, as it does by default
 	args := []string{"run", "--dir", dir, "--api", api, "--state", state, "--log-format", "json", "--metrics", "127.0.0.1:0"}
 	var etcd *benchFleet
@@ -117,98 +221,73 @@ func BenchmarkAgent(b *testing.B) {
 		}
 	})
 	waitAPI(b, agent, api)
-	addr := metricsAddr(b, agent)
-	cc, err := plugapi.Dial(api)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	deregistered := watchDeregistrations(ctx, b, plugregv1.NewRegistryClient(cc))
-
-	for b.Loop() { // one burst; use -benchtime=1x
-		host := startPluginHost(b, dir, n)
-		// A burst comes at any moment of the agent's tick. Started right
-		// away it would come just after the agent's first scans, at the
-		// same moment of the tick in every run, and wait most of an
-		// interval for the next scan each time: start it at a random
-		// moment of an interval after the agent's second scan.
-		eventually(b, waitTimeout, "the agent's second scan", func() bool {
-			samples, ok := scrape(b, addr)
-			scans, _ := sampleValue(samples, "plugreg_scans_total", nil)
-			return ok && scans >= 2
-		})
-		time.Sleep(rand.N(agentInterval(b, agent)))
-		if etcd != nil {
-			etcd.startBurst(ctx, b, n, addr)
-		}
-		cpuBurst, hostBurst := cpuSeconds(b, agent.cmd.Process.Pid), cpuSeconds(b, host.cmd.Process.Pid)
-		start := time.Now()
-		host.send("create")
-		var reg []time.Duration
-		var first, last time.Time
-		for range n {
-			ev := host.next(b, "notified", 60*time.Second)
-			reg = append(reg, ev.at.Sub(host.created[ev.i]))
-			if first.IsZero() || ev.at.Before(first) {
-				first = ev.at
-			}
-			if ev.at.After(last) {
-				last = ev.at
-			}
-		}
-		b.ReportMetric(ms(first.Sub(start)), "first-reg-ms")
-		b.ReportMetric(ms(last.Sub(start)), "all-registered-ms")
-		b.ReportMetric(ms(last.Sub(slices.MaxFunc(host.created, time.Time.Compare))), "after-last-ms")
-		b.ReportMetric(ms(percentile(reg, 50)), "reg-p50-ms")
-		b.ReportMetric(ms(percentile(reg, 99)), "reg-p99-ms")
-		b.ReportMetric(ms(percentile(reg, 100)), "reg-max-ms")
-		if etcd != nil {
-			b.ReportMetric(ms(etcd.lag(b, n, last, addr)), "publish-lag-ms")
-		}
-
-		// Idle: everything registered, nothing changing.
-		// The burst is over once the agent holds every plugin and nothing
-		// waits for a retry; from then on it only scans and probes, which
-		// is what idle costs.
-		eventually(b, waitTimeout, "every plugin registered, none waiting for a retry", func() bool {
-			samples, ok := scrape(b, addr)
-			registered := 0.0
-			for _, s := range samples {
-				if s.name == "plugreg_plugins_registered" {
-					registered += s.value
-				}
-			}
-			backoff, _ := sampleValue(samples, "plugreg_sockets_in_backoff", nil)
-			return ok && registered == float64(n) && backoff == 0
-		})
-		if etcd != nil {
-			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
-		}
-		cpu0, ctxsw0 := cpuSeconds(b, agent.cmd.Process.Pid), ctxSwitches(b, agent.cmd.Process.Pid)
-		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
-		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
-		time.Sleep(*benchIdle)
-		b.ReportMetric((cpuSeconds(b, agent.cmd.Process.Pid)-cpu0)*float64(10*time.Second)/float64(*benchIdle), "idle-cpu-s")
-		b.ReportMetric((ctxSwitches(b, agent.cmd.Process.Pid)-ctxsw0)/benchIdle.Seconds(), "idle-ctxsw/s")
-		b.ReportMetric(peakRSSMB(b, agent.cmd.Process.Pid), "peak-rss-MB")
-
-		// Deregistration: remove the first 100 at once.
-		dereg := measureDeregistrations(b, host, deregistered, min(100, n))
-		b.ReportMetric(ms(percentile(dereg, 50)), "dereg-p50-ms")
-		b.ReportMetric(ms(percentile(dereg, 99)), "dereg-p99-ms")
-
-		scanNs, bareNs := scanCost(b, dir)
-		b.ReportMetric(scanNs, "scan-ns/entry")
-		b.ReportMetric(bareNs, "bare-ns/entry")
-		host.close()
-	}
-	if *benchProfile != "" || *benchMemProf != "" {
-		agent.stop(b) // the profiles are written at exit
-		b.Logf("agent profiles: CPU %q, allocations %q", *benchProfile, *benchMemProf)
-	}
+	return agent, etcd
 }
+
+// measureBurst has the plugin host create its n plugins at a random moment
+// of the agent's tick, waits until each is notified of its registration,
+// and reports the registration figures. It returns the CPU seconds of the
+// agent and of the plugin host at the burst start.
+func measureBurst(ctx context.Context, b *testing.B, agent *proc, host *pluginHost, addr string, etcd *benchFleet, n int) (cpuBurst, hostBurst float64) {
+	// A burst comes at any moment of the agent's tick. Started right
+	// away it would come just after the agent's first scans, at the
+	// same moment of the tick in every run, and wait most of an
+	// interval for the next scan each time: start it at a random
+	// moment of an interval after the agent's second scan.
+	eventually(b, waitTimeout, "the agent's second scan", func() bool {
+		samples, ok := scrape(b, addr)
+		scans, _ := sampleValue(samples, "plugreg_scans_total", nil)
+		return ok && scans >= 2
+	})
+	time.Sleep(rand.N(agentInterval(b, agent)))
+	if etcd != nil {
+		etcd.startBurst(ctx, b, n, addr)
+	}
+	cpuBurst, hostBurst = cpuSeconds(b, agent.cmd.Process.Pid), cpuSeconds(b, host.cmd.Process.Pid)
+	start := time.Now()
+	host.send("create")
+	var reg []time.Duration
+	var first, last time.Time
+	for range n {
+		ev := host.next(b, "notified", 60*time.Second)
+		reg = append(reg, ev.at.Sub(host.created[ev.i]))
+		if first.IsZero() || ev.at.Before(first) {
+			first = ev.at
+		}
+		if ev.at.After(last) {
+			last = ev.at
+		}
+	}
+	b.ReportMetric(ms(first.Sub(start)), "first-reg-ms")
+	b.ReportMetric(ms(last.Sub(start)), "all-registered-ms")
+	b.ReportMetric(ms(last.Sub(slices.MaxFunc(host.created, time.Time.Compare))), "after-last-ms")
+	b.ReportMetric(ms(percentile(reg, 50)), "reg-p50-ms")
+	b.ReportMetric(ms(percentile(reg, 99)), "reg-p99-ms")
+	b.ReportMetric(ms(percentile(reg, 100)), "reg-max-ms")
+	if etcd != nil {
+		b.ReportMetric(ms(etcd.lag(b, n, last, addr)), "publish-lag-ms")
+	}
+	return cpuBurst, hostBurst
+}
+
+// waitSettled waits until the agent holds all n plugins and none waits for
+// a retry.
+func waitSettled(b *testing.B, addr string, n int) {
+	eventually(b, waitTimeout, "every plugin registered, none waiting for a retry", func() bool {
+		samples, ok := scrape(b, addr)
+		registered := 0.0
+		for _, s := range samples {
+			if s.name == "plugreg_plugins_registered" {
+				registered += s.value
+			}
+		}
+		backoff, _ := sampleValue(samples, "plugreg_sockets_in_backoff", nil)
+		return ok && registered == float64(n) && backoff == 0
+	})
+}
+
+// perMinute is the factor that scales a figure over d to one over 60 s.
+func perMinute(d time.Duration) float64 { return float64(time.Minute) / float64(d) }
 
 // measureDeregistrations stops the first k plugins at once and returns,
 // for each, the time from its socket's removal to its deregistered event
@@ -484,16 +563,17 @@ func ctxSwitches(b *testing.B, pid int) float64 {
 	return total
 }
 
-// scanCost times full scans of dir by package scan and by a bare
-// readdir+fstatat loop, taking the median of 9 rounds of each.
-func scanCost(b *testing.B, dir string) (scanNs, bareNs float64) {
+// scanCost times full scans of dir, which holds n sockets, by package scan
+// and by a bare readdir+fstatat loop, taking the median of 9 rounds of
+// each, and returns the time per socket of each. It fails if either finds
+// other than n sockets.
+func scanCost(b *testing.B, dir string, n int) (scanNs, bareNs float64) {
 	sc, err := scan.New([]string{dir}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	sc.FullScanEvery = 1
 	var scans, bares []time.Duration
-	entries := 0
 	for range 9 {
 		t0 := time.Now()
 		snap, err := sc.Scan()
@@ -501,15 +581,24 @@ func scanCost(b *testing.B, dir string) (scanNs, bareNs float64) {
 			b.Fatal(err)
 		}
 		scans = append(scans, time.Since(t0))
-		entries = len(snap.Entries)
 		t0 = time.Now()
-		bareScan(b, dir)
+		bare := bareScan(b, dir)
 		bares = append(bares, time.Since(t0))
+		if len(snap.Entries) != n || bare != n {
+			b.Fatalf("scans of %s found %d sockets (package scan) and %d (bare), want %d", dir, len(snap.Entries), bare, n)
+		}
 	}
-	if entries == 0 {
-		return 0, 0
+	return float64(percentile(scans, 50)) / float64(n), float64(percentile(bares, 50)) / float64(n)
+}
+
+// floorDirs returns the directories that an idle scan of dir stats: dir,
+// and the subdirectories that n plugins spread over dirs of them occupy.
+func floorDirs(dir string, dirs, n int) []string {
+	out := []string{dir}
+	for i := range min(dirs, n) {
+		out = append(out, filepath.Dir(pluginPath(dir, dirs, i)))
 	}
-	return float64(percentile(scans, 50)) / float64(entries), float64(percentile(bares, 50)) / float64(entries)
+	return out
 }
 
 // bareScan is the least a scan must do: read every directory and stat
