@@ -4,6 +4,10 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# grpcnotrace drops golang.org/x/net/trace and with it text/template, whose
+# MethodByName keeps every exported method in the binary: 2.5 MB smaller,
+# about 2 MB less resident memory for the agent.
+TAGS    ?= grpcnotrace
 
 OSES    := linux darwin freebsd openbsd netbsd dragonfly windows
 TARGETS := $(filter-out dragonfly/arm64,$(foreach o,$(OSES),$(o)/amd64 $(o)/arm64)) linux/arm linux/riscv64
@@ -18,7 +22,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## build bin/plugreg for this machine
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/plugreg .
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(TAGS)' -ldflags='$(LDFLAGS)' -o bin/plugreg .
 
 test: ## go vet + every test under the race detector, and the largest registry without it
 	$(GO) vet ./...
@@ -49,7 +53,7 @@ check-generated: generate ## fail if the committed generated code is stale
 cross: ## CGO_ENABLED=0 binaries for every target into dist/, and compile every package's tests per OS
 	@set -e; for t in $(TARGETS); do os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
 	  echo "build $$os/$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o dist/plugreg-$$os-$$arch$$ext .; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -tags '$(TAGS)' -ldflags='$(LDFLAGS)' -o dist/plugreg-$$os-$$arch$$ext .; \
 	done
 	@set -e; for os in $(OSES); do echo "vet $$os/amd64 (tests included)"; CGO_ENABLED=0 GOOS=$$os GOARCH=amd64 $(GO) vet ./...; done
 
@@ -75,13 +79,14 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS, functions of at most 80 lines (.ci/funclen-allow), go mod tidy
+lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS, functions of at most 80 lines (.ci/funclen-allow), go mod tidy, no text/template in the agent built with TAGS
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }
 	@set -e; for os in $(OSES); do CGO_ENABLED=0 GOOS=$$os $(GO) vet ./...; done
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run .ci/imports.go $(OSES)
 	$(GO) run .ci/funclen.go
 	$(GO) mod tidy -diff
+	@! $(GO) list -deps -tags '$(TAGS)' . | grep -x 'text/template' || { echo 'the agent links text/template, which keeps every exported method: see TAGS'; exit 1; }
 
 mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of the tree, each against its package's tests (no -race), then the score per package and the survivors; BASE=REV scores that commit too, ONLY=REGEXP picks mutations by name
 	$(GO) run .ci/mutate.go $(if $(BASE),-base '$(BASE)') $(if $(ONLY),-only '$(ONLY)')

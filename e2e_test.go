@@ -83,10 +83,11 @@ func plugregBin(tb testing.TB) string {
 		if runtime.GOOS == "windows" {
 			binPath += ".exe"
 		}
-		args := []string{"build", "-trimpath", "-o", binPath}
-		if os.Getenv("PLUGREG_CPUPROFILE") != "" || os.Getenv("PLUGREG_MEMPROFILE") != "" { // BenchmarkAgent -agent-cpuprofile, -agent-memprofile
-			args = append(args, "-tags", "pprof")
+		tags := "grpcnotrace" // as `make build` (TAGS)
+		if os.Getenv("PLUGREG_CPUPROFILE") != "" || os.Getenv("PLUGREG_MEMPROFILE") != "" {
+			tags += ",pprof" // BenchmarkAgent -agent-cpuprofile, -agent-memprofile
 		}
+		args := []string{"build", "-trimpath", "-tags", tags, "-o", binPath}
 		build := exec.Command("go", append(args, ".")...)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
