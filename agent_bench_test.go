@@ -65,6 +65,9 @@ var (
 //   - idle-ctxsw/s: the agent's context switches (voluntary and nonvoluntary) per second over the same
 //     window, summed over its threads (/proc/PID/task/*/status) at each end; a thread that exits in the
 //     window loses its switches, so the figure can only be an undercount;
+//   - idle-wakes/s: the voluntary ones alone, each a thread of the agent that blocked in the kernel and
+//     was woken: what the agent does, where the nonvoluntary ones (a thread preempted) come with the
+//     machine's load;
 //   - floor-cpu-s/60s, floor-ctxsw/s: the same two figures for the scan floor, right after the idle
 //     window, over -floor (20 s by default; /proc's 10 ms steps are then 0.03 s per 60 s): a Go process
 //     (GOMAXPROCS=1, TestScanFloorChild) that only wakes once per agent interval and makes the system
@@ -148,12 +151,15 @@ func benchAgent(b *testing.B, n int, perSize bool) {
 		if etcd != nil {
 			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
 		}
-		cpu0, ctxsw0 := cpuSeconds(b, pid), ctxSwitches(b, pid)
+		cpu0 := cpuSeconds(b, pid)
+		wakes0, ctxsw0 := ctxSwitches(b, pid)
 		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
 		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
 		time.Sleep(*benchIdle)
 		b.ReportMetric((cpuSeconds(b, pid)-cpu0)*perMinute(*benchIdle), "idle-cpu-s/60s")
-		b.ReportMetric((ctxSwitches(b, pid)-ctxsw0)/benchIdle.Seconds(), "idle-ctxsw/s")
+		wakes1, ctxsw1 := ctxSwitches(b, pid)
+		b.ReportMetric((ctxsw1-ctxsw0)/benchIdle.Seconds(), "idle-ctxsw/s")
+		b.ReportMetric((wakes1-wakes0)/benchIdle.Seconds(), "idle-wakes/s")
 		b.ReportMetric(peakRSSMB(b, pid), "peak-rss-MB")
 		if *benchFloor > 0 {
 			reportFloor(b, agentInterval(b, agent), floorDirs(dir, *benchDirs, n))
@@ -534,16 +540,18 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	return (utime + stime) / 100 // USER_HZ is 100 on Linux
 }
 
-// ctxSwitches returns the context switches (voluntary and nonvoluntary)
-// of a process so far, summed over the threads it has now, from
-// /proc/PID/task/*/status. A thread that exits between two readings takes
-// its switches with it; one that exits while being read is skipped.
-func ctxSwitches(b *testing.B, pid int) float64 {
+// ctxSwitches returns the context switches of a process so far: the
+// voluntary ones (a thread blocked in the kernel: a wake-up each) and all
+// (with the nonvoluntary ones: a thread preempted by another process),
+// summed over the threads it has now, from /proc/PID/task/*/status. A
+// thread that exits between two readings takes its switches with it; one
+// that exits while being read is skipped.
+func ctxSwitches(tb testing.TB, pid int) (voluntary, all float64) {
+	tb.Helper()
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	if err != nil || len(tasks) == 0 {
-		b.Fatalf("no threads of process %d in /proc: %v", pid, err)
+		tb.Fatalf("no threads of process %d in /proc: %v", pid, err)
 	}
-	total := 0.0
 	for _, task := range tasks {
 		data, err := os.ReadFile(task)
 		if err != nil {
@@ -551,16 +559,20 @@ func ctxSwitches(b *testing.B, pid int) float64 {
 		}
 		for line := range strings.Lines(string(data)) {
 			name, v, _ := strings.Cut(line, ":")
-			if name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches" {
-				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					b.Fatalf("%s: %s: %v", task, name, err)
-				}
-				total += n
+			if name != "voluntary_ctxt_switches" && name != "nonvoluntary_ctxt_switches" {
+				continue
+			}
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				tb.Fatalf("%s: %s: %v", task, name, err)
+			}
+			all += n
+			if name == "voluntary_ctxt_switches" {
+				voluntary += n
 			}
 		}
 	}
-	return total
+	return voluntary, all
 }
 
 // scanCost times full scans of dir, which holds n sockets, by package scan
