@@ -32,11 +32,12 @@
 // calls too: the runtime is told of none of them, so the one thread that
 // the kernel wakes for the timer is the only one that runs, where a Go
 // timer or a system call made the usual way also wakes the runtime's
-// sysmon thread, several times (see newNap). The BSDs sleep in a blocking
+// sysmon thread, several times (see newNap). The loop's own timer is a
+// timerfd on Linux as well (newAlarm). The BSDs sleep in a blocking
 // nanosleep, which costs less than a Go timer's wake-up (see nap), and the
-// other OSes on a Go timer. So an idle agent on Linux costs one wake-up
-// and a stat of each directory per interval, and a wake-up of the loop
-// every 5 s.
+// other OSes, and the loop's timer there, on a Go timer. So an idle agent
+// on Linux costs one wake-up and a stat of each directory per interval,
+// and a wake-up of the loop every 5 s.
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms at least), and so on until the scans have found

@@ -4,9 +4,9 @@ package register
 // register/metrics: package register's own tests cannot, since metrics
 // imports register.
 
-// SetTimerNap makes r's scanner nap between scans on a Go timer, whose
-// time a synctest bubble moves, instead of in a nanosleep, whose time it
-// does not.
+// SetTimerNap makes r's scanner nap between scans on a Go timer, and its
+// loop wait on one, whose time a synctest bubble moves, instead of on a
+// timerfd or in a nanosleep, whose time it does not.
 func SetTimerNap(r *Reconciler) { r.nap = timerNap }
 
 // SetApplied makes r call f on Run's goroutine after the outcome of each

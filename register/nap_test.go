@@ -49,3 +49,27 @@ func TestNap(t *testing.T) {
 		})
 	}
 }
+
+// TestAlarm: the loop's timer fires no sooner than it was armed for, again
+// when armed again, at once when armed for a time already past, and its
+// release ends it.
+func TestAlarm(t *testing.T) {
+	fired, rearm, release := newAlarm(t.Context(), 20*time.Millisecond)
+	start := time.Now()
+	if at := <-fired; at.Sub(start) < 20*time.Millisecond {
+		t.Errorf("fired after %v, armed for 20ms", at.Sub(start))
+	}
+	for _, d := range []time.Duration{10 * time.Millisecond, 0, -time.Second} {
+		start := time.Now()
+		rearm(d)
+		select {
+		case at := <-fired:
+			if at.Sub(start) < d {
+				t.Errorf("armed for %v: fired after %v", d, at.Sub(start))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("armed for %v: no fire in 10 s", d)
+		}
+	}
+	release() // returns once its goroutine, if any, is done
+}

@@ -128,7 +128,8 @@ type Reconciler struct {
 	// the outcome of each operation was applied.
 	applied func(Result)
 	// nap, when not nil, replaces the scanner's nap between scans in
-	// tests: a Go timer, for a synctest bubble.
+	// tests: a Go timer, for a synctest bubble; the loop's timer is then a
+	// Go timer too (see alarm).
 	nap func(ctx context.Context, until time.Time) bool
 
 	mu    sync.Mutex
@@ -213,13 +214,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	l.dispatch(ctx, &wg) // the pending deregistrations restored wait for no scan
 	l.publish()
 	armed := l.wakeAt() // when the timer fires
-	timer := time.NewTimer(time.Until(armed))
-	defer timer.Stop()
+	fired, rearm, release := r.alarm(ctx, time.Until(armed))
+	defer release()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-timer.C:
+		case now := <-fired:
 			l.advance(now)
 			r.heartbeat(now)
 			l.dispatch(ctx, &wg)
@@ -249,7 +250,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		// The timer is brought forward when something falls due before it.
 		if at := l.wakeAt(); armed.IsZero() || at.Before(armed) {
-			timer.Reset(time.Until(at))
+			rearm(time.Until(at))
 			armed = at
 		}
 	}
