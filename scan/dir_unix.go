@@ -41,15 +41,7 @@ func (*osFS) openRoot(path string) (dir, error) {
 // statRoot stats the root at path, following symlinks as openRoot does;
 // it returns ENOTDIR if path is not a directory.
 func (*osFS) statRoot(path string) (ID, error) {
-	var st unix.Stat_t
-	err := unix.Stat(path, &st)
-	for err == unix.EINTR {
-		err = unix.Stat(path, &st)
-	}
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		err = unix.ENOTDIR
-	}
-	return statID(&st), err
+	return statPathSys(path+"\x00", true)
 }
 
 func (d *osDir) sub(name, path string) (dir, error) {
