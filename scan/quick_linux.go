@@ -29,7 +29,7 @@ func statPathLinux(zpath string, follow, raw bool) (ID, error) {
 	cwd := unix.AT_FDCWD // a variable: a negative constant converts to no uintptr
 	atFDCWD := uintptr(cwd)
 	var st unix.Stat_t
-	_, _, errno := unix.RawSyscall6(sysFstatat, atFDCWD, uintptr(unsafe.Pointer(unsafe.StringData(zpath))), uintptr(unsafe.Pointer(&st)), flags, 0, 0)
+	errno := unix.EINTR
 	for errno == unix.EINTR {
 		_, _, errno = unix.RawSyscall6(sysFstatat, atFDCWD, uintptr(unsafe.Pointer(unsafe.StringData(zpath))), uintptr(unsafe.Pointer(&st)), flags, 0, 0)
 	}
