@@ -53,11 +53,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("list plugins from %s: %w", *apiPath, err)
 	}
-	ps := make([]plugins.Plugin, len(resp.GetPlugins()))
-	for i, m := range resp.GetPlugins() {
-		ps[i] = api.FromProto(m)
-	}
-	return writePlugins(stdout, *output, ps)
+	return writePlugins(stdout, *output, resp.GetPlugins())
 }
 
 // checkTableOrJSON returns a usage error unless output, the value of -o,
@@ -69,9 +65,13 @@ func checkTableOrJSON(output string) error {
 	return nil
 }
 
-// writePlugins prints ps in the output format of -o: a table, or a JSON
-// array.
-func writePlugins(w io.Writer, output string, ps []plugins.Plugin) error {
+// writePlugins prints the plugins of ms in the output format of -o: a
+// table, or a JSON array.
+func writePlugins(w io.Writer, output string, ms []*plugregv1.Plugin) error {
+	ps := make([]plugins.Plugin, len(ms))
+	for i, m := range ms {
+		ps[i] = api.FromProto(m)
+	}
 	if output == "json" {
 		return writeJSON(w, ps)
 	}

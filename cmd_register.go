@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
@@ -103,11 +102,7 @@ func runDeregister(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return apiCallError("deregister", *typ, *name, err)
 	}
-	ps := make([]plugins.Plugin, len(resp.GetPlugins()))
-	for i, m := range resp.GetPlugins() {
-		ps[i] = api.FromProto(m)
-	}
-	return writePlugins(stdout, *output, ps)
+	return writePlugins(stdout, *output, resp.GetPlugins())
 }
 
 // required returns a usage error naming the first of the flags that was

@@ -247,14 +247,11 @@ type apiInst struct {
 	// A registration is in the cache (have): reg, the plugin as
 	// registered, of the incarnation haveID; a RegisterPlugin of the same
 	// fields returns it.
-	have   bool
-	haveID scan.ID
-	reg    plugins.Plugin
+	have bool
+	reg  plugins.Plugin // its SocketID is the incarnation registered
 
-	busy          bool    // an operation of the instance is in flight
-	registering   scan.ID // the incarnation a Register in flight registers, or zero
-	deregistering bool    // the operation in flight is a DeRegister
-	reported      int     // what was reported of the registrations of id: reportedRejected, reportedFailed
+	running     statecache.Kind // the operation of the instance in flight; 0: none
+	registering scan.ID         // the incarnation a Register in flight registers, or zero
 
 	waiters []apiWaiter  // RegisterPlugin calls waiting
 	deregs  []*deregWait // DeregisterPlugin calls waiting for the instance's deregistration
@@ -285,7 +282,7 @@ func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
 			continue
 		}
 		want, _ := apiPlugin(p) // the registry holds valid plugins only
-		s.inst[p.Instance()] = &apiInst{want: want, id: p.SocketID, desired: true, have: true, haveID: p.SocketID, reg: p}
+		s.inst[p.Instance()] = &apiInst{want: want, id: p.SocketID, desired: true, have: true, reg: p}
 		s.owners[p.Owner]++
 		s.desired++
 	}
@@ -362,7 +359,8 @@ func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
 			dw.done()
 		}
 		in.deregs = nil
-		in.want, in.id, in.reported = p, id, 0
+		in.want, in.id = p, id
+		delete(l.reported, key)
 		l.api.setDesired(in, true) // by in.want's owner
 		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
 	case in.id != id:
@@ -373,10 +371,11 @@ func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
 				in.waiters[i].id = id
 			}
 		}
-		in.want, in.id, in.reported = p, id, 0
+		in.want, in.id = p, id
+		delete(l.reported, key)
 		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
 	}
-	if in.have && in.haveID == id && !in.deregistering {
+	if in.have && in.reg.SocketID == id && in.running != statecache.DeRegister {
 		reply <- apiReply{list: []plugins.Plugin{in.reg.Clone()}}
 		return
 	}
@@ -433,7 +432,7 @@ func (l *loop) observeAPI(ch scan.Changes) {
 // registered, nor busy: its DeregisterPlugin calls have their answer.
 func (l *loop) settle(key string) {
 	in := l.api.inst[key]
-	if in == nil || in.desired || in.have || in.busy {
+	if in == nil || in.desired || in.have || in.running != 0 {
 		return
 	}
 	for _, dw := range in.deregs {
@@ -443,6 +442,7 @@ func (l *loop) settle(key string) {
 		w.reply <- apiReply{err: errDeregistered}
 	}
 	delete(l.api.inst, key)
+	delete(l.reported, key)
 }
 
 // done counts one instance of dw as settled, and answers dw when it was
@@ -472,7 +472,7 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin]) statecache.Op[plugins.
 	if in == nil {
 		return op
 	}
-	in.busy, in.deregistering = true, op.Kind == statecache.DeRegister
+	in.running = op.Kind
 	if op.Kind == statecache.Register {
 		in.registering = op.ID
 		op.Plugin = in.want.Clone()
@@ -513,14 +513,11 @@ func (l *loop) applyAPI(res *Result) {
 	if in == nil { // cannot happen: an instance stays until its operations are done
 		panic("register: outcome of an unknown API instance")
 	}
-	in.busy, in.registering, in.deregistering = false, scan.ID{}, false
+	in.running, in.registering = 0, scan.ID{}
 	switch {
 	case op.Kind == statecache.Register && res.Err == nil:
 		l.registered(res)
-		in.have, in.haveID, in.reg = true, op.ID, res.Plugin.Clone()
-		if in.id == op.ID {
-			in.reported = 0
-		}
+		in.have, in.reg = true, res.Plugin.Clone()
 		l.answer(in, op.ID, apiReply{list: []plugins.Plugin{res.Plugin}})
 	case op.Kind == statecache.Register && !op.Recovering:
 		l.apiFailed(res, in)
@@ -595,14 +592,9 @@ func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
 }
 
 // reportFirst reports whether what (reportedRejected or reportedFailed)
-// was not reported yet of the incarnation of op, and marks it reported:
-// in loop.reported for a socket, in its apiInst for an API instance.
+// was not reported yet of the incarnation of op, and marks it reported in
+// loop.reported.
 func (l *loop) reportFirst(op statecache.Op[plugins.Plugin], what int) bool {
-	if in := l.apiInst(op.Path); in != nil {
-		first := in.reported&what == 0
-		in.reported |= what
-		return first
-	}
 	first := l.reported[op.Path]&what == 0
 	l.reported[op.Path] |= what
 	return first

@@ -128,21 +128,7 @@ func (r *apiRig) expectEvents(want ...plugins.EventKind) {
 }
 
 // stop stops the reconciler and waits for it.
-func (r *apiRig) stop() {
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.cancel = nil
-	select {
-	case err := <-r.done:
-		if err != nil {
-			r.t.Errorf("Run = %v", err)
-		}
-	case <-time.After(eventTimeout):
-		r.t.Fatal("Run did not return after cancel")
-	}
-}
+func (r *apiRig) stop() { stopRun(r.t, &r.cancel, r.done) }
 
 // endpoint serves the health service at a new endpoint called name, and
 // returns its path and stop.
@@ -179,18 +165,7 @@ func (r *apiRig) deregister(typ, name, owner string) ([]plugins.Plugin, error) {
 // match accepts, skipping the others, and returns it.
 func (r *apiRig) awaitApplied(what string, match func(Result) bool) Result {
 	r.t.Helper()
-	deadline := time.After(eventTimeout)
-	for {
-		select {
-		case res := <-r.applied:
-			if match(res) {
-				return res
-			}
-		case <-deadline:
-			r.t.Fatalf("%s not applied", what)
-			return Result{}
-		}
-	}
+	return awaitResult(r.t, r.applied, what, match)
 }
 
 // awaitOp waits until the reconciler has applied an operation of kind on

@@ -233,34 +233,44 @@ func (r *rig) appliedAny(kind statecache.Kind, name string) Result {
 // many other outcomes come meanwhile.
 func (r *rig) awaitApplied(what string, match func(Result) bool) Result {
 	r.t.Helper()
+	return awaitResult(r.t, r.applied, what, match)
+}
+
+// awaitResult is awaitApplied of the outcomes on applied.
+func awaitResult(t *testing.T, applied <-chan Result, what string, match func(Result) bool) Result {
+	t.Helper()
 	deadline := time.After(eventTimeout)
 	for {
 		select {
-		case res := <-r.applied:
+		case res := <-applied:
 			if match(res) {
 				return res
 			}
 		case <-deadline:
-			r.t.Fatalf("%s not applied", what)
+			t.Fatalf("%s not applied", what)
 			return Result{}
 		}
 	}
 }
 
 // stop stops the reconciler and waits for it; the registry is final then.
-func (r *rig) stop() {
-	if r.cancel == nil {
+func (r *rig) stop() { stopRun(r.t, &r.cancel, r.done) }
+
+// stopRun cancels the Run that *cancel belongs to, unless it was stopped
+// already, and waits for its error on done.
+func stopRun(t *testing.T, cancel *context.CancelFunc, done <-chan error) {
+	if *cancel == nil {
 		return
 	}
-	r.cancel()
-	r.cancel = nil
+	(*cancel)()
+	*cancel = nil
 	select {
-	case err := <-r.done:
+	case err := <-done:
 		if err != nil {
-			r.t.Errorf("Run = %v", err)
+			t.Errorf("Run = %v", err)
 		}
 	case <-time.After(eventTimeout):
-		r.t.Fatal("Run did not return after cancel")
+		t.Fatal("Run did not return after cancel")
 	}
 }
 
