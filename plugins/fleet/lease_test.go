@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,17 +25,9 @@ func saveUntilStopped(t *testing.T, reg *plugins.Registry, path string) func() e
 	done := make(chan error, 1)
 	s := &plugins.Saver{Registry: reg, Path: path}
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		done <- nil
-	})
-	return func() error {
-		cancel()
-		err := <-done
-		done <- err
-		return err
-	}
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 // restored returns a Registry restored from the state file at path, as

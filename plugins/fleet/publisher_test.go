@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,18 +44,13 @@ func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	stop := func() {
-		cancel()
-		if err := <-done; err != nil {
+	wait := sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { wait() })
+	return p, func() {
+		if err := wait(); err != nil {
 			t.Errorf("Run = %v", err)
 		}
-		done <- nil
 	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return p, stop
 }
 
 // waitSynced waits until p published reg's latest revision.

@@ -76,22 +76,23 @@ func (r *run) kaEvery() time.Duration {
 
 // keepAlive renews the lease once and schedules the next renewal. It
 // reports false when the lease is not known to be alive any more: etcd
-// no longer holds it (leaseLost), or the renewal failed (etcd out of
-// reach, a timeout); then the next sync asks etcd about the lease, and
-// its failures are logged and retried as any sync's.
+// no longer holds it (it expired, as when etcd was out of reach for longer
+// than the TTL, or was revoked: logged), or the renewal failed (etcd out
+// of reach, a timeout); then the next sync asks etcd about the lease,
+// takes a new one if need be, and its failures are logged and retried as
+// any sync's.
 func (r *run) keepAlive(ctx context.Context) bool {
 	c, cancel := r.call(ctx)
 	_, err := r.p.Store.KeepAliveOnce(c, r.lease)
 	cancel()
-	switch {
-	case err == nil:
+	if err == nil {
 		r.kaTimer.Reset(r.kaEvery())
 		return true
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		r.leaseLost()
-	default:
-		r.alive, r.published = false, nil
-		r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
+	}
+	r.alive, r.published = false, nil
+	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) && !r.down {
+		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
 	}
 	return false
 }
@@ -113,17 +114,6 @@ func (r *run) grant(ctx context.Context) error {
 		r.log.Warn("fleet lease not kept in the state file, a restart takes a new one", "node", r.p.Node, "err", err)
 	}
 	return nil
-}
-
-// leaseLost is called when etcd no longer holds the lease: it expired,
-// as when etcd was out of reach for longer than the TTL. The next sync
-// takes a new one.
-func (r *run) leaseLost() {
-	r.alive, r.published = false, nil
-	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
-	if !r.down {
-		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
-	}
 }
 
 // read returns what etcd holds under the node's plugin prefix.
@@ -157,6 +147,7 @@ var otherLease = valueDigest{}
 // change is one plugin key to write (value set) or delete.
 type change struct {
 	key, value string
+	digest     valueDigest // of value
 	del        bool
 }
 
@@ -164,8 +155,9 @@ type change struct {
 func (r *run) diff(want map[string]string) []change {
 	var cs []change
 	for k, v := range want {
-		if old, ok := r.published[k]; !ok || old != sha256.Sum256([]byte(v)) {
-			cs = append(cs, change{key: k, value: v})
+		d := sha256.Sum256([]byte(v))
+		if old, ok := r.published[k]; !ok || old != d {
+			cs = append(cs, change{key: k, value: v, digest: d})
 		}
 	}
 	for k := range r.published {
@@ -215,7 +207,7 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 			if c.del {
 				delete(r.published, c.key)
 			} else {
-				r.published[c.key] = sha256.Sum256([]byte(c.value))
+				r.published[c.key] = c.digest
 			}
 		}
 		r.p.update(func(s *Status) { s.Writes += uint64(len(ops)) })

@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -103,24 +102,6 @@ func writeLeaf(tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey, certPath, ke
 		return err
 	}
 	return writePEM(keyPath, "PRIVATE KEY", keyDER)
-}
-
-// clientConfig returns the TLS configuration of a client with the
-// client certificate, trusting the CA.
-func (c Certs) clientConfig() (*tls.Config, error) {
-	pemCA, err := os.ReadFile(c.CA)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemCA) {
-		return nil, fmt.Errorf("%s: no PEM certificate", c.CA)
-	}
-	cert, err := tls.LoadX509KeyPair(c.ClientCert, c.ClientKey)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func writePEM(path, typ string, der []byte) error {

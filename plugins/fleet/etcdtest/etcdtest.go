@@ -114,20 +114,13 @@ func (s *Server) Stop() {
 // Restart starts a stopped server again.
 func (s *Server) Restart() error { return s.start() }
 
-// Client returns a client of the server, as user (none if ""), with the
-// client certificate of Options.TLS if it is set.
+// Client returns a plain client of the server, as user (none if ""); a
+// TLS server's clients come from fleet.ClientConfig.
 func (s *Server) Client(user, password string) (*clientv3.Client, error) {
-	cfg := clientv3.Config{
+	return clientv3.New(clientv3.Config{
 		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,
 		Username: user, Password: password, Logger: zap.NewNop(),
-	}
-	if c := s.opts.TLS; c != nil {
-		var err error
-		if cfg.TLS, err = c.clientConfig(); err != nil {
-			return nil, err
-		}
-	}
-	return clientv3.New(cfg)
+	})
 }
 
 // Start starts a server for t in a temporary directory, stopped when the
