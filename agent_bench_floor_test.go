@@ -70,7 +70,7 @@ func reportFloor(b *testing.B, interval time.Duration, dirs []string) {
 	pid := cmd.Process.Pid
 	cpu0 := cpuSeconds(b, pid)
 	_, ctxsw0 := ctxSwitches(b, pid)
-	time.Sleep(*benchFloor)
+	time.Sleep(*benchFloor) // the window measured, not a wait for an event
 	cpu1 := cpuSeconds(b, pid)
 	_, ctxsw1 := ctxSwitches(b, pid)
 	select {

@@ -46,7 +46,7 @@ func TestEndToEndIdleWakesOncePerScan(t *testing.T) {
 	if scans < 10 {
 		t.Fatalf("%v scans in 3 s, want about 30", scans)
 	}
-	if perScan := float64(switches1-switches0) / scans; perScan > 2 {
+	if perScan := (switches1 - switches0) / scans; perScan > 2 {
 		t.Errorf("the idle agent blocked %v times in %v scans: %.2f per scan, want at most 2", switches1-switches0, scans, perScan)
 	}
 }

@@ -87,10 +87,7 @@ func hang(called chan<- struct{}) func(context.Context) error {
 // plugin that crashed does.
 func staleSocket(t *testing.T, path string) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := sockettest.Listen(t, path)
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	l.Close()
 }
@@ -98,10 +95,7 @@ func staleSocket(t *testing.T, path string) {
 // rawListener accepts connections on path and hands each to serve.
 func rawListener(t *testing.T, path string, serve func(net.Conn)) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := sockettest.Listen(t, path)
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -117,10 +111,7 @@ func rawListener(t *testing.T, path string, serve func(net.Conn)) {
 // grpcPlugin serves srv on path.
 func grpcPlugin(t *testing.T, path string, srv pluginregistration.RegistrationServer) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := sockettest.Listen(t, path)
 	s := grpc.NewServer()
 	pluginregistration.RegisterRegistrationServer(s, srv)
 	go s.Serve(l)

@@ -120,10 +120,6 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 }
 
-// maxNap is the longest a nap sleeps without looking at its context: the
-// most a scanner between two scans delays the end of Run.
-const maxNap = 250 * time.Millisecond
-
 // timerNap sleeps until t on a Go timer, or until ctx is done, and reports
 // whether ctx is still live.
 func timerNap(ctx context.Context, t time.Time) bool {

@@ -9,6 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxNap is the longest a nap sleeps without looking at its context: the
+// most a scanner between two scans delays the end of Run.
+const maxNap = 250 * time.Millisecond
+
 // nap sleeps until t, or until ctx is done, and reports whether ctx is
 // still live; it looks at ctx at least every maxNap. It sleeps in a
 // blocking nanosleep, not on a Go timer: a goroutine that wakes from a

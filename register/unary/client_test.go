@@ -59,10 +59,7 @@ func unixDir(t *testing.T) string {
 // goroutine of its own.
 func rawListener(t *testing.T, path string, serve func(net.Conn)) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := sockettest.Listen(t, path)
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -78,10 +75,7 @@ func rawListener(t *testing.T, path string, serve func(net.Conn)) {
 // grpcPlugin serves srv on path with a grpc-go server.
 func grpcPlugin(t *testing.T, path string, srv pluginregistration.RegistrationServer) {
 	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := sockettest.Listen(t, path)
 	s := grpc.NewServer()
 	pluginregistration.RegisterRegistrationServer(s, srv)
 	go s.Serve(l)
