@@ -57,15 +57,20 @@ func (p Plugin) FromAPI() bool { return p.Source == SourceAPI }
 
 // Instance returns the key under which a Registry holds p, one per
 // instance: a discovered plugin's socket path; for an API plugin, its
-// type, name, owner and endpoint, after "api:" and separated by NUL bytes,
-// which no socket path and no validated string holds. So instances of one
-// name from different sockets, owners or endpoints coexist.
+// type, name, owner and endpoint, after APIInstancePrefix and separated by
+// NUL bytes, which no socket path and no validated string holds. So
+// instances of one name from different sockets, owners or endpoints
+// coexist.
 func (p Plugin) Instance() string {
 	if !p.FromAPI() {
 		return p.SocketPath
 	}
-	return "api:\x00" + p.Type + "\x00" + p.Name + "\x00" + p.Owner + "\x00" + p.Endpoint
+	return APIInstancePrefix + p.Type + "\x00" + p.Name + "\x00" + p.Owner + "\x00" + p.Endpoint
 }
+
+// APIInstancePrefix starts the Instance of every plugin registered through
+// the API, and no socket path.
+const APIInstancePrefix = "api:\x00"
 
 // Clone returns a deep copy of p: its Versions, Annotations and Options
 // are shared with no one.

@@ -51,13 +51,9 @@ type APIRegistrar interface {
 	VerifyAPI(ctx context.Context, p plugins.Plugin) error
 }
 
-// apiPrefix starts the key of an API plugin in the state cache
-// (plugins.Plugin.Instance): no socket path starts so.
-const apiPrefix = "api:\x00"
-
-// isAPIKey reports whether path, a key of the state cache, is that of a
-// plugin registered through the API.
-func isAPIKey(path string) bool { return strings.HasPrefix(path, apiPrefix) }
+// isAPIKey reports whether path, a key of the state cache (a
+// plugins.Plugin.Instance), is that of a plugin registered through the API.
+func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInstancePrefix) }
 
 // RegisterPlugin registers p through the API, as Nomad's dynamic plugin
 // registry does: p carries Type, Name, Endpoint, Versions, Owner, Options
