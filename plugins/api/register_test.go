@@ -380,7 +380,8 @@ func TestProtoSource(t *testing.T) {
 }
 
 // TestPeerCredentialsNoDescriptor: a connection with no file descriptor
-// is served, and its caller may not register.
+// to read peer credentials from is still served, with the peercred auth
+// type.
 func TestPeerCredentialsNoDescriptor(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
