@@ -277,11 +277,13 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	a := &agent{log: log, registry: registry, api: grpc.NewServer(grpc.Creds(api.PeerCredentials())), served: make(chan error, 1), handlerConns: conns}
-	rec := c.reconciler(scanner, a.registry, handlers, log)
-	plugregv1.RegisterRegistryServer(a.api, c.apiServer(a.registry, rec))
-	go func() { a.served <- a.api.Serve(lis) }()
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
+	}
+	rec := c.reconciler(scanner, a.registry, handlers, log)
+	plugregv1.RegisterRegistryServer(a.api, c.apiServer(a.registry, rec, a.saver))
+	go func() { a.served <- a.api.Serve(lis) }()
+	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
 		a.saved.Go(func() {
@@ -341,10 +343,14 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 }
 
 // apiServer returns the agent's API, which lets root, the agent's uid and
-// those of --api-register-uid register plugins with rec.
-func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconciler) *api.APIServer {
+// those of --api-register-uid register plugins with rec, and confirms each
+// such change once saver (nil: no state file) has saved it.
+func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconciler, saver *plugins.Saver) *api.APIServer {
 	s := api.NewAPIServer(registry, int(c.maxWatchers))
 	s.EnableRegistration(rec, c.apiRegisterUIDs)
+	if saver != nil {
+		s.ConfirmAfter(saver.Sync)
+	}
 	return s
 }
 

@@ -49,7 +49,9 @@ plugins and [MaxPending] pending deregistrations) fits. Save refuses to
 write more than the limit and Load to read more, so what Save wrote
 always loads. A [Saver] keeps the file up to date, coalescing bursts of
 changes into few writes, at least 250 ms apart: a change is on disk within
-about 250 ms. Every write marks the State [State.Running] but the last one,
+about 250 ms. [Saver.Sync] waits until the changes made so far are on disk,
+and starts the next write at once for them: the API confirms a
+registration with it. Every write marks the State [State.Running] but the last one,
 when the agent stops cleanly, which marks the file clean.
 [NewRegistryFrom] restores a Registry from a State, revision included, so
 watchers can resume across an agent restart: after a clean stop the

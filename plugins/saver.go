@@ -2,10 +2,14 @@ package plugins
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,6 +41,11 @@ const (
 // writing, and neither Apply nor PutPending and DropPending ever wait for
 // it.
 //
+// A caller that must know a change is on disk before it answers (the API's
+// Register and Deregister) waits with [Saver.Sync]: the next write then
+// starts at once, without the gap, and the Syncs that arrive while a write
+// is in progress share the one after it.
+//
 // Run a Saver in its own goroutine, and at most one per Registry: they
 // share the Registry's change signal.
 type Saver struct {
@@ -48,6 +57,22 @@ type Saver struct {
 	save   func(path string, s State, limit int64) error // Save; tests replace it
 	writes atomic.Uint64
 	errors atomic.Uint64
+
+	mu      sync.Mutex
+	durable uint64        // change count (Registry.changes) of the last successful write
+	waiters []*syncWaiter // the Syncs waiting, each for a change count above durable
+	kick    chan struct{} // 1-buffered, made by kickChan: a Sync is waiting
+	stopped bool          // Run returned: nothing more is written
+}
+
+// errSaverStopped answers a Sync of a change that Run returned without
+// saving.
+var errSaverStopped = errors.New("state saver stopped")
+
+// syncWaiter is a Sync that waits for a write of the change count target.
+type syncWaiter struct {
+	target uint64
+	done   chan error // 1-buffered; gets the outcome of the write that included target
 }
 
 // Run saves the registry once at the start, then after every change, until
@@ -63,8 +88,8 @@ type Saver struct {
 //
 // A failed write is logged once per fault (Error level, with the path),
 // whatever the error's text while the fault lasts, and retried after a delay that doubles from one second to 30
-// seconds, however many changes arrive meanwhile; the next success is
-// logged at Info level.
+// seconds, however many changes arrive meanwhile, or at once for a
+// [Saver.Sync]; the next success is logged at Info level.
 func (s *Saver) Run(ctx context.Context) error {
 	log := s.Log
 	if log == nil {
@@ -74,10 +99,11 @@ func (s *Saver) Run(ctx context.Context) error {
 	if save == nil {
 		save = Save
 	}
+	kick := s.start()
+	defer s.stop()
 	s.removeTemps(log)
 
 	var (
-		saved   uint64 // change count (Registry.changes) of the last successful write
 		dirty   = true
 		failing bool // the last write failed; logged once, until a write succeeds
 		delay   time.Duration
@@ -87,13 +113,12 @@ func (s *Saver) Run(ctx context.Context) error {
 	write := func(final bool) error {
 		st, changes := s.Registry.stateAndChanges()
 		st.Running = !final
-		if err := save(s.Path, st, s.Limit); err != nil {
-			s.errors.Add(1)
-			return err
+		err := save(s.Path, st, s.Limit)
+		if err == nil {
+			dirty = false
 		}
-		s.writes.Add(1)
-		saved, dirty = changes, false
-		return nil
+		s.wrote(changes, err)
+		return err
 	}
 	defer func() {
 		if wait != nil {
@@ -101,7 +126,12 @@ func (s *Saver) Run(ctx context.Context) error {
 		}
 	}()
 	for {
-		if dirty && waitC == nil {
+		// A Sync waiting starts the write at once, in the gap or a
+		// retry's delay too.
+		if dirty && waitC == nil || s.waiting() {
+			if wait != nil {
+				wait.Stop()
+			}
 			t0 := time.Now()
 			if err := write(false); err != nil {
 				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
@@ -127,13 +157,123 @@ func (s *Saver) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return write(true)
 		case <-s.Registry.changed:
-			if s.Registry.changeCount() != saved {
+			if s.Registry.changeCount() != s.durableCount() {
 				dirty = true
 			}
 		case <-waitC:
 			waitC = nil
+		case <-kick: // s.waiting() says so
 		}
 	}
+}
+
+// Sync waits until the state file holds every change made to the
+// registry before the call, flushed to disk: it returns nil once a write
+// that includes them has succeeded, and the write's error if the first
+// write that includes them fails. A write for a Sync starts at once, not
+// after the gap between writes, and every Sync that waits when it starts
+// shares it. Sync returns ctx's error when ctx is done first, and an
+// error if Run returns without saving the changes. Before Run starts, a
+// Sync waits for its first write; without changes since the registry was
+// made, there is nothing to wait for.
+func (s *Saver) Sync(ctx context.Context) error {
+	target := s.Registry.changeCount()
+	s.mu.Lock()
+	switch {
+	case s.durable >= target:
+		s.mu.Unlock()
+		return nil
+	case s.stopped:
+		s.mu.Unlock()
+		return errSaverStopped
+	}
+	w := &syncWaiter{target: target, done: make(chan error, 1)}
+	s.waiters = append(s.waiters, w)
+	kick := s.kickChan()
+	s.mu.Unlock()
+	select {
+	case kick <- struct{}{}:
+	default: // Run has a kick pending already
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case err := <-w.done: // answered as ctx ended
+		return err
+	default:
+		s.waiters = slices.DeleteFunc(s.waiters, func(x *syncWaiter) bool { return x == w })
+		return fmt.Errorf("wait for the state file: %w", ctx.Err())
+	}
+}
+
+// kickChan returns s.kick, made on first use. s.mu is held.
+func (s *Saver) kickChan() chan struct{} {
+	if s.kick == nil {
+		s.kick = make(chan struct{}, 1)
+	}
+	return s.kick
+}
+
+// start marks Run as running, and returns the channel on which Syncs say
+// they wait.
+func (s *Saver) start() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = false
+	return s.kickChan()
+}
+
+// stop marks Run as returned: the Syncs still waiting, for changes after
+// its last write, get errSaverStopped, and so do later ones for changes
+// it did not save.
+func (s *Saver) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for _, w := range s.waiters {
+		w.done <- errSaverStopped
+	}
+	s.waiters = nil
+}
+
+// wrote records the outcome of a write of the registry at change count
+// changes, and answers the Syncs it included: nil if it succeeded, err if
+// it failed.
+func (s *Saver) wrote(changes uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.errors.Add(1)
+	} else {
+		s.writes.Add(1)
+		s.durable = max(s.durable, changes)
+	}
+	s.waiters = slices.DeleteFunc(s.waiters, func(w *syncWaiter) bool {
+		if w.target > changes {
+			return false // changed after the write read the registry: the next one
+		}
+		w.done <- err
+		return true
+	})
+}
+
+// waiting reports whether a Sync waits for a write.
+func (s *Saver) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters) > 0
+}
+
+// durableCount returns the change count of the last successful write.
+func (s *Saver) durableCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable
 }
 
 // removeTemps removes the temporary files of Save that a crash left behind

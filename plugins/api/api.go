@@ -26,6 +26,10 @@ type APIServer struct {
 	watchSlots chan struct{}
 	registrar  Registrar // nil: Register and Deregister are not enabled
 	writers    []uint32  // uids that may register, besides the trusted
+
+	// durable confirms a registration change (see ConfirmAfter); nil:
+	// nothing to wait for.
+	durable func(context.Context) error
 }
 
 // NewAPIServer returns a server for reg that serves at most maxWatchers

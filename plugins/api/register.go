@@ -73,6 +73,9 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 	if err != nil {
 		return nil, registrationStatus(err)
 	}
+	if err := s.confirm(ctx); err != nil {
+		return nil, err
+	}
 	return &plugregv1.RegisterPluginResponse{Plugin: ToProto(p)}, nil
 }
 
@@ -90,6 +93,9 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner)
 	if err != nil {
 		return nil, registrationStatus(err)
+	}
+	if err := s.confirm(ctx); err != nil {
+		return nil, err
 	}
 	resp := &plugregv1.DeregisterPluginResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
 	for i, p := range ps {
