@@ -392,7 +392,10 @@ orchestrator that started it knows it (Nomad's RegisterPlugin): the agent
 runs the type's version check (--accept) and handler (Validate, Register)
 as for a discovered plugin, adds it to the registry with source "api", and
 keeps it in the state file. register returns once the plugin is registered
-and prints it as get does; a refusal (the handler's, or a version that the
+and the state file (run --state) holds it, flushed to disk, so that a crash
+of the agent after that loses nothing, and prints it as get does; when the
+agent cannot save its state file, register exits with status 1 saying so
+(the plugin is registered, but a restart may undo it: run it again). A refusal (the handler's, or a version that the
 type does not accept) exits with status 1 and the agent's message.
 Registering the same TYPE, NAME, owner and endpoint again replaces that
 instance; instances of one name with other owners or endpoints coexist, and
@@ -432,7 +435,8 @@ exits with status 1, "permission denied".
 
 Deregisters the instances of plugin TYPE/NAME that `plugreg register
 --owner ID` registered (Nomad's DeregisterPlugin), after the handler's
-DeRegister with reason "removed", and prints them as list does. Without
+DeRegister with reason "removed", once the state file no longer holds
+them, flushed to disk (as for register), and prints them as list does. Without
 --owner, it deregisters those registered without one. When there are
 none, it exits with status 1: "plugreg: no plugin "NAME" of type TYPE is
 registered through the API by owner "ID"". It takes the flags of register
