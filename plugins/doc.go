@@ -96,7 +96,7 @@ It does not scan plugin directories (package scan does), dial registration
 sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
 calls no handler and holds no connection. It reads no clock: callers pass the time of each change and set
-[Plugin.RegisteredAt]; only the Saver waits, between two writes. Only the
+[Plugin.RegisteredAt]; only the Saver waits: between two writes, and in Sync for a write. Only the
 Saver logs.
 */
 package plugins

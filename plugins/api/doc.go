@@ -39,6 +39,11 @@ endpoint ([Dispenser.Dispense]), cached per endpoint and closed once no
 registered plugin uses that endpoint any more: it follows the registry
 with a watch of its own, so the Registry holds no connections.
 
+A Register or Deregister answers success only once the change is durable,
+when the agent passes [APIServer.ConfirmAfter] its state file's
+[plugins.Saver.Sync]; a change that cannot be saved fails the call with
+Unavailable.
+
 # What this package does not do
 
 It does not change the registry itself: registration through the API
