@@ -30,12 +30,14 @@ type registrar struct {
 	mu    sync.Mutex
 	calls []string
 	got   []plugins.Plugin // what RegisterPlugin was given
+	by    []plugins.Caller // who called, call by call
 	err   error
 }
 
-func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin) (plugins.Plugin, error) {
+func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.by = append(r.by, by)
 	r.calls = append(r.calls, "register "+p.Type+" "+p.Name+" "+p.Owner)
 	r.got = append(r.got, p.Clone())
 	if r.err != nil {
@@ -45,9 +47,10 @@ func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin) (plugins
 	return p, nil
 }
 
-func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
+func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.by = append(r.by, by)
 	r.calls = append(r.calls, "deregister "+typ+" "+name+" "+owner)
 	if r.err != nil {
 		return nil, r.err
@@ -61,6 +64,13 @@ func (r *registrar) Calls() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.calls...)
+}
+
+// Callers returns who made the calls so far, call by call.
+func (r *registrar) Callers() []plugins.Caller {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]plugins.Caller(nil), r.by...)
 }
 
 // serveAPI serves s on a unix socket at path with opts, until the test
