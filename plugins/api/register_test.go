@@ -370,18 +370,27 @@ func TestAPIWatchType(t *testing.T) {
 	}
 }
 
-// TestProtoSource: a plugin's source, owner and options survive the
-// conversion to the API's message and back; a discovered plugin's source
-// is "socket" in the message and "" in the registry.
+// TestProtoSource: a plugin's source, owner, options and registering uid
+// survive the conversion to the API's message and back; a discovered
+// plugin's source is "socket" in the message and "" in the registry, and
+// an unknown uid is unset, while uid 0 is set.
 func TestProtoSource(t *testing.T) {
-	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: sockettest.Run("a.sock"), RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o", Options: map[string]string{"k": "v"}}
+	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: sockettest.Run("a.sock"), RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o",
+		Options: map[string]string{"k": "v"}, UID: 1001, HasUID: true}
+	rootPlugin := apiPlugin
+	rootPlugin.UID = 0
+	unknownUID := apiPlugin
+	unknownUID.UID, unknownUID.HasUID = 0, false
 	for _, tc := range []struct {
 		p      plugins.Plugin
 		source string
-	}{{plugin(1), "socket"}, {apiPlugin, "api"}} {
+	}{{plugin(1), "socket"}, {apiPlugin, "api"}, {rootPlugin, "api"}, {unknownUID, "api"}} {
 		m := api.ToProto(tc.p)
 		if m.GetSource() != tc.source {
 			t.Errorf("ToProto(%+v).source = %q, want %q", tc.p, m.GetSource(), tc.source)
+		}
+		if (m.Uid != nil) != tc.p.HasUID || m.GetUid() != tc.p.UID {
+			t.Errorf("ToProto(%+v).uid = %v, want %d if known", tc.p, m.Uid, tc.p.UID)
 		}
 		if diff := cmp.Diff(tc.p, api.FromProto(m)); diff != "" {
 			t.Errorf("FromProto(ToProto(p)) (-want +got):\n%s", diff)
