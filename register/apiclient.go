@@ -27,13 +27,14 @@ var _ APIRegistrar = (*Client)(nil)
 // p.SocketID is the incarnation registered.
 //
 // A refusal wraps a *RejectError, whose text is the refusal in the
-// kubelet's words and which wraps plugins.ErrRefused. An endpoint that
-// p's uid may not use wraps plugins.ErrDenied: for a uid other than root,
-// with one message whatever the path holds (nothing, something other than
-// a socket, or another uid's socket), so that the caller learns nothing of
-// a path it could not read. An endpoint that is not served is an *OpError
-// of the "connect check"; a handler that does not answer in time, or
-// cannot be reached, wraps handler.ErrUnavailable. Both are transient.
+// kubelet's words and which wraps plugins.ErrRefused. For a uid other than
+// root, an endpoint path that holds no socket it may use (nothing,
+// something other than a socket, another uid's socket) is one error
+// wrapping plugins.ErrDenied, whatever the path holds (callerView); root
+// is told what the path holds, and an owner or serving process not
+// allowed wraps plugins.ErrDenied. An endpoint that is not served is an
+// *OpError of the "connect check"; a handler that does not answer in time,
+// or cannot be reached, wraps handler.ErrUnavailable. Both are transient.
 func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error) {
 	ep := p.Endpoint
 	if err := c.checkEndpoint(ctx, p, !p.NoCheck); err != nil {

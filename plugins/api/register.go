@@ -55,9 +55,10 @@ func (s *APIServer) EnableRegistration(r Registrar, writers []uint32) {
 }
 
 // Register registers a plugin through the Registrar (see
-// EnableRegistration), once the request passes the checks of the
-// registration: plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner
-// and ValidateOptions (InvalidArgument otherwise).
+// EnableRegistration), for the caller, whose uid the registration records,
+// once the request passes the checks of the registration:
+// plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
+// ValidateOptions (InvalidArgument otherwise).
 func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginRequest) (*plugregv1.RegisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
 		return nil, err
@@ -86,8 +87,9 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 }
 
 // Deregister deregisters the API instances of a plugin that one owner
-// registered, through the Registrar (see EnableRegistration). A type,
-// name or owner that no registration could have is InvalidArgument.
+// registered, through the Registrar (see EnableRegistration), for the
+// caller. A type, name or owner that no registration could have is
+// InvalidArgument.
 func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPluginRequest) (*plugregv1.DeregisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
 		return nil, err
