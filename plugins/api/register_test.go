@@ -172,7 +172,8 @@ func TestAPIRegisterStatus(t *testing.T) {
 	}{
 		{"invalid", fmt.Errorf("%w: plugin type is empty", plugins.ErrInvalid), codes.InvalidArgument, ""},
 		{"refused", &refusal{"RegisterPlugin error -- plugin validation failed with err: no"}, codes.InvalidArgument, ""},
-		{"limit", fmt.Errorf("%w: owner %q holds 2, at most 2", plugins.ErrLimit, "x"), codes.ResourceExhausted, ""},
+		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", plugins.ErrLimit), codes.ResourceExhausted, ""},
+		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", plugins.ErrDenied, "x"), codes.PermissionDenied, ""},
 		{"not found", fmt.Errorf("CSIPlugin %q of owner %q: %w", "a", "o", plugins.ErrNotFound), codes.NotFound, ""},
 		{"handler unavailable", fmt.Errorf("handler Register: %w", handler.ErrUnavailable), codes.Unavailable, ""},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), codes.Canceled, ""},
