@@ -321,9 +321,11 @@ is exact.
 		--handler returned at registration; {} when none), source ("socket"
 		for a plugin discovered at socketPath, "api" for one registered
 		with `plugreg register`, whose socketPath is ""), owner (the
-		register --owner; "" when none) and options (the register
-		--option pairs; {} when none). The table's SOURCE column shows the
-		socket path, or "api" and the owner.
+		register --owner; "" when none), options (the register
+		--option pairs; {} when none) and uid (the uid that ran register;
+		null for a discovered plugin, and for one whose uid is unknown).
+		The table's SOURCE column shows the socket path, or "api" and the
+		owner.
 	--type TYPE
 		List only plugins of this type.
 
@@ -409,7 +411,7 @@ exits with status 1, "permission denied". The registration records the
 caller's uid (list -o json shows it as "uid"), and an owner belongs to that
 uid: another uid may not register under it, replace or deregister its
 plugins (exit status 1, "permission denied" naming both uids); root and the
-agent's uid may. At most 1,000 API registrations per uid.
+agent's uid may.
 
 	--type TYPE, --name NAME
 		Type and name of the plugin. Required.

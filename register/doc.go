@@ -257,7 +257,9 @@
 // both uids); a privileged caller (plugins.Caller: root, the agent's uid;
 // on Windows, whose callers have no uid, every caller that may register)
 // may. An instance restored from a state file that recorded no uid is a
-// privileged caller's to change.
+// privileged caller's to change. On Windows, registrations record no uid
+// and count together towards MaxPerUID, and endpoint sockets have no owner
+// uid to check: only their identity is.
 //
 // Its endpoint must be a socket that the registering uid may use, checked
 // by Client.RegisterAPI with the identity rules of a discovered socket
