@@ -93,18 +93,24 @@ func unavailable(ctx, hctx context.Context, err error) error {
 }
 
 // CheckAPI checks that someone still serves the endpoint of p, a plugin
-// registered through the API: a connect, closed at once, without a byte
-// sent, as ConnectCheck makes. It is the InfoCheck and ConnectCheck of
-// such a plugin, which serves no GetInfo. With AllowUIDs, it is
-// checkEndpoint's whole check, as ConnectCheck also authorizes: a socket
-// or serving process whose uid is no longer allowed fails with an error
-// wrapping statecache.ErrChanged. With p.NoCheck it succeeds at once.
+// registered through the API: the socket file still passes the rules of
+// its registration (endpointFile: a socket, not a symlink, of an owner p's
+// uid may use), then a connect, closed at once, without a byte sent, as
+// ConnectCheck makes. It is the InfoCheck and ConnectCheck of such a
+// plugin, which serves no GetInfo and has no scan to see its socket
+// replaced. With AllowUIDs, it is checkEndpoint's whole check, as
+// ConnectCheck also authorizes. A socket whose owner or serving process p
+// may no longer use fails with an error wrapping statecache.ErrChanged.
+// With p.NoCheck it succeeds at once.
 func (c *Client) CheckAPI(ctx context.Context, p plugins.Plugin) error {
 	if p.NoCheck {
 		return nil
 	}
 	if c.AllowUIDs != nil {
 		return c.checkEndpoint(ctx, p, true)
+	}
+	if _, err := c.endpointFile(p); err != nil {
+		return err
 	}
 	if err := connectOnce(p.Endpoint); err != nil {
 		return &OpError{"connect check", p.Endpoint, err}
@@ -135,8 +141,8 @@ func (c *Client) VerifyAPI(ctx context.Context, p plugins.Plugin) error {
 // checkEndpoint checks that the endpoint of p, a plugin registered
 // through the API, is a socket that p's registering uid may use, with the
 // identity rules of a discovered socket: the file at the path, not
-// followed if a symlink, is a socket (socketFile), and its owner is
-// allowed (endpointOwner). With connect, it then connects, through the
+// followed if a symlink, is a socket whose owner is allowed
+// (endpointFile). With connect, it then connects, through the
 // same checks as a discovered socket's connect (connectChecked: the
 // socket file must be the same before and after), and with AllowUIDs the
 // serving process's uid must be allowed too (authorize). Nothing is sent.
@@ -147,12 +153,9 @@ func (c *Client) VerifyAPI(ctx context.Context, p plugins.Plugin) error {
 // "connect check".
 func (c *Client) checkEndpoint(ctx context.Context, p plugins.Plugin, connect bool) error {
 	ep := p.Endpoint
-	file, err := socketFile(ep)
-	if err == nil {
-		err = c.endpointOwner(p, file)
-	}
+	file, err := c.endpointFile(p)
 	if err != nil {
-		return &endpointError{&OpError{"endpoint check", ep, err}}
+		return err
 	}
 	if !connect {
 		return nil
@@ -179,6 +182,20 @@ func (c *Client) checkEndpoint(ctx context.Context, p plugins.Plugin, connect bo
 		}
 	}
 	return nil
+}
+
+// endpointFile returns the socket file at the endpoint of p, not followed
+// if a symlink (socketFile), once its owner passed endpointOwner; an
+// *endpointError otherwise.
+func (c *Client) endpointFile(p plugins.Plugin) (socketStat, error) {
+	file, err := socketFile(p.Endpoint)
+	if err == nil {
+		err = c.endpointOwner(p, file)
+	}
+	if err != nil {
+		return socketStat{}, &endpointError{&OpError{"endpoint check", p.Endpoint, err}}
+	}
+	return file, nil
 }
 
 // endpointOwner checks the owner of file, the endpoint socket of p: with

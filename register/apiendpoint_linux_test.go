@@ -34,7 +34,7 @@ func chown(t *testing.T, path string, uid int) {
 // (another uid's secret file, nothing, a directory, another uid's socket, a
 // symlink to the caller's own socket) the caller gets one message,
 // PermissionDenied, whatever the path holds. Root is told what the path
-// holds.
+// holds. A connect check finds a registered endpoint given to another uid.
 func TestAPIEndpointOneMessage(t *testing.T) {
 	needRoot(t)
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
@@ -88,6 +88,19 @@ func TestAPIEndpointOneMessage(t *testing.T) {
 	}
 	if _, err := r.register(csi("b", others, "o", "1.0.0")); err != nil {
 		t.Errorf("RegisterPlugin as root of uid 1001's socket = %v, want it registered", err)
+	}
+
+	// The connect check of a registered endpoint looks at the socket
+	// file again: given to another uid, it is no longer accepted.
+	c := r.rec.Registrar.(*Client)
+	p := csi("a", mine, "o", "1.0.0")
+	p.UID, p.HasUID = 1002, true
+	if err := c.CheckAPI(t.Context(), p); err != nil {
+		t.Fatalf("CheckAPI of uid 1002's served socket = %v", err)
+	}
+	chown(t, mine, 1001)
+	if err := c.CheckAPI(t.Context(), p); !errors.Is(err, statecache.ErrChanged) {
+		t.Errorf("CheckAPI of uid 1002's plugin once its socket is uid 1001's = %v, want ErrChanged", err)
 	}
 }
 

@@ -269,10 +269,12 @@
 // Root may use any socket (with AllowUIDs, any an allowed uid owns). A caller other than root
 // gets one message, PermissionDenied, for a path that holds nothing, not a
 // socket, or a socket it may not use, and so learns nothing of a path it
-// could not read. No check skips the liveness checks, not these; a
-// restored instance with checks is checked again by VerifyAPI, and with
-// AllowUIDs every connect check of it authorizes its endpoint as a
-// discovered socket's does.
+// could not read. No check skips the liveness checks, not these. Each
+// connect check of an instance with checks, and the verification of a
+// restored one, looks at the socket file again (there is no scan to see it
+// replaced): one given to a uid that may not use it, or served by a process
+// AllowUIDs no longer allows, deregisters the instance as replaced, and
+// its registration again is refused.
 //
 // # Who may register
 //
