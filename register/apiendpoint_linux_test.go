@@ -137,3 +137,34 @@ func TestAPIEndpointAllowUIDs(t *testing.T) {
 		t.Errorf("CheckAPI of a plugin whose endpoint root serves = %v, want ErrChanged", err)
 	}
 }
+
+// TestAPIEndpointGivenAway: an API plugin whose endpoint socket its
+// registering uid gives to another uid is deregistered as replaced at its
+// next connect check, and its registration again is refused: it ends
+// deregistered.
+func TestAPIEndpointGivenAway(t *testing.T) {
+	needRoot(t)
+	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) {
+		rec.ProbeInterval, rec.InfoProbeInterval, rec.ProbeFailures = apiRigInterval, 2*apiRigInterval, 2
+	})
+	mine, _ := r.endpoint("mine")
+	chown(t, mine, 1002)
+	if _, err := r.registerAs(plugins.Caller{UID: 1002, HasUID: true}, csi("a", mine, "o", "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitApplied("a connect check of a", func(res Result) bool {
+		return res.Op.Kind == statecache.ConnectCheck && res.Err == nil
+	})
+	chown(t, mine, 1001)
+	if res := r.awaitOp(statecache.DeRegister, "a"); res.Op.Reason != statecache.Replaced {
+		t.Errorf("a deregistered as %s, want replaced", res.Op.Reason)
+	}
+	res := r.awaitOp(statecache.Register, "a")
+	if !errors.Is(res.Err, plugins.ErrDenied) {
+		t.Errorf("registration of a again = %v, want ErrDenied", res.Err)
+	}
+	r.quiet(3, statecache.Register)
+	if n := r.registry.Len(); n != 0 {
+		t.Errorf("registry holds %d plugins, want none", n)
+	}
+}
