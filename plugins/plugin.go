@@ -57,12 +57,6 @@ type Caller struct {
 	Privileged bool
 }
 
-// Owns reports whether c may replace or deregister p, an API plugin: c is
-// privileged, or p was registered by c's uid.
-func (c Caller) Owns(p Plugin) bool {
-	return c.Privileged || c.HasUID && p.HasUID && c.UID == p.UID
-}
-
 // Sources of a plugin (Plugin.Source).
 const (
 	SourceSocket = "socket" // discovered: it serves pluginregistration v1 in a plugin directory

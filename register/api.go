@@ -63,10 +63,10 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 // once Run has registered it.
 //
 // An owner belongs to the uid that registered its instances: while any is
-// desired, a caller that does not own them (plugins.Caller.Owns) may not
-// register under that owner, nor replace its instances (plugins.ErrDenied,
-// naming both uids). The endpoint must be a socket that by may use
-// (Client.RegisterAPI).
+// desired, a caller of another uid that is not privileged
+// (plugins.Caller) may not register under that owner, nor replace its
+// instances (plugins.ErrDenied, naming both uids). The endpoint must be a
+// socket that by may use (Client.RegisterAPI).
 //
 // The instance is keyed by type, name, owner and endpoint
 // (plugins.Plugin.Instance). Registering it again with the same versions,
@@ -106,9 +106,10 @@ func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by pl
 // they were registered, once that is done: Nomad's DeregisterPlugin. An
 // instance whose registration was not complete yet is not registered and
 // not returned. If there is none, the error wraps plugins.ErrNotFound; if
-// by does not own one of them (plugins.Caller.Owns), plugins.ErrDenied,
-// naming both uids, and none is deregistered; other errors wrap
-// plugins.ErrInvalid (a bad type, name or owner), ErrStopped and ctx's.
+// another uid registered one of them and by is not privileged
+// (plugins.Caller), plugins.ErrDenied, naming both uids, and none is
+// deregistered; other errors wrap plugins.ErrInvalid (a bad type, name or
+// owner), ErrStopped and ctx's.
 func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
 	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, err

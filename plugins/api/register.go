@@ -17,8 +17,8 @@ import (
 // Deregister RPCs. The agent's is its reconciler.
 //
 // Each call names its caller (by), whose uid a registration records
-// (plugins.Plugin.UID) and which may act on an owner's plugins only if it
-// owns them (plugins.Caller.Owns).
+// (plugins.Plugin.UID) and which may act on an owner's plugins only if
+// that uid registered them, or it is privileged (plugins.Caller).
 //
 // Its errors wrap plugins.ErrInvalid or plugins.ErrRefused (the RPC fails
 // with InvalidArgument; a refusal's text is the refusal in the kubelet's
