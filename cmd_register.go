@@ -39,7 +39,7 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	owner := flags.String("owner", "", "`ID` of who registers this instance, such as a Nomad allocation ID; deregister names it again")
 	options := optionMap{}
 	flags.Var(options, "option", "`KEY=VALUE` passed on to the type's handler and the plugin's consumers (repeatable)")
-	noCheck := flags.Bool("no-check", false, "no liveness check of the endpoint: the plugin stays registered until it is deregistered")
+	noCheck := flags.Bool("no-check", false, "no liveness check of the endpoint (it must still be a socket you may use): the plugin stays registered until it is deregistered")
 	if err := parse(flags, args); err != nil {
 		return err
 	}

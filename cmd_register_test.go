@@ -96,14 +96,14 @@ type fakeRegistrar struct {
 	dereg func(typ, name, owner string) ([]plugins.Plugin, error)
 }
 
-func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin) (plugins.Plugin, error) {
+func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins.Caller) (plugins.Plugin, error) {
 	f.mu.Lock()
 	f.got = append(f.got, p)
 	f.mu.Unlock()
 	return f.reg(p)
 }
 
-func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
+func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string, _ plugins.Caller) ([]plugins.Plugin, error) {
 	return f.dereg(typ, name, owner)
 }
 

@@ -330,7 +330,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		MaxInFlight:       int(c.maxInFlight),
 		MaxBackoff:        time.Duration(c.maxBackoff),
 		MaxPlugins:        int(c.maxPlugins),
-		MaxPerOwner:       register.DefaultMaxPerOwner,
+		MaxPerUID:         register.DefaultMaxPerUID,
 		ProbeInterval:     time.Duration(c.probeInterval),
 		InfoProbeInterval: time.Duration(c.infoProbeInterval),
 		ProbeFailures:     int(c.probeFailures),

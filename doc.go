@@ -321,9 +321,11 @@ is exact.
 		--handler returned at registration; {} when none), source ("socket"
 		for a plugin discovered at socketPath, "api" for one registered
 		with `plugreg register`, whose socketPath is ""), owner (the
-		register --owner; "" when none) and options (the register
-		--option pairs; {} when none). The table's SOURCE column shows the
-		socket path, or "api" and the owner.
+		register --owner; "" when none), options (the register
+		--option pairs; {} when none) and uid (the uid that ran register;
+		null for a discovered plugin, and for one whose uid is unknown).
+		The table's SOURCE column shows the socket path, or "api" and the
+		owner.
 	--type TYPE
 		List only plugins of this type.
 
@@ -408,13 +410,23 @@ answers again. A restarted agent restores it from the state file without
 registering it again, once the endpoint answers and the handler's Validate
 still accepts it; a plugin the handler now refuses is deregistered. Only root, the agent's
 uid and the uids of run --api-register-uid may register: any other caller
-exits with status 1, "permission denied".
+exits with status 1, "permission denied". The registration records the
+caller's uid (list -o json shows it as "uid"), and an owner belongs to that
+uid: another uid may not register under it, replace or deregister its
+plugins (exit status 1, "permission denied" naming both uids); root and the
+agent's uid may.
 
 	--type TYPE, --name NAME
 		Type and name of the plugin. Required.
 	--endpoint PATH
 		Unix socket the plugin serves its own API on, which its consumers
-		use. Required; a relative path is made absolute.
+		use. Required; a relative path is made absolute. It must be a
+		socket, not a symlink, owned by the caller, root or, with run
+		--allow-uid, an allowed uid (whose process must also serve it,
+		unless --no-check), --no-check or not. A caller other than root
+		gets one message, "permission denied: not a unix socket that uid
+		UID or root owns", whether the path is missing, not a socket or
+		another uid's.
 	--version V
 		API version the plugin supports; repeatable.
 	--owner ID
@@ -425,7 +437,8 @@ exits with status 1, "permission denied".
 		options key); repeatable, each KEY once.
 	--no-check
 		No liveness check of the endpoint: the plugin stays registered
-		until it is deregistered.
+		until it is deregistered. The endpoint must still be a socket the
+		caller may use.
 	--api PATH, -o table|json
 		As for get.
 

@@ -15,6 +15,7 @@ import (
 func TestEndToEndAPIRegisterPermission(t *testing.T) {
 	tmp, bin := nobodyTempDir(t)
 	e := agentEnv{tmp: tmp, dir: filepath.Join(tmp, "plugins"), api: filepath.Join(tmp, "api.sock"), state: filepath.Join(tmp, "state.json")}
+	startHealthDriver(t, filepath.Join(tmp, "driver.sock")) // root's: any uid may use it
 	nobody := strconv.Itoa(nobodyID)
 	reg := []string{"register", "--api", e.api, "--type", "CSIPlugin", "--name", "csi.raw.example", "--version", "1.0.0",
 		"--endpoint", filepath.Join(tmp, "driver.sock"), "--owner", "alloc-1", "--no-check"}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,8 +96,9 @@ func TestEndToEndAPIRegister(t *testing.T) {
 		t.Fatalf("register: exit %d: %s", code, errOut)
 	}
 	got := decodePlugin(t, "register -o json", out)
+	uid := uint32(os.Geteuid()) // the registering uid
 	want := listed{Name: name, Type: "CSIPlugin", Endpoint: sock, Versions: []string{"1.0.0"}, RegisteredAt: got.RegisteredAt,
-		Annotations: map[string]string{"node": "n1", "plugin": name}, Source: "api", Owner: "alloc-1", Options: map[string]string{"k": "v"}}
+		Annotations: map[string]string{"node": "n1", "plugin": name}, Source: "api", Owner: "alloc-1", Options: map[string]string{"k": "v"}, UID: &uid}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("register -o json (-want +got):\n%s", diff)
 	}
@@ -156,11 +158,13 @@ func checkAPILiveness(t *testing.T, e agentEnv, h *recordingHandler, w *proc, dr
 }
 
 // checkAPIOwners registers name a second time, as owner alloc-2 with
-// another endpoint that gets no check: both instances are listed, get
-// returns alloc-2's, the newest, and get --owner alloc-1 alloc-1's.
+// another endpoint, a socket nobody serves, that gets no check: both
+// instances are listed, get returns alloc-2's, the newest, and get --owner
+// alloc-1 alloc-1's.
 func checkAPIOwners(t *testing.T, e agentEnv, h *recordingHandler, reg []string, name string) {
 	t.Helper()
 	sock2 := filepath.Join(e.tmp, "driver2.sock")
+	sockettest.Stale(t, sock2)
 	reg = slices.Clone(reg)
 	reg[slices.Index(reg, "--endpoint")+1] = sock2
 	if _, errOut, code := plugreg(t, append(reg, "--owner", "alloc-2", "--no-check")...); code != 0 {

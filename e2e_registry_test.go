@@ -71,7 +71,7 @@ func TestEndToEndWatch(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "socketPath", "source", "type", "versions"}; !slices.Equal(keys, want) {
+	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "socketPath", "source", "type", "uid", "versions"}; !slices.Equal(keys, want) {
 		t.Errorf("registered event's plugin keys %v, want %v", keys, want)
 	}
 	csiSock := filepath.Join(e.dir, "csi.example.com.sock")

@@ -333,6 +333,7 @@ type listed struct {
 	Source       string            `json:"source"`
 	Owner        string            `json:"owner"`
 	Options      map[string]string `json:"options"`
+	UID          *uint32           `json:"uid"`
 }
 
 // tryList returns the plugins that `plugreg list -o json` prints, or why

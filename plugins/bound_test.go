@@ -99,6 +99,7 @@ func largestAPIPlugin(i int) Plugin {
 	}
 	p.SocketPath, p.SocketID = "", scan.ID{Dev: 1<<64 - 1, Ino: 1<<64 - 1, Mtime: -1 << 63, Ctime: -1 << 63, Birth: -1 << 63}
 	p.Source, p.Owner, p.Options, p.NoCheck = SourceAPI, q(MaxOwnerBytes), opts, true
+	p.UID, p.HasUID = 1<<32-1, true
 	p.Endpoint = "/" + strings.Repeat(`\`, scan.MaxSocketPath-1)
 	return p
 }

@@ -18,11 +18,12 @@ type PluginJSON struct {
 	Source       string            `json:"source"`       // "socket" (discovered) or "api" (registered through the API)
 	Owner        string            `json:"owner"`        // who registered an API plugin; "" when none
 	Options      map[string]string `json:"options"`      // an API plugin's options; {} when none
+	UID          *uint32           `json:"uid"`          // the uid that registered an API plugin; null when unknown, and for discovered plugins
 }
 
 // ToJSON returns p in its JSON form: Versions is [] and Annotations {}
-// when p has none, Options {} likewise. SocketID and NoCheck are not part
-// of it.
+// when p has none, Options {} likewise, and UID null unless p.HasUID.
+// SocketID and NoCheck are not part of it.
 func ToJSON(p Plugin) PluginJSON {
 	v := p.Versions
 	if v == nil {
@@ -39,8 +40,16 @@ func ToJSON(p Plugin) PluginJSON {
 	return PluginJSON{
 		Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
 		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
-		Source: p.SourceName(), Owner: p.Owner, Options: o,
+		Source: p.SourceName(), Owner: p.Owner, Options: o, UID: uidOf(p),
 	}
+}
+
+// uidOf returns p's UID, or nil unless p.HasUID.
+func uidOf(p Plugin) *uint32 {
+	if !p.HasUID {
+		return nil
+	}
+	return &p.UID
 }
 
 // Plugin returns the plugin j describes, without a SocketID; it fails if
@@ -60,6 +69,9 @@ func (j PluginJSON) Plugin() (Plugin, error) {
 	}
 	if len(p.Options) == 0 {
 		p.Options = nil
+	}
+	if j.UID != nil {
+		p.UID, p.HasUID = *j.UID, true
 	}
 	return p, nil
 }

@@ -29,9 +29,12 @@ var (
 	// ErrRefused: the type's version check or its handler refused the
 	// plugin; the error's text is the refusal in the kubelet's words.
 	ErrRefused = errors.New("plugins: registration refused")
-	// ErrLimit: the owner, or all owners together, hold as many API
+	// ErrLimit: the caller's uid, or all uids together, hold as many API
 	// registrations as the agent allows.
 	ErrLimit = errors.New("plugins: too many API registrations")
+	// ErrDenied: the caller may not do this: the owner's plugins belong
+	// to another uid, or the endpoint is not a socket the caller may use.
+	ErrDenied = errors.New("plugins: permission denied")
 )
 
 // Bounds of a Registry's memory.

@@ -85,8 +85,13 @@ const maxQuarantineSuffix = 1000
 // "fleet" is the etcd lease of the fleet publisher ([FleetLease]): the
 // lease ID, the etcd cluster ID, the key prefix and the node name.
 //
+// An API plugin's record also holds "source": "api", and, when not empty
+// or false, "owner", "options", "noCheck" and "uid", the uid that
+// registered it. A record without "uid" loads as a plugin of unknown uid,
+// which only a privileged caller may replace or deregister (see Caller).
+//
 // Unknown fields are an error. "clean", "annotations",
-// "pendingDeregistrations" and "fleet" are optional and left out when
+// "pendingDeregistrations", "fleet" and "uid" are optional and left out when
 // false, empty or absent, so they need no new StateVersion: files written
 // before they existed load as they are (a file without "clean" as one of an agent that did not stop
 // cleanly), and so do files without them in an agent that does not know
@@ -154,6 +159,10 @@ type pluginRecord struct {
 	Owner   string            `json:"owner,omitempty"`
 	Options map[string]string `json:"options,omitempty"`
 	NoCheck bool              `json:"noCheck,omitempty"`
+	// UID, the uid that registered an API plugin, is left out when
+	// unknown, so that a file without it stays readable by an agent that
+	// does not know the field.
+	UID *uint32 `json:"uid,omitempty"`
 }
 
 // socketIDRecord is the JSON form of a scan.ID.
@@ -191,6 +200,7 @@ func recordOf(p Plugin) pluginRecord {
 		Owner:        p.Owner,
 		Options:      p.Options,
 		NoCheck:      p.NoCheck,
+		UID:          uidOf(p),
 	}
 }
 
@@ -206,7 +216,7 @@ func sourceRecord(s string) string {
 // plugin returns the Plugin of r.
 func (r pluginRecord) plugin() Plugin {
 	id := r.SocketID
-	return Plugin{
+	p := Plugin{
 		Name:         r.Name,
 		Type:         r.Type,
 		Endpoint:     r.Endpoint,
@@ -220,6 +230,10 @@ func (r pluginRecord) plugin() Plugin {
 		Options:      r.Options,
 		NoCheck:      r.NoCheck,
 	}
+	if r.UID != nil {
+		p.UID, p.HasUID = *r.UID, true
+	}
+	return p
 }
 
 // UnmarshalJSON reads a state document into s. It rejects unknown fields
@@ -306,8 +320,8 @@ func checkPlugin(p Plugin) error {
 	switch {
 	case p.Source != "" && p.Source != SourceSocket:
 		return fmt.Errorf("unknown source of %d bytes", len(p.Source))
-	case p.Owner != "" || p.Options != nil || p.NoCheck:
-		return fmt.Errorf("at %q: owner, options or no-check of a discovered plugin", p.SocketPath)
+	case p.Owner != "" || p.Options != nil || p.NoCheck || p.HasUID:
+		return fmt.Errorf("at %q: owner, options, no-check or uid of a discovered plugin", p.SocketPath)
 	case p.SocketPath == "":
 		return errors.New("empty socket path")
 	case len(p.SocketPath) > scan.MaxSocketPath:

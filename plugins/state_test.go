@@ -19,7 +19,8 @@ import (
 )
 
 // testState is a State with every field set, a nil and an empty Versions,
-// annotations on one plugin, times in several zones, two pending
+// annotations on one plugin, times in several zones, API plugins of uid
+// 1001, of root (uid 0) and of an unknown uid, two pending
 // deregistrations, one with annotations, and a fleet lease.
 func testState() State {
 	withID := csiHostpath
@@ -36,7 +37,15 @@ func testState() State {
 	gone.Annotations = map[string]string{"node": "worker-1"}
 	pending := []PendingDeregistration{{Plugin: gone, Reason: ReasonRemoved}, {Plugin: sriov, Reason: ReasonRolledBack}}
 	fleet := &FleetLease{ID: 7587883410544297218, Cluster: 14841639068965178418, Prefix: "/plugreg/v1/", Node: "worker-1"}
-	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local}, Pending: pending, Fleet: fleet}
+	api := Plugin{Name: "a.example.com", Type: "CSIPlugin", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"},
+		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Source: SourceAPI, Owner: "alloc-1",
+		Options: map[string]string{"mode": "node"}, NoCheck: true, UID: 1001, HasUID: true}
+	apiRoot := api
+	apiRoot.Owner, apiRoot.Options, apiRoot.NoCheck, apiRoot.UID = "alloc-0", nil, false, 0
+	apiUnknown := api
+	apiUnknown.Owner, apiUnknown.UID, apiUnknown.HasUID = "", 0, false
+	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local, api, apiRoot, apiUnknown},
+		Pending: pending, Fleet: fleet}
 }
 
 // files returns the names in dir.
@@ -176,9 +185,9 @@ func TestSaveFormat(t *testing.T) {
 }
 
 // TestLoadOptionalFields loads documents of version 1 with and without the
-// optional "clean", "annotations" and "pendingDeregistrations": files
-// written before they existed load as they are, as Running without
-// "clean": true.
+// optional "clean", "annotations", "pendingDeregistrations" and "uid":
+// files written before they existed load as they are, as Running without
+// "clean": true, an API plugin without "uid" as one of an unknown uid.
 func TestLoadOptionalFields(t *testing.T) {
 	const record = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "/s",
 	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z"`
@@ -186,6 +195,13 @@ func TestLoadOptionalFields(t *testing.T) {
 		Versions: []string{"1.0.0"}, RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	annotated := a
 	annotated.Annotations = map[string]string{"node": "n1"}
+	const apiRecord = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "",
+	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z",
+	  "source": "api", "owner": "o"`
+	api := a
+	api.SocketPath, api.Source, api.Owner = "", SourceAPI, "o"
+	apiRoot := api
+	apiRoot.HasUID = true
 	state := func(ps []Plugin, pending []PendingDeregistration) State {
 		return State{Version: 1, Revision: 3, Running: true, Plugins: ps, Pending: pending}
 	}
@@ -204,6 +220,8 @@ func TestLoadOptionalFields(t *testing.T) {
 		{"pending null", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": null}`, state([]Plugin{}, nil)},
 		{"pending one", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": [` + record + `, "reason": "removed"}]}`,
 			state([]Plugin{}, []PendingDeregistration{{Plugin: a, Reason: ReasonRemoved}})},
+		{"API plugin without uid", `{"version": 1, "revision": 3, "plugins": [` + apiRecord + `}]}`, state([]Plugin{api}, nil)},
+		{"API plugin of uid 0", `{"version": 1, "revision": 3, "plugins": [` + apiRecord + `, "uid": 0}]}`, state([]Plugin{apiRoot}, nil)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -381,6 +399,9 @@ func TestLoadCorrupt(t *testing.T) {
 		{"pending empty socket path", withPending(pendingWith(`"/a.sock"`, `""`)), "empty socket path"},
 		{"pending bad time", withPending(pendingWith("2026-01-02T03:04:05Z", "yesterday")), "cannot parse"},
 		{"pending bad annotation", withPending(pendingWith(`"reason"`, `"annotations": {"": "x"}, "reason"`)), "empty key"},
+		{"uid of a discovered plugin", doc(with(`"type"`, `"uid": 1001, "type"`)), "owner, options, no-check or uid of a discovered plugin"},
+		{"negative uid", doc(with(`"type"`, `"source": "api", "uid": -1, "type"`)), "cannot unmarshal number -1"},
+		{"uid beyond 32 bits", doc(with(`"type"`, `"source": "api", "uid": 4294967296, "type"`)), "cannot unmarshal number 4294967296"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// DefaultMaxPerOwner is the default of Reconciler.MaxPerOwner.
-const DefaultMaxPerOwner = 1000
+// DefaultMaxPerUID is the default of Reconciler.MaxPerUID.
+const DefaultMaxPerUID = 1000
 
 // ErrStopped is returned by RegisterPlugin and DeregisterPlugin once Run
 // has returned: the agent is stopping.
@@ -55,10 +56,17 @@ type APIRegistrar interface {
 // plugins.Plugin.Instance), is that of a plugin registered through the API.
 func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInstancePrefix) }
 
-// RegisterPlugin registers p through the API, as Nomad's dynamic plugin
-// registry does: p carries Type, Name, Endpoint, Versions, Owner, Options
-// and NoCheck. It returns the plugin as registered, with its handler's
-// annotations, once Run has registered it.
+// RegisterPlugin registers p through the API for the caller by, as
+// Nomad's dynamic plugin registry does: p carries Type, Name, Endpoint,
+// Versions, Owner, Options and NoCheck. It returns the plugin as
+// registered, with its handler's annotations and by's uid (UID, HasUID),
+// once Run has registered it.
+//
+// An owner belongs to the uid that registered its instances: while any is
+// desired, a caller of another uid that is not privileged
+// (plugins.Caller) may not register under that owner, nor replace its
+// instances (plugins.ErrDenied, naming both uids). The endpoint must be a
+// socket that by may use (Client.RegisterAPI).
 //
 // The instance is keyed by type, name, owner and endpoint
 // (plugins.Plugin.Instance). Registering it again with the same versions,
@@ -70,20 +78,22 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 // unhealthy, and it is registered again once the endpoint answers.
 //
 // Errors wrap plugins.ErrInvalid (p breaks a rule of the registration,
-// checked before anything else), plugins.ErrLimit (the owner holds
-// MaxPerOwner registrations, or all owners MaxPlugins), plugins.ErrRefused
+// checked before anything else), plugins.ErrDenied (the owner belongs to
+// another uid, or the endpoint is not by's to use), plugins.ErrLimit (by's
+// uid holds MaxPerUID registrations, or all uids MaxPlugins), plugins.ErrRefused
 // (the type's version check or handler refused: the error's text is the
 // refusal in the kubelet's words), handler.ErrUnavailable (the handler
 // did not answer), ErrStopped (Run returned), or ctx's error. A
 // registration that fails the first time is not retried. Called before Run
 // starts, RegisterPlugin waits for it. A registration whose wait ctx ends
 // goes on, and may complete: DeregisterPlugin undoes it.
-func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error) {
+func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
+	p.UID, p.HasUID = by.UID, by.HasUID
 	p, err := apiPlugin(p)
 	if err != nil {
 		return plugins.Plugin{}, err
 	}
-	list, err := r.request(ctx, apiRequest{register: true, plugin: p})
+	list, err := r.request(ctx, apiRequest{register: true, plugin: p, by: by})
 	if err != nil {
 		return plugins.Plugin{}, err
 	}
@@ -95,15 +105,17 @@ func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin) (plug
 // with its handler's DeRegister (reason "removed"), and returns them, as
 // they were registered, once that is done: Nomad's DeregisterPlugin. An
 // instance whose registration was not complete yet is not registered and
-// not returned. If there is none, the error wraps plugins.ErrNotFound;
-// other errors wrap plugins.ErrInvalid (a bad type, name or owner),
-// ErrStopped and ctx's.
-func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
+// not returned. If there is none, the error wraps plugins.ErrNotFound; if
+// another uid registered one of them and by is not privileged
+// (plugins.Caller), plugins.ErrDenied, naming both uids, and none is
+// deregistered; other errors wrap plugins.ErrInvalid (a bad type, name or
+// owner), ErrStopped and ctx's.
+func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
 	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, err
 	}
 	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Source: plugins.SourceAPI}
-	return r.request(ctx, apiRequest{plugin: p})
+	return r.request(ctx, apiRequest{plugin: p, by: by})
 }
 
 // apiPlugin returns the registration p, validated, as the loop keeps it.
@@ -112,7 +124,7 @@ func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
 		return plugins.Plugin{}, err
 	}
 	q := plugins.Plugin{Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: slices.Clone(p.Versions),
-		Owner: p.Owner, NoCheck: p.NoCheck, Source: plugins.SourceAPI}
+		Owner: p.Owner, NoCheck: p.NoCheck, Source: plugins.SourceAPI, UID: p.UID, HasUID: p.HasUID}
 	if len(p.Options) > 0 {
 		q.Options = maps.Clone(p.Options)
 	}
@@ -153,6 +165,7 @@ func apiID(p plugins.Plugin) scan.ID {
 type apiRequest struct {
 	register bool
 	plugin   plugins.Plugin // the registration; for a deregistration, its Type, Name and Owner
+	by       plugins.Caller // who asks
 	reply    chan apiReply  // 1-buffered; gets one reply
 }
 
@@ -226,11 +239,29 @@ func (r *Reconciler) request(ctx context.Context, req apiRequest) ([]plugins.Plu
 // API: each instance the callers want registered (desired), and those
 // deregistered whose operations are still under way.
 type apiSet struct {
-	inst        map[string]*apiInst // by instance key
-	owners      map[string]int      // desired instances by owner
-	desired     int
-	maxPerOwner int
-	max         int
+	inst      map[string]*apiInst           // by instance key
+	owners    map[string]map[registrant]int // desired instances by owner, and by the uid that registered them
+	uids      map[registrant]int            // desired instances by the uid that registered them
+	desired   int
+	maxPerUID int
+	max       int
+}
+
+// registrant is the uid that registered an API instance, if known.
+type registrant struct {
+	uid   uint32
+	known bool
+}
+
+// registrantOf returns the registrant of p.
+func registrantOf(p plugins.Plugin) registrant { return registrant{p.UID, p.HasUID} }
+
+// String names the registrant in messages: "uid 1001".
+func (u registrant) String() string {
+	if !u.known {
+		return "an unknown uid"
+	}
+	return "uid " + strconv.FormatUint(uint64(u.uid), 10)
 }
 
 // apiInst is one instance registered through the API. The state cache
@@ -271,16 +302,16 @@ type deregWait struct {
 // newAPISet returns the apiSet of r, with the API plugins of list, which
 // the registry restored, desired as registered.
 func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
-	s := apiSet{inst: make(map[string]*apiInst), owners: make(map[string]int),
-		maxPerOwner: orDefault(r.MaxPerOwner, DefaultMaxPerOwner), max: orDefault(r.MaxPlugins, DefaultMaxPlugins)}
+	s := apiSet{inst: make(map[string]*apiInst), owners: make(map[string]map[registrant]int), uids: make(map[registrant]int),
+		maxPerUID: orDefault(r.MaxPerUID, DefaultMaxPerUID), max: orDefault(r.MaxPlugins, DefaultMaxPlugins)}
 	for _, p := range list {
 		if !p.FromAPI() {
 			continue
 		}
 		want, _ := apiPlugin(p) // the registry holds valid plugins only
-		s.inst[p.Instance()] = &apiInst{want: want, id: p.SocketID, desired: true, have: true, reg: p}
-		s.owners[p.Owner]++
-		s.desired++
+		in := &apiInst{want: want, id: p.SocketID, have: true, reg: p}
+		s.inst[p.Instance()] = in
+		s.setDesired(in, true)
 	}
 	return s
 }
@@ -297,7 +328,8 @@ func (s *apiSet) entries() []scan.Entry {
 	return es
 }
 
-// setDesired counts in as desired or not.
+// setDesired counts in, by the owner and registrant of in.want, as desired
+// or not.
 func (s *apiSet) setDesired(in *apiInst, desired bool) {
 	if in.desired == desired {
 		return
@@ -308,16 +340,60 @@ func (s *apiSet) setDesired(in *apiInst, desired bool) {
 		n = -1
 	}
 	s.desired += n
-	if s.owners[in.want.Owner] += n; s.owners[in.want.Owner] == 0 {
-		delete(s.owners, in.want.Owner)
+	owner, u := in.want.Owner, registrantOf(in.want)
+	if s.uids[u] += n; s.uids[u] == 0 {
+		delete(s.uids, u)
+	}
+	if s.owners[owner] == nil {
+		s.owners[owner] = make(map[registrant]int)
+	}
+	if s.owners[owner][u] += n; s.owners[owner][u] == 0 {
+		delete(s.owners[owner], u)
+	}
+	if len(s.owners[owner]) == 0 {
+		delete(s.owners, owner)
 	}
 }
 
-// admit returns an error wrapping plugins.ErrLimit when owner may not add
-// an instance.
-func (s *apiSet) admit(owner string) error {
-	if n := s.owners[owner]; n >= s.maxPerOwner {
-		return fmt.Errorf("%w: owner %q holds %d, at most %d", plugins.ErrLimit, owner, n, s.maxPerOwner)
+// mayUse returns an error wrapping plugins.ErrDenied, naming both uids,
+// when by may not register, replace or deregister the instances of owner:
+// another uid registered one of those desired, and by is not privileged.
+func (s *apiSet) mayUse(owner string, by plugins.Caller) error {
+	if by.Privileged {
+		return nil
+	}
+	caller := registrant{by.UID, by.HasUID}
+	for _, u := range slices.SortedFunc(maps.Keys(s.owners[owner]), compareRegistrants) {
+		if u != caller || !u.known {
+			return ownedError(owner, u, caller)
+		}
+	}
+	return nil
+}
+
+// compareRegistrants orders registrants: the unknown first, then by uid.
+func compareRegistrants(a, b registrant) int {
+	if a.known != b.known {
+		if a.known {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Compare(a.uid, b.uid)
+}
+
+// ownedError is the error of caller, which may not use owner, registered
+// by u.
+func ownedError(owner string, u, caller registrant) error {
+	return fmt.Errorf("%w: owner %q belongs to %s, not to %s: only it, root and the agent's uid may register, replace or deregister its plugins",
+		plugins.ErrDenied, owner, u, caller)
+}
+
+// admit returns an error wrapping plugins.ErrLimit when u may not add an
+// instance.
+func (s *apiSet) admit(u registrant) error {
+	if n := s.uids[u]; n >= s.maxPerUID {
+		return fmt.Errorf("%w: %s holds %d, at most %d", plugins.ErrLimit, u, n, s.maxPerUID)
 	}
 	if s.desired >= s.max {
 		return fmt.Errorf("%w: %d in all, at most %d", plugins.ErrLimit, s.desired, s.max)
@@ -328,20 +404,24 @@ func (s *apiSet) admit(owner string) error {
 // request handles a call of RegisterPlugin or DeregisterPlugin.
 func (l *loop) request(req apiRequest) {
 	if req.register {
-		l.apiRegister(req.plugin, req.reply)
+		l.apiRegister(req.plugin, req.by, req.reply)
 	} else {
-		l.apiDeregister(req.plugin, req.reply)
+		l.apiDeregister(req.plugin, req.by, req.reply)
 	}
 }
 
-// apiRegister makes the registration p desired, and answers at once when
-// it is registered already.
-func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
+// apiRegister makes the registration p, of the caller by, desired, and
+// answers at once when it is registered already.
+func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
 	key, id := p.Instance(), apiID(p)
+	if err := l.api.mayUse(p.Owner, by); err != nil {
+		reply <- apiReply{err: err}
+		return
+	}
 	in := l.api.inst[key]
 	switch {
 	case in == nil || !in.desired:
-		if err := l.api.admit(p.Owner); err != nil {
+		if err := l.api.admit(registrantOf(p)); err != nil {
 			reply <- apiReply{err: err}
 			return
 		}
@@ -357,7 +437,7 @@ func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
 		in.deregs = nil
 		in.want, in.id = p, id
 		delete(l.reported, key)
-		l.api.setDesired(in, true) // by in.want's owner
+		l.api.setDesired(in, true) // by in.want's owner and registrant
 		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
 	case in.id != id:
 		// The callers of the fields replaced get the outcome of these
@@ -367,7 +447,9 @@ func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
 				in.waiters[i].id = id
 			}
 		}
+		l.api.setDesired(in, false) // counted again by p's registrant
 		in.want, in.id = p, id
+		l.api.setDesired(in, true)
 		delete(l.reported, key)
 		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
 	}
@@ -379,8 +461,8 @@ func (l *loop) apiRegister(p plugins.Plugin, reply chan<- apiReply) {
 }
 
 // apiDeregister removes the desired instances of p's type, name and owner,
-// and answers once they are deregistered.
-func (l *loop) apiDeregister(p plugins.Plugin, reply chan<- apiReply) {
+// if the caller by may, and answers once they are deregistered.
+func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
 	dw := &deregWait{reply: reply}
 	var gone []string
 	for key, in := range l.api.inst {
@@ -391,6 +473,10 @@ func (l *loop) apiDeregister(p plugins.Plugin, reply chan<- apiReply) {
 	}
 	if len(gone) == 0 {
 		reply <- apiReply{err: fmt.Errorf("%s %q of owner %q: %w", p.Type, p.Name, p.Owner, plugins.ErrNotFound)}
+		return
+	}
+	if err := l.api.mayUse(p.Owner, by); err != nil {
+		reply <- apiReply{err: err}
 		return
 	}
 	slices.Sort(gone)

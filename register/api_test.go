@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,11 +138,19 @@ func (r *apiRig) endpoint(name string) (path string, stop func()) {
 	return path, serveHealth(r.t, path)
 }
 
-// register calls RegisterPlugin with a deadline.
+// rootCaller is the caller of the API that the tests run as: root.
+var rootCaller = plugins.Caller{UID: 0, HasUID: true, Privileged: true}
+
+// register calls RegisterPlugin as root with a deadline.
 func (r *apiRig) register(p plugins.Plugin) (plugins.Plugin, error) {
+	return r.registerAs(rootCaller, p)
+}
+
+// registerAs calls RegisterPlugin as by with a deadline.
+func (r *apiRig) registerAs(by plugins.Caller, p plugins.Plugin) (plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
-	return r.rec.RegisterPlugin(ctx, p)
+	return r.rec.RegisterPlugin(ctx, p, by)
 }
 
 // mustRegister is register, which must succeed.
@@ -154,11 +163,16 @@ func (r *apiRig) mustRegister(p plugins.Plugin) plugins.Plugin {
 	return got
 }
 
-// deregister calls DeregisterPlugin with a deadline.
+// deregister calls DeregisterPlugin as root with a deadline.
 func (r *apiRig) deregister(typ, name, owner string) ([]plugins.Plugin, error) {
+	return r.deregisterAs(rootCaller, typ, name, owner)
+}
+
+// deregisterAs calls DeregisterPlugin as by with a deadline.
+func (r *apiRig) deregisterAs(by plugins.Caller, typ, name, owner string) ([]plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
-	return r.rec.DeregisterPlugin(ctx, typ, name, owner)
+	return r.rec.DeregisterPlugin(ctx, typ, name, owner, by)
 }
 
 // awaitApplied waits until the reconciler has applied an outcome that
@@ -228,7 +242,7 @@ func TestRegisterPluginThroughTheAPI(t *testing.T) {
 	got := r.mustRegister(req)
 	r.handler.expect("validate a", "register a "+ep)
 	want := req
-	want.Source = plugins.SourceAPI
+	want.Source, want.UID, want.HasUID = plugins.SourceAPI, 0, true // root's
 	opts := cmpopts.IgnoreFields(plugins.Plugin{}, "RegisteredAt", "SocketID")
 	if diff := cmp.Diff(want, got, opts); diff != "" {
 		t.Errorf("RegisterPlugin returned (-want +got):\n%s", diff)
@@ -517,28 +531,92 @@ func TestDeregisterPluginEveryEndpoint(t *testing.T) {
 	}
 }
 
-// TestRegisterPluginLimits: an owner holds at most MaxPerOwner instances
-// and all owners together at most MaxPlugins; the same registration again
-// at the limit is no new instance, and a deregistration makes room.
+// TestRegisterPluginLimits: a uid holds at most MaxPerUID instances,
+// whatever owner names it gives them, and all uids together at most
+// MaxPlugins; the same registration again at the limit is no new
+// instance, and a deregistration makes room.
 func TestRegisterPluginLimits(t *testing.T) {
-	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) { rec.MaxPerOwner, rec.MaxPlugins = 2, 3 })
-	ep, _ := r.endpoint("e")
-	r.mustRegister(csi("a", ep, "x", "1.0.0"))
-	r.mustRegister(csi("b", ep, "x", "1.0.0"))
-	if _, err := r.register(csi("c", ep, "x", "1.0.0")); !errors.Is(err, plugins.ErrLimit) {
-		t.Fatalf("third registration of owner x = %v, want ErrLimit", err)
+	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) { rec.MaxPerUID, rec.MaxPlugins = 2, 3 })
+	ep, _ := r.endpoint("e") // root's: any uid may use it
+	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
+	mustRegisterAs := func(by plugins.Caller, p plugins.Plugin) {
+		t.Helper()
+		if _, err := r.registerAs(by, p); err != nil {
+			t.Fatalf("RegisterPlugin(%s %q of %q) as uid %d = %v", p.Type, p.Name, p.Owner, by.UID, err)
+		}
 	}
-	r.mustRegister(csi("a", ep, "x", "1.0.0")) // the same again
-	r.mustRegister(csi("a", ep, "y", "1.0.0"))
-	if _, err := r.register(csi("b", ep, "z", "1.0.0")); !errors.Is(err, plugins.ErrLimit) {
+	mustRegisterAs(u1, csi("a", ep, "x", "1.0.0"))
+	mustRegisterAs(u1, csi("b", ep, "y", "1.0.0"))
+	_, err := r.registerAs(u1, csi("c", ep, "z", "1.0.0"))
+	if !errors.Is(err, plugins.ErrLimit) || !strings.Contains(err.Error(), "uid 1001 holds 2, at most 2") {
+		t.Fatalf("third registration of uid 1001, under a third owner = %v, want ErrLimit naming uid 1001", err)
+	}
+	mustRegisterAs(u1, csi("a", ep, "x", "1.0.0")) // the same again
+	mustRegisterAs(u2, csi("a", ep, "w", "1.0.0"))
+	if _, err := r.registerAs(u2, csi("b", ep, "v", "1.0.0")); !errors.Is(err, plugins.ErrLimit) {
 		t.Fatalf("fourth registration in all = %v, want ErrLimit", err)
 	}
-	if _, err := r.deregister("CSIPlugin", "b", "x"); err != nil {
+	if _, err := r.deregisterAs(u1, "CSIPlugin", "b", "y"); err != nil {
 		t.Fatal(err)
 	}
-	r.mustRegister(csi("c", ep, "x", "1.0.0"))
+	mustRegisterAs(u1, csi("c", ep, "z", "1.0.0"))
 	if n := r.registry.Len(); n != 3 {
 		t.Errorf("registry holds %d plugins, want 3", n)
+	}
+}
+
+// TestOwnerBelongsToUID: the instances of an owner belong to the uid that
+// registered them: another uid may not register under that owner, replace
+// one or deregister them (ErrDenied, naming both uids), and nothing
+// changes; root may do all three, and the registration it replaced is
+// then root's. The registry, the state and the registration returned
+// record the registering uid.
+func TestOwnerBelongsToUID(t *testing.T) {
+	r := newAPIRig(t, plugins.NewRegistry(), nil)
+	ep, _ := r.endpoint("a")
+	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
+	got, err := r.registerAs(u1, csi("a", ep, "alloc-of-1001", "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.HasUID || got.UID != 1001 {
+		t.Errorf("registration of uid 1001 returned uid %d (known %v), want 1001", got.UID, got.HasUID)
+	}
+	r.handler.expect("validate a", "register a "+ep)
+	const denied = `owner "alloc-of-1001" belongs to uid 1001, not to uid 1002`
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"deregister", func() error { _, err := r.deregisterAs(u2, "CSIPlugin", "a", "alloc-of-1001"); return err }},
+		{"replace", func() error { _, err := r.registerAs(u2, csi("a", ep, "alloc-of-1001", "1.1.0")); return err }},
+		{"the same again", func() error { _, err := r.registerAs(u2, csi("a", ep, "alloc-of-1001", "1.0.0")); return err }},
+		{"another name", func() error { _, err := r.registerAs(u2, csi("b", ep, "alloc-of-1001", "1.0.0")); return err }},
+	} {
+		if err := tc.call(); !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), denied) {
+			t.Errorf("%s as uid 1002 = %v, want ErrDenied: %s", tc.name, err, denied)
+		}
+	}
+	held, err := r.registry.GetOwned("CSIPlugin", "a", "alloc-of-1001")
+	if err != nil || held.UID != 1001 || !held.HasUID || !slices.Equal(held.Versions, []string{"1.0.0"}) {
+		t.Fatalf("registry holds %+v (%v) after uid 1002's calls, want uid 1001's registration", held, err)
+	}
+	if st := r.registry.State(); len(st.Plugins) != 1 || st.Plugins[0].UID != 1001 || !st.Plugins[0].HasUID {
+		t.Errorf("state holds %+v, want uid 1001's plugin", st.Plugins)
+	}
+	if _, err := r.registerAs(u1, csi("b", ep, "alloc-of-1001", "1.0.0")); err != nil {
+		t.Errorf("uid 1001 registers another name under its owner: %v", err)
+	}
+	got, err = r.register(csi("a", ep, "alloc-of-1001", "1.1.0"))
+	if err != nil || got.UID != 0 || !got.HasUID {
+		t.Fatalf("root replaces uid 1001's registration: %+v, %v; want it root's", got, err)
+	}
+	if _, err := r.deregister("CSIPlugin", "b", "alloc-of-1001"); err != nil {
+		t.Errorf("root deregisters uid 1001's plugin: %v", err)
+	}
+	_, err = r.deregisterAs(u1, "CSIPlugin", "a", "alloc-of-1001")
+	if want := `owner "alloc-of-1001" belongs to uid 0, not to uid 1001`; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+		t.Errorf("uid 1001 deregisters root's replacement = %v, want ErrDenied: %s", err, want)
 	}
 }
 
@@ -554,6 +632,7 @@ func TestAPIPluginLiveness(t *testing.T) {
 	ep, stop := r.endpoint("a")
 	r.mustRegister(csi("a", ep, "o", "1.0.0"))
 	nc := csi("nc", filepath.Join(r.dir, "nobody.sock"), "o", "1.0.0")
+	staleSocket(t, nc.Endpoint)
 	nc.NoCheck = true
 	r.mustRegister(nc)
 	r.handler.expect("validate a", "register a "+ep, "validate nc", "register nc "+nc.Endpoint)
@@ -788,7 +867,7 @@ func TestRegisterPluginNotRunning(t *testing.T) {
 	p := csi("a", sockettest.Run("a.sock"), "o", "1.0.0")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := rec.RegisterPlugin(ctx, p); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := rec.RegisterPlugin(ctx, p, rootCaller); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("RegisterPlugin before Run = %v, want its context's error", err)
 	}
 
@@ -797,17 +876,17 @@ func TestRegisterPluginNotRunning(t *testing.T) {
 	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) {
 		ep := filepath.Join(sockettest.Dir(t), "a.sock")
 		serveHealth(t, ep)
-		early.Go(func() { _, earlyErr = rec.RegisterPlugin(t.Context(), csi("a", ep, "o", "1.0.0")) })
+		early.Go(func() { _, earlyErr = rec.RegisterPlugin(t.Context(), csi("a", ep, "o", "1.0.0"), rootCaller) })
 	})
 	early.Wait()
 	if earlyErr != nil {
 		t.Errorf("RegisterPlugin called before Run started = %v, want it registered once Run runs", earlyErr)
 	}
 	r.stop()
-	if _, err := r.rec.RegisterPlugin(t.Context(), p); !errors.Is(err, ErrStopped) {
+	if _, err := r.rec.RegisterPlugin(t.Context(), p, rootCaller); !errors.Is(err, ErrStopped) {
 		t.Errorf("RegisterPlugin after Run = %v, want ErrStopped", err)
 	}
-	if _, err := r.rec.DeregisterPlugin(t.Context(), "CSIPlugin", "a", "o"); !errors.Is(err, ErrStopped) {
+	if _, err := r.rec.DeregisterPlugin(t.Context(), "CSIPlugin", "a", "o", rootCaller); !errors.Is(err, ErrStopped) {
 		t.Errorf("DeregisterPlugin after Run = %v, want ErrStopped", err)
 	}
 }

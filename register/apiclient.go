@@ -4,35 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 var _ APIRegistrar = (*Client)(nil)
 
 // RegisterAPI registers p, a plugin registered through the API, which
-// serves no pluginregistration v1: unless p.NoCheck, a connect to its
-// endpoint first; then its type's handler, as Register does for a
-// discovered plugin (plugins.ValidateInfo, the handler's Validate, which
-// holds the type's version check, and Register, whose annotations are
-// checked, and the registration rolled back when they break the limits).
-// Nothing is notified: there is no registration socket. p.SocketID is the
-// incarnation registered.
+// serves no pluginregistration v1: first its endpoint is checked
+// (checkEndpoint: a socket that p's registering uid may use and, unless
+// p.NoCheck, served); then its type's handler is asked, as Register does
+// for a discovered plugin (plugins.ValidateInfo, the handler's Validate,
+// which holds the type's version check, and Register, whose annotations
+// are checked, and the registration rolled back when they break the
+// limits). Nothing is notified: there is no registration socket.
+// p.SocketID is the incarnation registered.
 //
 // A refusal wraps a *RejectError, whose text is the refusal in the
-// kubelet's words and which wraps plugins.ErrRefused. An endpoint that is
-// not served is an *OpError of the "connect check"; a handler that does not
-// answer in time, or cannot be reached, wraps handler.ErrUnavailable. Both
-// are transient.
+// kubelet's words and which wraps plugins.ErrRefused. For a uid other than
+// root, an endpoint path that holds no socket it may use (nothing,
+// something other than a socket, another uid's socket) is one error
+// wrapping plugins.ErrDenied, whatever the path holds (callerView); root
+// is told what the path holds, and an owner or serving process not
+// allowed wraps plugins.ErrDenied. An endpoint that is not served is an
+// *OpError of the "connect check"; a handler that does not answer in time,
+// or cannot be reached, wraps handler.ErrUnavailable. Both are transient.
 func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error) {
 	ep := p.Endpoint
-	if !p.NoCheck {
-		conn, err := dialUnix(ctx, ep, orDefault(c.DialTimeout, DefaultDialTimeout))
-		if err != nil {
-			return p, &OpError{"connect check", ep, fmt.Errorf("endpoint not served: %w", err)}
-		}
-		conn.Close()
+	if err := c.checkEndpoint(ctx, p, !p.NoCheck); err != nil {
+		return p, c.callerView(p, err)
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -87,13 +93,24 @@ func unavailable(ctx, hctx context.Context, err error) error {
 }
 
 // CheckAPI checks that someone still serves the endpoint of p, a plugin
-// registered through the API: a connect, closed at once, without a byte
-// sent, as ConnectCheck makes. It is the InfoCheck and ConnectCheck of
-// such a plugin, which serves no GetInfo, and the first step of its
-// VerifyAPI. With p.NoCheck it succeeds at once.
+// registered through the API: the socket file still passes the rules of
+// its registration (endpointFile: a socket, not a symlink, of an owner p's
+// uid may use), then a connect, closed at once, without a byte sent, as
+// ConnectCheck makes. It is the InfoCheck and ConnectCheck of such a
+// plugin, which serves no GetInfo and has no scan to see its socket
+// replaced. With AllowUIDs, it is checkEndpoint's whole check, as
+// ConnectCheck also authorizes. A socket whose owner or serving process p
+// may no longer use fails with an error wrapping statecache.ErrChanged.
+// With p.NoCheck it succeeds at once.
 func (c *Client) CheckAPI(ctx context.Context, p plugins.Plugin) error {
 	if p.NoCheck {
 		return nil
+	}
+	if c.AllowUIDs != nil {
+		return c.checkEndpoint(ctx, p, true)
+	}
+	if _, err := c.endpointFile(p); err != nil {
+		return err
 	}
 	if err := connectOnce(p.Endpoint); err != nil {
 		return &OpError{"connect check", p.Endpoint, err}
@@ -102,17 +119,149 @@ func (c *Client) CheckAPI(ctx context.Context, p plugins.Plugin) error {
 }
 
 // VerifyAPI checks p, a registration through the API restored from an
-// earlier run of the agent: unless p.NoCheck, that its endpoint is served
-// (CheckAPI), then that its type's handler still accepts it, as Verify
-// asks for a discovered plugin: the agent may run with other --accept or
-// --versions flags, or the handler may refuse it now. An error wrapping
-// statecache.ErrChanged means the handler refuses p, or p's type has no
-// handler any more; one wrapping statecache.ErrUnchecked, that the handler
-// did not answer (a timeout, handler.ErrUnavailable), which says nothing
-// of the plugin; any other error, that the endpoint is not served.
+// earlier run of the agent: unless p.NoCheck, its endpoint as its
+// registration did (checkEndpoint, the connect included), then that its
+// type's handler still accepts it, as Verify asks for a discovered
+// plugin: the agent may run with other --accept, --versions or
+// --allow-uid flags, or the handler may refuse it now. An error wrapping
+// statecache.ErrChanged means the handler refuses p, p's type has no
+// handler any more, or p's endpoint is a socket its uid may not use; one
+// wrapping statecache.ErrUnchecked, that the handler did not answer (a
+// timeout, handler.ErrUnavailable), which says nothing of the plugin; any
+// other error, that the endpoint is not served (or not a socket).
 func (c *Client) VerifyAPI(ctx context.Context, p plugins.Plugin) error {
-	if err := c.CheckAPI(ctx, p); err != nil {
-		return err
+	if !p.NoCheck {
+		if err := c.checkEndpoint(ctx, p, true); err != nil {
+			return err
+		}
 	}
 	return c.revalidate(ctx, p)
 }
+
+// checkEndpoint checks that the endpoint of p, a plugin registered
+// through the API, is a socket that p's registering uid may use, with the
+// identity rules of a discovered socket: the file at the path, not
+// followed if a symlink, is a socket whose owner is allowed
+// (endpointFile). With connect, it then connects, through the
+// same checks as a discovered socket's connect (connectChecked: the
+// socket file must be the same before and after), and with AllowUIDs the
+// serving process's uid must be allowed too (authorize). Nothing is sent.
+//
+// A path that holds no such socket is an *endpointError, which wraps the
+// cause; an owner or serving process not allowed also wraps
+// statecache.ErrChanged. A connect that fails is an *OpError of the
+// "connect check".
+func (c *Client) checkEndpoint(ctx context.Context, p plugins.Plugin, connect bool) error {
+	ep := p.Endpoint
+	file, err := c.endpointFile(p)
+	if err != nil {
+		return err
+	}
+	if !connect {
+		return nil
+	}
+	var conn net.Conn
+	var dialErr error
+	_, err = connectChecked(c.dirOf(ep), ep, file.id, func() error {
+		conn, dialErr = dialUnix(ctx, ep, orDefault(c.DialTimeout, DefaultDialTimeout))
+		return dialErr
+	})
+	switch {
+	case dialErr != nil:
+		return &OpError{"connect check", ep, fmt.Errorf("endpoint not served: %w", dialErr)}
+	case err != nil: // the socket file changed, before the connect or during it
+		if conn != nil {
+			conn.Close()
+		}
+		return &endpointError{err}
+	}
+	defer conn.Close()
+	if c.AllowUIDs != nil {
+		if err := c.authorize(ep, file, conn); err != nil {
+			return &OpError{"authorize", ep, err}
+		}
+	}
+	return nil
+}
+
+// endpointFile returns the socket file at the endpoint of p, not followed
+// if a symlink (socketFile), once its owner passed endpointOwner; an
+// *endpointError otherwise.
+func (c *Client) endpointFile(p plugins.Plugin) (socketStat, error) {
+	file, err := socketFile(p.Endpoint)
+	if err == nil {
+		err = c.endpointOwner(p, file)
+	}
+	if err != nil {
+		return socketStat{}, &endpointError{&OpError{"endpoint check", p.Endpoint, err}}
+	}
+	return file, nil
+}
+
+// endpointOwner checks the owner of file, the endpoint socket of p: with
+// AllowUIDs, one of them; without, p's registering uid or root, unless
+// that uid is root or unknown (a plugin restored from a state file that
+// recorded none; on Windows, sockets have no owner uid). An owner not
+// allowed is an error wrapping statecache.ErrChanged.
+func (c *Client) endpointOwner(p plugins.Plugin, file socketStat) error {
+	switch {
+	case c.AllowUIDs != nil && !file.hasUID:
+		return fmt.Errorf("socket owner: file owner uids are not supported on %s", runtime.GOOS)
+	case c.AllowUIDs != nil && !slices.Contains(c.AllowUIDs, file.uid):
+		return &notAllowedError{who: "socket owner", uid: file.uid}
+	case c.AllowUIDs != nil, !file.hasUID, !p.HasUID, p.UID == 0, file.uid == 0, file.uid == p.UID:
+		return nil
+	}
+	return &notOwnedError{owner: file.uid, uid: p.UID}
+}
+
+// callerView returns err, from checkEndpoint at the registration of p, as
+// p's caller may learn it. For a caller other than root, where callers
+// have uids, a path that holds no socket it may use is one error
+// (endpointDenied) whatever the path holds, so that the caller learns
+// nothing of a path it could not read. For root, the error says what the
+// path holds. An owner or serving process not allowed wraps
+// plugins.ErrDenied.
+func (c *Client) callerView(p plugins.Plugin, err error) error {
+	_, isEndpoint := errors.AsType[*endpointError](err)
+	switch {
+	case isEndpoint && p.HasUID && p.UID != 0:
+		return &OpError{"endpoint check", p.Endpoint, c.endpointDenied(p.UID)}
+	case errors.Is(err, statecache.ErrChanged):
+		return fmt.Errorf("%w: %w", plugins.ErrDenied, err)
+	}
+	return err
+}
+
+// endpointDenied is the one error of an endpoint that uid, not root, may
+// not use.
+func (c *Client) endpointDenied(uid uint32) error {
+	who := "uid " + strconv.FormatUint(uint64(uid), 10) + " or root"
+	if c.AllowUIDs != nil {
+		who = "a uid of the agent's --allow-uid"
+	}
+	return fmt.Errorf("%w: not a unix socket that %s owns (a symlink is never followed)", plugins.ErrDenied, who)
+}
+
+// endpointError is an API plugin's endpoint that holds no socket its
+// registering uid may use (checkEndpoint). Its text is Err's.
+type endpointError struct{ Err error }
+
+func (e *endpointError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *endpointError) Unwrap() error { return e.Err }
+
+// notOwnedError is an API plugin's endpoint socket owned by a uid other
+// than the one that registered the plugin and root. It matches
+// statecache.ErrChanged, so that a restored plugin whose endpoint changed
+// owner is dropped as "no longer accepted".
+type notOwnedError struct{ owner, uid uint32 }
+
+func (e *notOwnedError) Error() string {
+	return "socket owner uid " + strconv.FormatUint(uint64(e.owner), 10) +
+		" is neither the registering uid " + strconv.FormatUint(uint64(e.uid), 10) + " nor root"
+}
+
+// Is reports whether target is statecache.ErrChanged.
+func (e *notOwnedError) Is(target error) bool { return target == statecache.ErrChanged }

@@ -247,7 +247,34 @@
 // Validate: one the handler now refuses is deregistered (replaced) and,
 // refused again at its registration, not retried. The same request again
 // changes nothing; other fields for the same instance replace it. At most
-// MaxPlugins API registrations in all, and MaxPerOwner (1,000) per owner.
+// MaxPlugins API registrations in all, and MaxPerUID ([DefaultMaxPerUID])
+// per registering uid, whatever owner names it gives.
+//
+// An API registration records the uid of its caller (plugins.Plugin.UID,
+// kept in the state file), and an owner belongs to the uid that registered
+// its instances: while it holds any, a caller of another uid may not
+// register under it, replace or deregister them (plugins.ErrDenied, naming
+// both uids); a privileged caller (plugins.Caller: root, the agent's uid;
+// on Windows, whose callers have no uid, every caller that may register)
+// may. An instance restored from a state file that recorded no uid is a
+// privileged caller's to change. On Windows, registrations record no uid
+// and count together towards MaxPerUID, and endpoint sockets have no owner
+// uid to check: only their identity is.
+//
+// Its endpoint must be a socket that the registering uid may use, checked
+// by Client.RegisterAPI with the identity rules of a discovered socket
+// (lstat, no symlink followed, a socket) whether or not the request says no
+// check: owned by that uid or root, or, with AllowUIDs, by an allowed uid,
+// and then, unless no check, served by a process of an allowed uid too.
+// Root may use any socket (with AllowUIDs, any an allowed uid owns). A caller other than root
+// gets one message, PermissionDenied, for a path that holds nothing, not a
+// socket, or a socket it may not use, and so learns nothing of a path it
+// could not read. No check skips the liveness checks, not these. Each
+// connect check of an instance with checks, and the verification of a
+// restored one, looks at the socket file again (there is no scan to see it
+// replaced): one given to a uid that may not use it, or served by a process
+// AllowUIDs no longer allows, deregisters the instance as replaced, and
+// its registration again is refused.
 //
 // # Who may register
 //

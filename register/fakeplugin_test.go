@@ -87,9 +87,7 @@ func hang(called chan<- struct{}) func(context.Context) error {
 // plugin that crashed does.
 func staleSocket(t *testing.T, path string) {
 	t.Helper()
-	l := sockettest.Listen(t, path)
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
+	sockettest.Stale(t, path)
 }
 
 // rawListener accepts connections on path and hands each to serve.

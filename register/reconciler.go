@@ -92,10 +92,10 @@ type Reconciler struct {
 	// when the number changes but at most once a minute; the ones handled
 	// already keep their place.
 	MaxPlugins int
-	// MaxPerOwner bounds the plugins one owner registers through the API
-	// (RegisterPlugin; 0: DefaultMaxPerOwner); MaxPlugins bounds those of
-	// all owners together, apart from the sockets.
-	MaxPerOwner int
+	// MaxPerUID bounds the plugins one uid registers through the API
+	// (RegisterPlugin; 0: DefaultMaxPerUID); MaxPlugins bounds those of
+	// all uids together, apart from the sockets.
+	MaxPerUID int
 
 	// ProbeInterval is the time between two connect checks (ConnectCheck) of a
 	// registered plugin, and InfoProbeInterval between two GetInfo checks

@@ -2,7 +2,8 @@
 # make demo: the agent and two example CSI plugins in a temporary directory.
 # The agent runs the exec handler testdata/handler.sh for CSIPlugin: it
 # refuses one plugin by name and annotates the other, which is registered;
-# a third, with no registration socket, is registered with plugreg register;
+# a third, serving a socket outside the plugin directory (its endpoint,
+# which must exist and be the caller's), is registered with plugreg register;
 # then the discovered one stops and is deregistered. Usage: demo.sh BINARY
 set -euo pipefail
 bin=$(cd "$(dirname "${1:?usage: demo.sh BINARY}")" && pwd)/$(basename "$1")
@@ -55,6 +56,10 @@ step "plugreg list -o json: the annotations from handler.sh"
 if listed refused.example.com; then echo "demo: refused.example.com was registered" >&2; exit 1; fi
 
 step "plugreg register: a plugin with no registration socket, as an orchestrator registers it; list shows its SOURCE api"
+"$bin" example-plugin --socket "$tmp/raw.sock" --name raw.example.com --log-format text > >(prefix raw) 2>&1 &
+raw=$!
+pids+=($raw)
+until_ok test -S "$tmp/raw.sock"
 "$bin" register --api "$api" --type CSIPlugin --name raw.example.com --endpoint "$tmp/raw.sock" --version 1.0.0 --owner alloc-1 --option mode=raw --no-check
 "$bin" list --api "$api"
 
@@ -67,8 +72,9 @@ step "plugreg list"
 "$bin" list --api "$api"
 
 step "stop everything (SIGTERM)"
-kill -TERM "$refused" "$agent"
+kill -TERM "$refused" "$raw" "$agent"
 wait "$refused" || true
+wait "$raw" || true
 status=0
 wait "$agent" || status=$?
 pids=()

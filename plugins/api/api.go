@@ -151,9 +151,10 @@ func EventFromProto(m *plugregv1.Event) plugins.Event {
 }
 
 // ToProto converts a Plugin to its API message. Its source is always
-// set: "socket" or "api" (Plugin.SourceName). NoCheck is not part of it.
+// set: "socket" or "api" (Plugin.SourceName), and its uid only when
+// p.HasUID. NoCheck is not part of it.
 func ToProto(p plugins.Plugin) *plugregv1.Plugin {
-	return &plugregv1.Plugin{
+	m := &plugregv1.Plugin{
 		Name:         p.Name,
 		Type:         p.Type,
 		Endpoint:     p.Endpoint,
@@ -165,6 +166,10 @@ func ToProto(p plugins.Plugin) *plugregv1.Plugin {
 		Owner:        p.Owner,
 		Options:      p.Options,
 	}
+	if p.HasUID {
+		m.Uid = &p.UID
+	}
+	return m
 }
 
 // FromProto converts an API message to a Plugin. Source "socket" becomes
@@ -185,5 +190,7 @@ func FromProto(m *plugregv1.Plugin) plugins.Plugin {
 		Source:       src,
 		Owner:        m.GetOwner(),
 		Options:      m.GetOptions(),
+		UID:          m.GetUid(),
+		HasUID:       m != nil && m.Uid != nil,
 	}
 }

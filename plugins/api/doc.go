@@ -24,10 +24,17 @@ accepts the connection (package plugins/peer). Where the system gives no
 peer credentials, no one may write: a check that cannot be made must not
 pass.
 
+The Registrar is told who calls ([plugins.Caller]). A registration records
+the caller's uid (the uid of the plugin's message); the agent's Registrar
+lets only that uid, root and the agent's own uid replace or deregister the
+plugins of that owner, and takes an endpoint only if it is a socket the
+caller may use. Its refusals wrap plugins.ErrDenied: PermissionDenied.
+
 On Windows an AF_UNIX socket has no uid: the server asks for the pid of
 the process at the other end (SIO_AF_UNIX_GETPEERPID), opens its token,
 and lets SYSTEM, the agent's own user and the elevated members of
-Administrators write. The socket's DACL lets only Administrators and
+Administrators write. Those callers are all privileged: registrations
+record no uid, and any of them may replace or deregister any owner's. The socket's DACL lets only Administrators and
 SYSTEM connect at all ([ListenAPI]).
 
 [ListenUnix] listens on a unix socket, replacing a stale one and never a

@@ -16,15 +16,20 @@ import (
 // Registrar registers and deregisters plugins for the Register and
 // Deregister RPCs. The agent's is its reconciler.
 //
+// Each call names its caller (by), whose uid a registration records
+// (plugins.Plugin.UID) and which may act on an owner's plugins only if
+// that uid registered them, or it is privileged (plugins.Caller).
+//
 // Its errors wrap plugins.ErrInvalid or plugins.ErrRefused (the RPC fails
 // with InvalidArgument; a refusal's text is the refusal in the kubelet's
-// words), plugins.ErrLimit (ResourceExhausted), plugins.ErrNotFound
-// (NotFound), handler.ErrUnavailable (Unavailable) or the context's error
-// (Canceled, DeadlineExceeded); any other error is Unavailable. The
-// status message is the error's text, bounded by plugins.BoundText.
+// words), plugins.ErrDenied (PermissionDenied), plugins.ErrLimit
+// (ResourceExhausted), plugins.ErrNotFound (NotFound),
+// handler.ErrUnavailable (Unavailable) or the context's error (Canceled,
+// DeadlineExceeded); any other error is Unavailable. The status message is
+// the error's text, bounded by plugins.BoundText.
 type Registrar interface {
-	RegisterPlugin(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error)
-	DeregisterPlugin(ctx context.Context, typ, name, owner string) ([]plugins.Plugin, error)
+	RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error)
+	DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error)
 }
 
 // EnableRegistration lets callers register and deregister plugins through
@@ -40,15 +45,20 @@ type Registrar interface {
 // Windows, writers must be empty: the callers that may register are
 // SYSTEM, the members of Administrators and the agent's own user.
 //
+// The Registrar is told who calls (plugins.Caller): its uid, and whether
+// it is privileged (root or the agent's own uid; on Windows, every caller
+// that may register, as callers there have no uid).
+//
 // Call it before the server serves.
 func (s *APIServer) EnableRegistration(r Registrar, writers []uint32) {
 	s.registrar, s.writers = r, slices.Clone(writers)
 }
 
 // Register registers a plugin through the Registrar (see
-// EnableRegistration), once the request passes the checks of the
-// registration: plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner
-// and ValidateOptions (InvalidArgument otherwise).
+// EnableRegistration), for the caller, whose uid the registration records,
+// once the request passes the checks of the registration:
+// plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
+// ValidateOptions (InvalidArgument otherwise).
 func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginRequest) (*plugregv1.RegisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
 		return nil, err
@@ -69,7 +79,7 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 	if err := plugins.ValidateRegistration(p); err != nil {
 		return nil, registrationStatus(err)
 	}
-	p, err := s.registrar.RegisterPlugin(ctx, p)
+	p, err := s.registrar.RegisterPlugin(ctx, p, registrant(ctx))
 	if err != nil {
 		return nil, registrationStatus(err)
 	}
@@ -80,8 +90,9 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 }
 
 // Deregister deregisters the API instances of a plugin that one owner
-// registered, through the Registrar (see EnableRegistration). A type,
-// name or owner that no registration could have is InvalidArgument.
+// registered, through the Registrar (see EnableRegistration), for the
+// caller. A type, name or owner that no registration could have is
+// InvalidArgument.
 func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPluginRequest) (*plugregv1.DeregisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
 		return nil, err
@@ -90,7 +101,7 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, registrationStatus(err)
 	}
-	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner)
+	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner, registrant(ctx))
 	if err != nil {
 		return nil, registrationStatus(err)
 	}
@@ -123,6 +134,13 @@ func (s *APIServer) mayWrite(ctx context.Context) error {
 	return status.Error(codes.PermissionDenied, c.denied())
 }
 
+// registrant returns who calls a Register or Deregister that mayWrite let
+// through.
+func registrant(ctx context.Context) plugins.Caller {
+	c, _ := callerOf(ctx)
+	return plugins.Caller{UID: c.uid, HasUID: c.hasUID, Privileged: c.trusted}
+}
+
 // registrationStatus returns the status of a Register or Deregister that
 // failed with err (see Registrar).
 func registrationStatus(err error) error {
@@ -130,6 +148,8 @@ func registrationStatus(err error) error {
 	switch {
 	case errors.Is(err, plugins.ErrInvalid), errors.Is(err, plugins.ErrRefused):
 		code = codes.InvalidArgument
+	case errors.Is(err, plugins.ErrDenied):
+		code = codes.PermissionDenied
 	case errors.Is(err, plugins.ErrLimit):
 		code = codes.ResourceExhausted
 	case errors.Is(err, plugins.ErrNotFound):

@@ -30,12 +30,14 @@ type registrar struct {
 	mu    sync.Mutex
 	calls []string
 	got   []plugins.Plugin // what RegisterPlugin was given
+	by    []plugins.Caller // who called, call by call
 	err   error
 }
 
-func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin) (plugins.Plugin, error) {
+func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.by = append(r.by, by)
 	r.calls = append(r.calls, "register "+p.Type+" "+p.Name+" "+p.Owner)
 	r.got = append(r.got, p.Clone())
 	if r.err != nil {
@@ -45,9 +47,10 @@ func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin) (plugins
 	return p, nil
 }
 
-func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string) ([]plugins.Plugin, error) {
+func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.by = append(r.by, by)
 	r.calls = append(r.calls, "deregister "+typ+" "+name+" "+owner)
 	if r.err != nil {
 		return nil, r.err
@@ -61,6 +64,13 @@ func (r *registrar) Calls() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.calls...)
+}
+
+// Callers returns who made the calls so far, call by call.
+func (r *registrar) Callers() []plugins.Caller {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]plugins.Caller(nil), r.by...)
 }
 
 // serveAPI serves s on a unix socket at path with opts, until the test
@@ -162,7 +172,8 @@ func TestAPIRegisterStatus(t *testing.T) {
 	}{
 		{"invalid", fmt.Errorf("%w: plugin type is empty", plugins.ErrInvalid), codes.InvalidArgument, ""},
 		{"refused", &refusal{"RegisterPlugin error -- plugin validation failed with err: no"}, codes.InvalidArgument, ""},
-		{"limit", fmt.Errorf("%w: owner %q holds 2, at most 2", plugins.ErrLimit, "x"), codes.ResourceExhausted, ""},
+		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", plugins.ErrLimit), codes.ResourceExhausted, ""},
+		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", plugins.ErrDenied, "x"), codes.PermissionDenied, ""},
 		{"not found", fmt.Errorf("CSIPlugin %q of owner %q: %w", "a", "o", plugins.ErrNotFound), codes.NotFound, ""},
 		{"handler unavailable", fmt.Errorf("handler Register: %w", handler.ErrUnavailable), codes.Unavailable, ""},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), codes.Canceled, ""},
@@ -360,18 +371,27 @@ func TestAPIWatchType(t *testing.T) {
 	}
 }
 
-// TestProtoSource: a plugin's source, owner and options survive the
-// conversion to the API's message and back; a discovered plugin's source
-// is "socket" in the message and "" in the registry.
+// TestProtoSource: a plugin's source, owner, options and registering uid
+// survive the conversion to the API's message and back; a discovered
+// plugin's source is "socket" in the message and "" in the registry, and
+// an unknown uid is unset, while uid 0 is set.
 func TestProtoSource(t *testing.T) {
-	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: sockettest.Run("a.sock"), RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o", Options: map[string]string{"k": "v"}}
+	apiPlugin := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: sockettest.Run("a.sock"), RegisteredAt: t0, Source: plugins.SourceAPI, Owner: "o",
+		Options: map[string]string{"k": "v"}, UID: 1001, HasUID: true}
+	rootPlugin := apiPlugin
+	rootPlugin.UID = 0
+	unknownUID := apiPlugin
+	unknownUID.UID, unknownUID.HasUID = 0, false
 	for _, tc := range []struct {
 		p      plugins.Plugin
 		source string
-	}{{plugin(1), "socket"}, {apiPlugin, "api"}} {
+	}{{plugin(1), "socket"}, {apiPlugin, "api"}, {rootPlugin, "api"}, {unknownUID, "api"}} {
 		m := api.ToProto(tc.p)
 		if m.GetSource() != tc.source {
 			t.Errorf("ToProto(%+v).source = %q, want %q", tc.p, m.GetSource(), tc.source)
+		}
+		if (m.Uid != nil) != tc.p.HasUID || m.GetUid() != tc.p.UID {
+			t.Errorf("ToProto(%+v).uid = %v, want %d if known", tc.p, m.Uid, tc.p.UID)
 		}
 		if diff := cmp.Diff(tc.p, api.FromProto(m)); diff != "" {
 			t.Errorf("FromProto(ToProto(p)) (-want +got):\n%s", diff)

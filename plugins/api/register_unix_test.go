@@ -34,7 +34,7 @@ const nobody = 65534
 // as another uid than the agent's (root), which the socket's mode lets
 // connect: it may list, but Register and Deregister are PermissionDenied,
 // with a message that names its uid and pid, until the server's writers
-// hold its uid.
+// hold its uid; then the Registrar is told its uid, not privileged.
 func TestAPIRegisterPermission(t *testing.T) {
 	if path := os.Getenv(childAPIEnv); path != "" {
 		callAPI(t, path)
@@ -76,11 +76,17 @@ func TestAPIRegisterPermission(t *testing.T) {
 				t.Errorf("calls as uid %d with writers %v (-want +got):\n%s", nobody, tc.writers, diff)
 			}
 			var wantCalls []string
+			var wantBy []plugins.Caller
 			if !tc.denied {
 				wantCalls = []string{"register CSIPlugin a.example.com alloc-1", "deregister CSIPlugin a.example.com alloc-1"}
+				by := plugins.Caller{UID: nobody, HasUID: true}
+				wantBy = []plugins.Caller{by, by}
 			}
 			if diff := cmp.Diff(wantCalls, rg.Calls()); diff != "" {
 				t.Errorf("the Registrar's calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantBy, rg.Callers()); diff != "" {
+				t.Errorf("the callers the Registrar was told (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -43,6 +43,15 @@ func Listen(tb testing.TB, path string) net.Listener {
 	return l
 }
 
+// Stale leaves a socket file at path with nobody listening, as a process
+// that crashed does.
+func Stale(tb testing.TB, path string) {
+	tb.Helper()
+	l := Listen(tb, path)
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+}
+
 // Buffer is a bytes.Buffer safe for concurrent use: one goroutine or
 // process writes while the test reads.
 type Buffer struct {

@@ -60,7 +60,13 @@ type Plugin struct {
 	Owner string `protobuf:"bytes,9,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Options of an API plugin, as given to Register; empty for
 	// discovered plugins.
-	Options       map[string]string `protobuf:"bytes,10,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Options map[string]string `protobuf:"bytes,10,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The uid of the caller that registered an API plugin: only that uid,
+	// root and the agent's own uid may replace or deregister the plugins
+	// of its owner. Unset for discovered plugins, and for an API plugin
+	// whose registering uid is unknown (registered on Windows, whose
+	// callers have no uid, or restored from a state file without it).
+	Uid           *uint32 `protobuf:"varint,11,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +169,13 @@ func (x *Plugin) GetOptions() map[string]string {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *Plugin) GetUid() uint32 {
+	if x != nil && x.Uid != nil {
+		return *x.Uid
+	}
+	return 0
 }
 
 // ListRequest selects the plugins that Registry.List returns.
@@ -406,14 +419,20 @@ type RegisterPluginRequest struct {
 	// Name of the plugin within its type (PluginInfo.Name).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Absolute path of the unix socket the plugin serves its own API on
-	// (PluginInfo.ConnectionInfo.SocketPath); the agent's connect check
-	// dials it unless no_check is set.
+	// (PluginInfo.ConnectionInfo.SocketPath): a socket, not a symlink,
+	// owned by the caller's uid, root or a uid of the agent's --allow-uid
+	// (checked even with no_check). The agent's connect check dials it
+	// unless no_check is set.
 	Endpoint string `protobuf:"bytes,3,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	// API versions the plugin supports (PluginInfo.Version and more),
 	// checked against the type's --versions.
 	Versions []string `protobuf:"bytes,4,rep,name=versions,proto3" json:"versions,omitempty"`
-	// Who registers this instance (Nomad's AllocID); may be empty. The
-	// agent holds at most 1,000 API registrations per owner by default.
+	// Who registers this instance (Nomad's AllocID); may be empty. An
+	// owner belongs to the uid that registered its instances: while it
+	// holds any, another uid may not register under it, nor replace or
+	// deregister them (PermissionDenied); root and the agent's own uid
+	// may. The agent holds at most 1,000 API registrations per uid by
+	// default.
 	Owner string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Options passed on to the handler and consumers (PluginInfo.Options).
 	Options map[string]string `protobuf:"bytes,6,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -775,7 +794,7 @@ var File_plugreg_v1_registry_proto protoreflect.FileDescriptor
 const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"\x19plugreg/v1/registry.proto\x12\n" +
-	"plugreg.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x03\n" +
+	"plugreg.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
 	"\x06Plugin\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -788,13 +807,15 @@ const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\x06source\x18\b \x01(\tR\x06source\x12\x14\n" +
 	"\x05owner\x18\t \x01(\tR\x05owner\x129\n" +
 	"\aoptions\x18\n" +
-	" \x03(\v2\x1f.plugreg.v1.Plugin.OptionsEntryR\aoptions\x1a>\n" +
+	" \x03(\v2\x1f.plugreg.v1.Plugin.OptionsEntryR\aoptions\x12\x15\n" +
+	"\x03uid\x18\v \x01(\rH\x00R\x03uid\x88\x01\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"!\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
+	"\x04_uid\"!\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\"<\n" +
 	"\fListResponse\x12,\n" +
@@ -904,6 +925,7 @@ func file_plugreg_v1_registry_proto_init() {
 	if File_plugreg_v1_registry_proto != nil {
 		return
 	}
+	file_plugreg_v1_registry_proto_msgTypes[0].OneofWrappers = []any{}
 	file_plugreg_v1_registry_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -63,7 +63,8 @@ type RegistryClient interface {
 	Register(ctx context.Context, in *RegisterPluginRequest, opts ...grpc.CallOption) (*RegisterPluginResponse, error)
 	// Deregister removes the API instances of a plugin that one owner
 	// registered, after the handler's DeRegister (reason "removed"); it is
-	// NotFound when there are none.
+	// NotFound when there are none, and PermissionDenied when another uid
+	// registered them (unless the caller is root or the agent's uid).
 	Deregister(ctx context.Context, in *DeregisterPluginRequest, opts ...grpc.CallOption) (*DeregisterPluginResponse, error)
 }
 
@@ -165,7 +166,8 @@ type RegistryServer interface {
 	Register(context.Context, *RegisterPluginRequest) (*RegisterPluginResponse, error)
 	// Deregister removes the API instances of a plugin that one owner
 	// registered, after the handler's DeRegister (reason "removed"); it is
-	// NotFound when there are none.
+	// NotFound when there are none, and PermissionDenied when another uid
+	// registered them (unless the caller is root or the agent's uid).
 	Deregister(context.Context, *DeregisterPluginRequest) (*DeregisterPluginResponse, error)
 	mustEmbedUnimplementedRegistryServer()
 }

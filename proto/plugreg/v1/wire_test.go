@@ -104,6 +104,7 @@ func TestMessages(t *testing.T) {
 			{8, "source", protoreflect.StringKind, protoreflect.Optional, ""},
 			{9, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
 			{10, "options", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin.OptionsEntry"},
+			{11, "uid", protoreflect.Uint32Kind, protoreflect.Optional, ""},
 		}},
 		{"ListRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},
