@@ -26,7 +26,8 @@ package plugins
 //
 // # Windows notes
 //
-// The administrators are SYSTEM and the Administrators group. The directory
+// The administrators are SYSTEM and the Administrators group, and
+// TrustedInstaller, which owns the system's programs. The directory
 // of path (while it is missing, the closest ancestor that exists) must be
 // owned by SYSTEM, Administrators or the agent's user, and its DACL must let
 // no one else create, delete or rename files in it, or change its DACL or
