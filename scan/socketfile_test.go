@@ -9,9 +9,8 @@ import (
 )
 
 // TestStatSocketIsScanID: StatSocket gives a socket file the ID a Scan
-// gives it, refuses anything else with what it is, and allocates nothing
-// for a socket where it makes the system call itself (it runs for every
-// liveness check). Not parallel: AllocsPerRun.
+// gives it, and allocates nothing where it makes the system call itself
+// (it runs for every liveness check). Not parallel: AllocsPerRun.
 func TestStatSocketIsScanID(t *testing.T) {
 	needUnixSockets(t)
 	root := tempDir(t)
@@ -28,7 +27,13 @@ func TestStatSocketIsScanID(t *testing.T) {
 	if n := testing.AllocsPerRun(20, func() { _, _ = StatSocket(sock) }); statSocketAllocFree && n != 0 {
 		t.Errorf("StatSocket of a socket allocates %v times, want 0", n)
 	}
+}
 
+// TestStatSocketNotSocket: StatSocket refuses a file that is not a socket
+// with what it is, and a missing one with fs.ErrNotExist.
+func TestStatSocketNotSocket(t *testing.T) {
+	t.Parallel()
+	root := tempDir(t)
 	file, dir := filepath.Join(root, "file"), filepath.Join(root, "dir")
 	writeFile(t, file)
 	if err := os.Mkdir(dir, 0o755); err != nil {
