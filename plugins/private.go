@@ -20,9 +20,11 @@ package plugins
 // be owned by root or the agent's user and not writable by every user
 // without the sticky bit; their group may write to them, as macOS's
 // /var/run (root:daemon, 0775) lets its group. A file at path must be
-// owned by root or the agent's user, and not writable by every user, nor
-// by its group unless that is root's; a symbolic link at path is followed,
-// and the file it names checked the same way.
+// owned by root or the agent's user, and unless it is a socket (which its
+// writers may connect to, not replace: the API socket with --api-group),
+// not writable by every user, nor by its group unless that is root's; a
+// symbolic link at path is followed, and the file it names checked the
+// same way.
 //
 // # Windows notes
 //

@@ -54,6 +54,8 @@ func checkPrivate(path string) error {
 	switch mode := fi.Mode(); {
 	case !trustedUID(st.Uid):
 		return fmt.Errorf("%s is owned by uid %d (mode %v): remove it, or make it owned by root", abs, st.Uid, mode)
+	case mode.Type() == fs.ModeSocket:
+		// Who may write to a socket may connect to it, not replace it.
 	case mode&0o002 != 0:
 		return fmt.Errorf("%s is writable by every user (owner uid %d, mode %v): %s", abs, st.Uid, mode, privateFileAdvice)
 	case mode&0o020 != 0 && st.Gid != 0:

@@ -3,6 +3,7 @@
 package plugins
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,50 @@ func TestCheckPrivateFileOwner(t *testing.T) {
 			case tc.want == "":
 			case err == nil || err.Error() != file+tc.want:
 				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, file+tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckPrivateSocketWriters: a socket that a group or every user may
+// write to, and so connect to (the API socket of an agent run with
+// --api-group, left behind by a kill), is accepted: writing to a socket
+// does not replace it. One that another user owns is not.
+func TestCheckPrivateSocketWriters(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a socket to another user")
+	}
+	for _, tc := range []struct {
+		name     string
+		uid, gid int
+		mode     os.FileMode
+		want     string // after the socket's path; "": no error
+	}{
+		{"group may connect", 0, 1001, 0o660, ""},
+		{"everyone may connect", 0, 0, 0o666, ""},
+		{"another user's", 1001, 0, 0o600, " is owned by uid 1001 (mode Srw-------): remove it, or make it owned by root"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mkdirOwned(t, privateTempDir(t)+"/d", 0o755, 0, 0)
+			path := filepath.Join(d, "api.sock")
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := os.Chown(path, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			err = CheckPrivate(path)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+			case tc.want == "":
+			case err == nil || err.Error() != path+tc.want:
+				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, path+tc.want)
 			}
 		})
 	}
