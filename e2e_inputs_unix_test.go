@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
@@ -70,6 +71,7 @@ func TestRunChecksInputs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tmp, err := filepath.EvalSymlinks(sockettest.Dir(t))
 			if err != nil {
 				t.Fatal(err)
@@ -83,7 +85,7 @@ func TestRunChecksInputs(t *testing.T) {
 				}
 				return
 			}
-			_, stderr, code := plugreg(t, e.runArgs(extra...)...)
+			code, stderr := exitOf(t, start(t, e.runArgs(extra...)...))
 			if want == etcdUnreachable {
 				if code != 1 || !strings.HasPrefix(stderr, "plugreg: "+etcdUnreachable) {
 					t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1 and %q", strings.Join(e.runArgs(extra...), " "), code, stderr, etcdUnreachable)
@@ -98,6 +100,19 @@ func TestRunChecksInputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exitOf waits for p to exit, as a refused agent does at once, and
+// returns its exit code and output; it fails the test if p still runs
+// after waitTimeout.
+func exitOf(t *testing.T, p *proc) (int, string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s still runs after %v, want it refused at start:\n%s", p, waitTimeout, p.out)
+	}
+	return p.cmd.ProcessState.ExitCode(), p.out.String()
 }
 
 // etcdUnreachable starts the error of an agent whose password file was
