@@ -16,7 +16,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto proto/plugreg/v1/handler.proto
 
-.PHONY: help build test demo demo-fleet bench-fleet generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop mutate
+.PHONY: help build test demo demo-fleet bench-fleet generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop qemu mutate
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -64,6 +64,10 @@ test-windows: ## the windows/amd64 tests under wine; .ci/wine/setup installs win
 interop: ## the registration client against plugins on Python's grpcio; .ci/interop/setup installs python3-grpcio (Debian, root) if missing, and fails where it cannot; a skipped test fails
 	.ci/interop/setup
 	PLUGREG_INTEROP_REQUIRED=1 $(GO) test -race -count=1 -run '^TestInterop' -v ./register
+
+qemu: ## the agent built for linux/s390x, arm64, arm and riscv64 registers and deregisters a native plugin under qemu-user; .ci/qemu/setup installs qemu-user-static (Debian, root) if missing, and fails where it cannot; a skipped test fails
+	.ci/qemu/setup
+	PLUGREG_QEMU_REQUIRED=1 $(GO) test -count=1 -run '^TestQemu$$' -v .
 
 bench: ## scan and registration benchmarks
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...

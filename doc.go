@@ -567,18 +567,24 @@ They are directories that the agent creates itself, writable by root alone
 (mode 0750), or on Windows by SYSTEM and Administrators alone: run creates
 %ProgramData%\plugreg with a protected DACL that grants them full control
 and no one else anything, and sets that DACL on an existing one that lets
-other users create files in it. Whatever --state and --api say, run
-refuses to start, with an error naming the directory, its owner and its
-mode, when another user could replace the state file or the API socket:
-when the directory of either is owned by a user other than root and the
-agent's own, or is writable by every user without the sticky bit, or by a
-group other than root's; when one of its parents is owned by such a user,
-or is writable by every user without the sticky bit; or when the file
-exists and is owned by such a user. On Windows: when the directory is not
-owned by SYSTEM, Administrators or the agent's user, or its DACL lets
-anyone else create or delete files in it, or the file is owned by anyone
-else. A local user can then neither plant a state file nor take the API
-socket's path between two runs of the agent (see plugins.CheckPrivate).
+other users create files in it. Whatever --state, --api, --handler and
+--etcd-password-file say, run refuses to start, with an error naming the
+file or directory, its owner and its mode, when another user could
+replace the state file, the API socket, a handler's program (exec) or
+socket (grpc), or the etcd password file (with --publish): when the
+directory of one is owned by a user other than root and the agent's own,
+or is writable by every user (with the sticky bit too, as /tmp is: it
+keeps users from replacing one another's files, not from creating the
+path first), or by a group other than root's; when one of its parents is
+owned by such a user, or is writable by every user without the sticky
+bit; or when the file exists and is owned by such a user, or is writable
+by every user or by a group other than root's (a symlink is followed, and
+what it names checked). On Windows: when the directory is not owned by
+SYSTEM, Administrators or the agent's user, or its DACL lets anyone else
+create or delete files in it, or the file is owned by anyone else. A
+local user can then neither plant a state file, take the API socket's
+path between two runs of the agent, nor swap a handler or a password of
+their own in (see plugins.CheckPrivate).
 
 # Containers
 

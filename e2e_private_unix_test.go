@@ -31,6 +31,8 @@ func TestRunRefusesSharedDirs(t *testing.T) {
 	}{
 		{"state in a directory of uid 65534", 0o755, 65534, true, "state file", "is owned by uid 65534 (mode drwxr-xr-x)"},
 		{"api in a directory writable by everyone", 0o777, 0, false, "api socket", "is writable by every user (owner uid 0, mode drwxrwxrwx)"},
+		{"state in a sticky directory writable by everyone", 0o777 | os.ModeSticky, 0, true, "state file", "is writable by every user (owner uid 0, mode dtrwxrwxrwx): the sticky bit does not stop another user from creating the path first"},
+		{"api in a sticky directory writable by everyone", 0o777 | os.ModeSticky, 0, false, "api socket", "is writable by every user (owner uid 0, mode dtrwxrwxrwx): the sticky bit does not stop another user from creating the path first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp, err := filepath.EvalSymlinks(sockettest.Dir(t))

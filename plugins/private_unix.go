@@ -24,8 +24,8 @@ func checkPrivate(path string) error {
 	if err != nil {
 		return err
 	}
-	for d, strict := dir, exact; ; d, strict = filepath.Dir(d), false {
-		if err := checkDirOwner(d, strict); err != nil {
+	for d, home, strict := dir, true, exact; ; d, home, strict = filepath.Dir(d), false, false {
+		if err := checkDirOwner(d, home, strict); err != nil {
 			return err
 		}
 		if d == filepath.Dir(d) {
@@ -41,12 +41,31 @@ func checkPrivate(path string) error {
 		return nil
 	case err != nil:
 		return err
+	case fi.Mode().Type() == fs.ModeSymlink:
+		// The link cannot be replaced (its directory was checked); what
+		// it names is checked as if it had been given.
+		target, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return err
+		}
+		return checkPrivate(target)
 	}
-	if uid := fi.Sys().(*syscall.Stat_t).Uid; !trustedUID(uid) {
-		return fmt.Errorf("%s is owned by uid %d (mode %v): remove it, or make it owned by root", abs, uid, fi.Mode())
+	st := fi.Sys().(*syscall.Stat_t)
+	switch mode := fi.Mode(); {
+	case !trustedUID(st.Uid):
+		return fmt.Errorf("%s is owned by uid %d (mode %v): remove it, or make it owned by root", abs, st.Uid, mode)
+	case mode.Type() == fs.ModeSocket:
+		// Who may write to a socket may connect to it, not replace it.
+	case mode&0o002 != 0:
+		return fmt.Errorf("%s is writable by every user (owner uid %d, mode %v): %s", abs, st.Uid, mode, privateFileAdvice)
+	case mode&0o020 != 0 && st.Gid != 0:
+		return fmt.Errorf("%s is writable by group %d (owner uid %d, mode %v): %s", abs, st.Gid, st.Uid, mode, privateFileAdvice)
 	}
 	return nil
 }
+
+// privateFileAdvice tells how to fix a file that CheckPrivate refuses.
+const privateFileAdvice = "make it writable by its owner only (chmod go-w)"
 
 // closestDir returns dir, or its closest ancestor that exists if dir does
 // not, with symbolic links resolved, and whether it is dir itself.
@@ -64,9 +83,11 @@ func closestDir(dir string) (string, bool, error) {
 
 // checkDirOwner checks one directory: its owner is root or the agent's
 // user, and every user may not write to it unless it has the sticky bit.
-// strict (the directory of the file) also refuses a directory that its
-// group may write to, unless that group is root's.
-func checkDirOwner(dir string, strict bool) error {
+// home (the directory of the file, or while it is missing, the closest
+// that exists, in which the agent creates a name) also refuses one that
+// every user may write to, sticky or not; strict (the directory of the
+// file) one that its group may write to, unless that group is root's.
+func checkDirOwner(dir string, home, strict bool) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
@@ -78,6 +99,8 @@ func checkDirOwner(dir string, strict bool) error {
 		return fmt.Errorf("directory %s is owned by uid %d (mode %v): %s", dir, st.Uid, mode, privateAdvice)
 	case mode&0o002 != 0 && mode&fs.ModeSticky == 0:
 		return fmt.Errorf("directory %s is writable by every user (owner uid %d, mode %v): %s", dir, st.Uid, mode, privateAdvice)
+	case home && mode&0o002 != 0:
+		return fmt.Errorf("directory %s is writable by every user (owner uid %d, mode %v): the sticky bit does not stop another user from creating the path first: %s", dir, st.Uid, mode, privateAdvice)
 	case strict && mode&0o020 != 0 && st.Gid != 0:
 		return fmt.Errorf("directory %s is writable by group %d (owner uid %d, mode %v): %s", dir, st.Gid, st.Uid, mode, privateAdvice)
 	}

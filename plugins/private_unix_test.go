@@ -3,6 +3,7 @@
 package plugins
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,16 @@ func TestCheckPrivateUnix(t *testing.T) {
 			return filepath.Join(d, "api.sock"), d
 		}, " is writable by every user (owner uid 0, mode drwxrwxrwx)"},
 		{"writable by every user, sticky", func(t *testing.T, b string) (string, string) {
-			return filepath.Join(mkdirOwned(t, b+"/d", 0o777|os.ModeSticky, 0, 0), "state.json"), ""
+			d := mkdirOwned(t, b+"/d", 0o777|os.ModeSticky, 0, 0)
+			return filepath.Join(d, "state.json"), d
+		}, " is writable by every user (owner uid 0, mode dtrwxrwxrwx): the sticky bit does not stop another user from creating the path first"},
+		{"missing, parent writable by every user, sticky", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o777|os.ModeSticky, 0, 0)
+			return filepath.Join(p, "a", "api.sock"), p
+		}, " is writable by every user (owner uid 0, mode dtrwxrwxrwx): the sticky bit does not stop another user from creating the path first"},
+		{"parent writable by every user, sticky", func(t *testing.T, b string) (string, string) {
+			p := mkdirOwned(t, b+"/p", 0o777|os.ModeSticky, 0, 0)
+			return filepath.Join(mkdirOwned(t, p+"/d", 0o755, 0, 0), "state.json"), ""
 		}, ""},
 		{"writable by another group", func(t *testing.T, b string) (string, string) {
 			d := mkdirOwned(t, b+"/d", 0o775, 0, nobody)
@@ -123,25 +133,90 @@ func TestCheckPrivateUnix(t *testing.T) {
 	}
 }
 
-// TestCheckPrivateFileOwner checks the file itself, in a directory where
-// every user may create files (the sticky bit keeps them from replacing
-// one another's): one that another user made first is refused.
+// TestCheckPrivateFileOwner checks the file itself, in a directory only
+// root may write to: one that another user owns, or may write to, is
+// refused, and so is a symlink to such a file, which is followed.
 func TestCheckPrivateFileOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to give a file to another user")
 	}
 	for _, tc := range []struct {
-		name string
-		uid  int
-		want string // "": no error
+		name      string
+		uid, gid  int
+		mode      os.FileMode
+		symlinked bool   // path is a symlink to the file
+		want      string // after the file's path; "": no error
 	}{
-		{"root", 0, ""},
-		{"another user", nobody, " is owned by uid 65534 (mode -rw-------): remove it, or make it owned by root"},
+		{"root", 0, 0, 0o600, false, ""},
+		{"root, executable", 0, 0, 0o755, false, ""},
+		{"root, writable by group root", 0, 0, 0o775, false, ""},
+		{"another user", 1001, 0, 0o600, false, " is owned by uid 1001 (mode -rw-------): remove it, or make it owned by root"},
+		{"root, writable by every user", 0, 0, 0o757, false, " is writable by every user (owner uid 0, mode -rwxr-xrwx): make it writable by its owner only (chmod go-w)"},
+		{"root, writable by another group", 0, 1001, 0o775, false, " is writable by group 1001 (owner uid 0, mode -rwxrwxr-x): make it writable by its owner only (chmod go-w)"},
+		{"symlink to root's", 0, 0, 0o755, true, ""},
+		{"symlink to another user's", 1001, 0, 0o755, true, " is owned by uid 1001 (mode -rwxr-xr-x): remove it, or make it owned by root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := mkdirOwned(t, privateTempDir(t)+"/d", 0o777|os.ModeSticky, 0, 0)
-			path := writeOwned(t, filepath.Join(d, "state.json"), tc.uid)
+			d := mkdirOwned(t, privateTempDir(t)+"/d", 0o755, 0, 0)
+			file := writeOwned(t, filepath.Join(d, "file"), tc.uid)
+			if err := os.Chown(file, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(file, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			path := file
+			if tc.symlinked {
+				path = filepath.Join(d, "link")
+				if err := os.Symlink("file", path); err != nil {
+					t.Fatal(err)
+				}
+			}
 			err := CheckPrivate(path)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+			case tc.want == "":
+			case err == nil || err.Error() != file+tc.want:
+				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, file+tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckPrivateSocketWriters: a socket that a group or every user may
+// write to, and so connect to (the API socket of an agent run with
+// --api-group, left behind by a kill), is accepted: writing to a socket
+// does not replace it. One that another user owns is not.
+func TestCheckPrivateSocketWriters(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a socket to another user")
+	}
+	for _, tc := range []struct {
+		name     string
+		uid, gid int
+		mode     os.FileMode
+		want     string // after the socket's path; "": no error
+	}{
+		{"group may connect", 0, 1001, 0o660, ""},
+		{"everyone may connect", 0, 0, 0o666, ""},
+		{"another user's", 1001, 0, 0o600, " is owned by uid 1001 (mode Srw-------): remove it, or make it owned by root"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mkdirOwned(t, privateTempDir(t)+"/d", 0o755, 0, 0)
+			path := filepath.Join(d, "api.sock")
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := os.Chown(path, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			err = CheckPrivate(path)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)

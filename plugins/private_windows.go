@@ -185,15 +185,20 @@ func aceSID(ace *windows.ACCESS_ALLOWED_ACE) *windows.SID {
 	return (*windows.SID)(unsafe.Pointer(&ace.SidStart))
 }
 
-// trustedSID reports whether sid is SYSTEM, the Administrators group or
-// the agent's user.
+// trustedSID reports whether sid is SYSTEM, the Administrators group,
+// TrustedInstaller (which owns the programs under C:\Windows and
+// C:\Program Files that a handler may be) or the agent's user.
 func trustedSID(sid *windows.SID) bool {
-	if sid.IsWellKnown(windows.WinLocalSystemSid) || sid.IsWellKnown(windows.WinBuiltinAdministratorsSid) {
+	if sid.IsWellKnown(windows.WinLocalSystemSid) || sid.IsWellKnown(windows.WinBuiltinAdministratorsSid) || sid.String() == trustedInstaller {
 		return true
 	}
 	u, err := windows.GetCurrentProcessToken().GetTokenUser()
 	return err == nil && sid.Equals(u.User.Sid)
 }
+
+// trustedInstaller is the SID of NT SERVICE\TrustedInstaller, the same on
+// every Windows (derived from the service's name).
+const trustedInstaller = "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464"
 
 // account names sid as DOMAIN\name (SID), or as the SID alone when it has
 // no name.

@@ -116,6 +116,7 @@ func TestCheckOwner(t *testing.T) {
 	}{
 		{"O:SY", true},
 		{"O:BA", true},
+		{"O:S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464", true}, // TrustedInstaller
 		{"O:BU", false},
 		{"O:AU", false},
 	} {

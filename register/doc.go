@@ -303,18 +303,19 @@
 // registration, a verification and a GetInfo check connect by path, and
 // before and after the connect the client lstats each directory of the
 // path below its plugin directory (Client.Dirs), none of which may be a
-// symlink, and the socket file, whose identity must be the one the scan
-// saw: device, inode and times, compared as the scan compares them (on
-// Windows, a socket still). A failed check before the connect prevents
-// it, and one after drops the connection unused: a socket behind a
-// directory swapped for a symlink, or bound at the path since the scan, is
-// sent nothing. For a registration it is a failed attempt, logged as
-// "socket refused: path changed between scan and dial" and retried until
-// the scan sees the change; a new socket is a new incarnation. A connect
-// check does not look at the file: a socket replaced is the scan's to
-// see, within an interval. With AllowUIDs, the owner is the one read at
-// the connect, and the serving process's credentials come from the
-// connection itself.
+// symlink, and stats the socket file with scan.StatSocket, the call the
+// scan takes a socket's identity with, so that the two cannot differ by
+// system call: its identity must be the one the scan saw (device, inode
+// and times; on Windows, volume, file index and times). A failed check
+// before the connect prevents it, and one after drops the connection
+// unused: a socket behind a directory swapped for a symlink, or bound at
+// the path since the scan, is sent nothing. For a registration it is a
+// failed attempt, logged as "socket refused: path changed between scan
+// and dial" and retried until the scan sees the change; a new socket is a
+// new incarnation. A connect check does not look at the file: a socket
+// replaced is the scan's to see, within an interval. With AllowUIDs, the
+// owner is the one read at the connect, and the serving process's
+// credentials come from the connection itself.
 //
 // # Logs
 //

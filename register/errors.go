@@ -52,8 +52,7 @@ var (
 )
 
 // socketStat is what the agent knows of a socket file it connects to: its
-// identity, as the scan builds it (zero where socketFile does not read
-// it), and owner.
+// identity, as the scan takes it (scan.StatSocket), and owner.
 type socketStat struct {
 	id     scan.ID
 	uid    uint32

@@ -84,3 +84,34 @@ func TestSocketFileSaysWhatIsThere(t *testing.T) {
 		})
 	}
 }
+
+// TestSocketFileIsScanID: the identity the dial checks take of a socket is
+// the one the scan took, so a scanned plugin registers, and socketFile adds
+// no allocation to scan.StatSocket's (it runs for every liveness check).
+// Not parallel: AllocsPerRun.
+func TestSocketFileIsScanID(t *testing.T) {
+	dir := unixDir(t)
+	path := filepath.Join(dir, "a.sock")
+	servePlugin(t, path, &example.Plugin{Info: csiInfo("a", "")})
+	s, err := scan.New([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Scan()
+	if err != nil || len(snap.Entries) != 1 {
+		t.Fatalf("Scan() = %v, %v, want a.sock", snap, err)
+	}
+	file, err := socketFile(path)
+	if err != nil || !file.is(snap.Entries[0].ID) || file.uid != uint32(os.Getuid()) {
+		t.Errorf("socketFile(a.sock) = %+v, %v, want the scan's ID %+v, owned by uid %d", file, err, snap.Entries[0].ID, os.Getuid())
+	}
+	want := testing.AllocsPerRun(20, func() { _, _ = scan.StatSocket(path) })
+	if n := testing.AllocsPerRun(20, func() { _, _ = socketFile(path) }); n > want {
+		t.Errorf("socketFile allocates %v times, scan.StatSocket %v", n, want)
+	}
+	h := handler.NewHandlers()
+	h.Add("CSIPlugin", handler.DefaultAccept()[0])
+	if _, err := (&Client{Handlers: h, Dirs: []string{dir}}).Register(t.Context(), path, snap.Entries[0].ID); err != nil {
+		t.Errorf("Register(a.sock, the scan's ID) = %v", err)
+	}
+}

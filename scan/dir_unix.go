@@ -91,11 +91,7 @@ func (d *osDir) id(name, _ string) (ID, error) {
 // wrongType if it is not of type typ (S_IFDIR, S_IFSOCK).
 func (d *osDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
 	var st unix.Stat_t
-	err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	for err == unix.EINTR {
-		err = unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	switch {
+	switch err := lstatAt(d.fd, name, &st); {
 	case err != nil:
 		return ID{}, err
 	case uint32(st.Mode)&unix.S_IFMT != typ:

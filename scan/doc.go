@@ -111,9 +111,13 @@
 // inconsistencies (a linked socket outliving its target; a linked directory
 // whose existing sockets are never found). A plugin directory given to [New]
 // that is itself a symlink is resolved once, by New. The registration
-// connects by path, but checks with lstat, before and after the connect,
-// that the path holds one and the same socket file, so a symlink put at the
-// path after the scan is not followed then either (see package register).
+// connects by path, but checks with [StatSocket], before and after the
+// connect, that the path holds one and the same socket file, the one the
+// scan saw, so a symlink put at the path after the scan is not followed
+// then either (see package register). StatSocket and a Scan take a socket's
+// identity with one and the same system call (fstatat; on Windows, a handle
+// opened on the file itself): two calls can disagree, as qemu-user's
+// linux/s390x lstat, which drops the nanoseconds, does with its fstatat.
 //
 // A socket whose path is longer than [MaxSocketPath] cannot be dialled by
 // its path, so it is left out and logged once as a [PathTooLongError].

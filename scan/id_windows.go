@@ -40,19 +40,25 @@ func dirID(path string) (ID, error) {
 // returns its information.
 func fileInfo(path string) (windows.ByHandleFileInformation, error) {
 	var fi windows.ByHandleFileInformation
-	p, err := windows.UTF16PtrFromString(path)
-	if err != nil {
-		return fi, err
-	}
-	h, err := windows.CreateFile(p, windows.FILE_READ_ATTRIBUTES,
-		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil,
-		windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+	h, err := openNoFollow(path)
 	if err != nil {
 		return fi, err
 	}
 	defer windows.CloseHandle(h)
 	err = windows.GetFileInformationByHandle(h, &fi)
 	return fi, err
+}
+
+// openNoFollow opens the file at path to read its attributes, without
+// following a reparse point (such as a socket or a symlink).
+func openNoFollow(path string) (windows.Handle, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return 0, err
+	}
+	return windows.CreateFile(p, windows.FILE_READ_ATTRIBUTES,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil,
+		windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
 }
 
 func infoID(fi *windows.ByHandleFileInformation) ID {

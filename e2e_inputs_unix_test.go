@@ -1,0 +1,152 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
+)
+
+// otherUID owns the files that another user could replace in
+// TestRunChecksInputs: any uid but root's and the agent's.
+const otherUID = 1001
+
+// TestRunChecksInputs: the agent refuses to start when another user could
+// replace a handler's program, the directory of a handler's socket, or the
+// etcd password file, naming the path, its owner and its mode; it starts
+// with the same inputs owned by root.
+func TestRunChecksInputs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give files to another user")
+	}
+	plugregBin(t) // skips in -short mode
+	for _, tc := range []struct {
+		name string
+		// setup makes the inputs in tmp and returns the extra flags of run
+		// and, for a refusal, the end of the message after "refusing to
+		// start: " ("": the agent starts).
+		setup func(t *testing.T, tmp string) (args []string, want string)
+	}{
+		{"trusted handlers", func(t *testing.T, tmp string) ([]string, string) {
+			prog := program(t, tmp+"/handler.sh", 0, 0o755)
+			return []string{"--handler", "CSIPlugin=exec:" + prog, "--handler", "DevicePlugin=grpc:" + tmp + "/handler.sock"}, ""
+		}},
+		{"trusted password file", func(t *testing.T, tmp string) ([]string, string) {
+			// Accepted and read: the agent then fails to log in to an
+			// etcd that is not there, which is no refusal to start.
+			pw := program(t, tmp+"/password", 0, 0o600)
+			return []string{"--publish", "127.0.0.1:1", "--etcd-user", "u", "--etcd-password-file", pw}, etcdUnreachable
+		}},
+		{"program of another user", func(t *testing.T, tmp string) ([]string, string) {
+			prog := program(t, tmp+"/handler.sh", otherUID, 0o755)
+			return []string{"--handler", "CSIPlugin=exec:" + prog},
+				"handler program of CSIPlugin " + prog + ": " + prog + " is owned by uid 1001 (mode -rwxr-xr-x): remove it, or make it owned by root"
+		}},
+		{"program writable by every user", func(t *testing.T, tmp string) ([]string, string) {
+			prog := program(t, tmp+"/handler.sh", 0, 0o777)
+			return []string{"--handler", "CSIPlugin=exec:" + prog},
+				"handler program of CSIPlugin " + prog + ": " + prog + " is writable by every user (owner uid 0, mode -rwxrwxrwx): make it writable by its owner only (chmod go-w)"
+		}},
+		{"program in a directory of another user", func(t *testing.T, tmp string) ([]string, string) {
+			dir := ownedDir(t, tmp+"/bin", otherUID, 0o755)
+			prog := program(t, dir+"/handler.sh", 0, 0o755)
+			return []string{"--handler", "CSIPlugin=exec:" + prog},
+				"handler program of CSIPlugin " + prog + ": directory " + dir + " is owned by uid 1001 (mode drwxr-xr-x): make it owned by root and not writable by other users"
+		}},
+		{"socket in a sticky directory", func(t *testing.T, tmp string) ([]string, string) {
+			dir := ownedDir(t, tmp+"/run", 0, 0o777|os.ModeSticky)
+			sock := dir + "/handler.sock"
+			return []string{"--handler", "DevicePlugin=grpc:" + sock},
+				"handler socket of DevicePlugin " + sock + ": directory " + dir + " is writable by every user (owner uid 0, mode dtrwxrwxrwx): the sticky bit does not stop another user from creating the path first: make it owned by root and not writable by other users"
+		}},
+		{"password file of another user", func(t *testing.T, tmp string) ([]string, string) {
+			pw := program(t, tmp+"/password", otherUID, 0o600)
+			return []string{"--publish", "127.0.0.1:1", "--etcd-user", "u", "--etcd-password-file", pw},
+				"etcd password file " + pw + ": " + pw + " is owned by uid 1001 (mode -rw-------): remove it, or make it owned by root"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp, err := filepath.EvalSymlinks(sockettest.Dir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			extra, want := tc.setup(t, tmp)
+			e := agentEnv{tmp: tmp, dir: tmp + "/plugins", api: tmp + "/api.sock", state: tmp + "/state.json"}
+			if want == "" {
+				agent := e.run(t, extra...)
+				if code, _ := agent.stop(t); code != 0 {
+					t.Errorf("agent exit %d after SIGTERM, want 0:\n%s", code, agent.out)
+				}
+				return
+			}
+			code, stderr := exitOf(t, start(t, e.runArgs(extra...)...))
+			if want == etcdUnreachable {
+				if code != 1 || !strings.HasPrefix(stderr, "plugreg: "+etcdUnreachable) {
+					t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1 and %q", strings.Join(e.runArgs(extra...), " "), code, stderr, etcdUnreachable)
+				}
+				return
+			}
+			if want = "plugreg: refusing to start: " + want + "\n"; code != 1 || stderr != want {
+				t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1, stderr %q", strings.Join(e.runArgs(extra...), " "), code, stderr, want)
+			}
+			if _, err := os.Lstat(e.api); err == nil {
+				t.Errorf("the refused agent created its API socket")
+			}
+		})
+	}
+}
+
+// exitOf waits for p to exit, as a refused agent does at once, and
+// returns its exit code and output; it fails the test if p still runs
+// after waitTimeout.
+func exitOf(t *testing.T, p *proc) (int, string) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s still runs after %v, want it refused at start:\n%s", p, waitTimeout, p.out)
+	}
+	return p.cmd.ProcessState.ExitCode(), p.out.String()
+}
+
+// etcdUnreachable starts the error of an agent whose password file was
+// accepted, and whose etcd is not there.
+const etcdUnreachable = "etcd client: "
+
+// program writes a shell script at path that exits 0, owned by uid and
+// with mode, whatever the umask.
+func program(t *testing.T, path string, uid int, mode os.FileMode) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ownedDir makes the directory dir owned by uid, with mode, whatever the
+// umask.
+func ownedDir(t *testing.T, dir string, uid int, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

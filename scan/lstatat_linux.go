@@ -1,0 +1,45 @@
+package scan
+
+import (
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// lstatAt stats name in the directory dirfd (unix.AT_FDCWD: name is a
+// path), without following a symlink, retrying EINTR as package os does.
+// It is the one call that takes a socket's identity: a Scan's (osDir.id)
+// and StatSocket's.
+//
+// Where unix.Fstatat is one system call into a unix.Stat_t (sysFstatat),
+// lstatAt makes that call itself, with name copied to a buffer on the
+// stack: unix.Fstatat allocates a copy of it for the terminating NUL, and
+// a liveness check stats every registered socket.
+func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
+	var buf [lstatAtBuf]byte
+	if sysFstatat == 0 || len(name) >= len(buf) || strings.IndexByte(name, 0) >= 0 {
+		err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+		for err == unix.EINTR {
+			err = unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return err
+	}
+	copy(buf[:], name)   // and a NUL after it: buf is zeroed
+	fd := uintptr(dirfd) // a variable: unix.AT_FDCWD is a negative constant
+	for {
+		_, _, errno := unix.Syscall6(sysFstatat, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return errno
+	}
+}
+
+// lstatAtBuf is the size of lstatAt's buffer: a name of a directory entry
+// (at most 255 bytes) and any socket path that can be dialled
+// (MaxSocketPath), with their NUL.
+const lstatAtBuf = 256
