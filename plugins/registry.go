@@ -79,12 +79,12 @@ type Registry struct {
 	// List, once a snapshot of this revision was asked for: shared by
 	// every Snapshot and Resync of the revision, and never changed (Apply
 	// makes a new one). snapMu guards it under the read lock.
-	snap   []Plugin
-	snapMu sync.Mutex
-	closed bool
-	done     chan struct{} // closed by Close: watchers end
-	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
-	resyncs  atomic.Uint64
+	snap    []Plugin
+	snapMu  sync.Mutex
+	closed  bool
+	done    chan struct{} // closed by Close: watchers end
+	changed chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
+	resyncs atomic.Uint64
 
 	pending map[pendingKey]PendingDeregistration // see PutPending
 	fleet   *FleetLease                          // see SetFleetLease; never changed in place
