@@ -1,0 +1,83 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/tap"
+
+	"github.com/plugreg/plugreg/plugins"
+	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+)
+
+// Bounds of the API server's transport (see [APIServer.ServerOptions]).
+const (
+	// MaxRequestBytes bounds a request message: the largest valid one, a
+	// Register, holds what one record of the state file holds, and its
+	// protobuf encoding is shorter than that record's JSON
+	// (TestMaxRequestBytes encodes the largest). A larger request is
+	// refused with ResourceExhausted once its 5-byte length prefix is read,
+	// before its body is.
+	MaxRequestBytes = plugins.MaxRecordBytes
+	// StreamWindowBytes is the HTTP/2 flow-control window of each stream
+	// and of each connection, fixed (gRPC's smallest): the most of a
+	// request's body that the server buffers for a stream before the
+	// client must wait. Fixed windows also turn off gRPC's bandwidth
+	// estimation, which would grow them to megabytes.
+	StreamWindowBytes = 64 << 10
+	// maxHeaderListBytes bounds the headers of a request, which gRPC
+	// reads whole before any check.
+	maxHeaderListBytes = 16 << 10
+	// IdleTimeout is how long a connection with no stream stays open: a
+	// watch stream keeps its connection, a client that went quiet does
+	// not keep a slot of --api-max-conns.
+	IdleTimeout = time.Minute
+	// handshakeTimeout bounds how long a new connection has to send the
+	// HTTP/2 preface.
+	handshakeTimeout = 10 * time.Second
+)
+
+// DefaultMaxStreams is how many streams at once a connection to the API
+// may have unless told otherwise (--api-max-streams).
+const DefaultMaxStreams = 16
+
+// ServerOptions returns the options of the gRPC server that serves s: the
+// transport credentials that read who calls ([PeerCredentials]); requests
+// of at most MaxRequestBytes; windows of StreamWindowBytes; at most
+// maxStreams streams at once per connection (DefaultMaxStreams if
+// maxStreams <= 0; one more is refused, REFUSED_STREAM); connections
+// closed after IdleTimeout with no stream; and the check of who may write
+// made on a Register's or Deregister's headers, before its body is read
+// (see [APIServer.EnableRegistration]). Serve it on a listener of
+// [LimitConns] to bound the connections too.
+func (s *APIServer) ServerOptions(maxStreams int) []grpc.ServerOption {
+	if maxStreams <= 0 {
+		maxStreams = DefaultMaxStreams
+	}
+	return []grpc.ServerOption{
+		grpc.Creds(PeerCredentials()),
+		grpc.InTapHandle(s.tap),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.InitialWindowSize(StreamWindowBytes),
+		grpc.InitialConnWindowSize(StreamWindowBytes),
+		grpc.MaxConcurrentStreams(uint32(maxStreams)),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout}),
+		grpc.ConnectionTimeout(handshakeTimeout),
+	}
+}
+
+// tap checks, on a stream's headers and before gRPC reads its body,
+// that the caller may call its method: Register and Deregister need a
+// writer (see mayWrite), which the peer credentials in ctx tell.
+func (s *APIServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	switch info.FullMethodName {
+	case plugregv1.Registry_Register_FullMethodName, plugregv1.Registry_Deregister_FullMethodName:
+		if err := s.mayWrite(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return ctx, nil
+}
