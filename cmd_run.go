@@ -285,7 +285,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
 	apiServer := c.apiServer(a.registry, rec)
-	a.api = grpc.NewServer(apiServer.ServerOptions(int(c.apiMaxStreams))...)
+	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
 	plugregv1.RegisterRegistryServer(a.api, apiServer)
 	maxConns := api.MaxConns(int(c.apiMaxConns))
 	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()

@@ -202,7 +202,7 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		keeps for scans, plugins, handlers, etcd and the state file
 		([api.DescriptorReserve]); the "agent started" log line gives the
 		number in force (api_max_conns). A connection with no stream is
-		closed after a minute ([api.IdleTimeout]); a watch keeps its
+		closed after a minute ([api.DefaultIdleTimeout]); a watch keeps its
 		connection. Default 256.
 	--allow-uid UID[,UID...]
 		Register only sockets whose file owner and serving process (peer

@@ -29,7 +29,7 @@ func startAPI(t *testing.T, r *plugins.Registry, maxWatchers int, opts ...grpc.S
 	path := filepath.Join(sockettest.Dir(t), "api.sock")
 	l := sockettest.Listen(t, path)
 	s := api.NewAPIServer(r, maxWatchers)
-	srv := grpc.NewServer(slices.Concat(s.ServerOptions(0), opts, []grpc.ServerOption{grpc.WaitForHandlers(true)})...)
+	srv := grpc.NewServer(slices.Concat(s.ServerOptions(api.Limits{}), opts, []grpc.ServerOption{grpc.WaitForHandlers(true)})...)
 	plugregv1.RegisterRegistryServer(srv, s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()

@@ -30,10 +30,10 @@ const (
 	// maxHeaderListBytes bounds the headers of a request, which gRPC
 	// reads whole before any check.
 	maxHeaderListBytes = 16 << 10
-	// IdleTimeout is how long a connection with no stream stays open: a
-	// watch stream keeps its connection, a client that went quiet does
-	// not keep a slot of --api-max-conns.
-	IdleTimeout = time.Minute
+	// DefaultIdleTimeout is how long a connection with no stream stays
+	// open unless told otherwise: a watch stream keeps its connection, a
+	// client that went quiet does not keep a slot of --api-max-conns.
+	DefaultIdleTimeout = time.Minute
 	// handshakeTimeout bounds how long a new connection has to send the
 	// HTTP/2 preface.
 	handshakeTimeout = 10 * time.Second
@@ -43,18 +43,30 @@ const (
 // may have unless told otherwise (--api-max-streams).
 const DefaultMaxStreams = 16
 
+// Limits bound the API server's transport; a zero field takes its
+// default.
+type Limits struct {
+	// MaxStreams is how many streams a connection may have at once
+	// (DefaultMaxStreams); one more is refused, REFUSED_STREAM.
+	MaxStreams int
+	// IdleTimeout is how long a connection with no stream stays open
+	// (DefaultIdleTimeout).
+	IdleTimeout time.Duration
+}
+
 // ServerOptions returns the options of the gRPC server that serves s: the
 // transport credentials that read who calls ([PeerCredentials]); requests
-// of at most MaxRequestBytes; windows of StreamWindowBytes; at most
-// maxStreams streams at once per connection (DefaultMaxStreams if
-// maxStreams <= 0; one more is refused, REFUSED_STREAM); connections
-// closed after IdleTimeout with no stream; and the check of who may write
-// made on a Register's or Deregister's headers, before its body is read
-// (see [APIServer.EnableRegistration]). Serve it on a listener of
-// [LimitConns] to bound the connections too.
-func (s *APIServer) ServerOptions(maxStreams int) []grpc.ServerOption {
-	if maxStreams <= 0 {
-		maxStreams = DefaultMaxStreams
+// of at most MaxRequestBytes; windows of StreamWindowBytes; the limits of
+// lim; and the check of who may write made on a Register's or
+// Deregister's headers, before its body is read (see
+// [APIServer.EnableRegistration]). Serve it on a listener of [LimitConns]
+// to bound the connections too.
+func (s *APIServer) ServerOptions(lim Limits) []grpc.ServerOption {
+	if lim.MaxStreams <= 0 {
+		lim.MaxStreams = DefaultMaxStreams
+	}
+	if lim.IdleTimeout <= 0 {
+		lim.IdleTimeout = DefaultIdleTimeout
 	}
 	return []grpc.ServerOption{
 		grpc.Creds(PeerCredentials()),
@@ -62,9 +74,9 @@ func (s *APIServer) ServerOptions(maxStreams int) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.InitialWindowSize(StreamWindowBytes),
 		grpc.InitialConnWindowSize(StreamWindowBytes),
-		grpc.MaxConcurrentStreams(uint32(maxStreams)),
+		grpc.MaxConcurrentStreams(uint32(lim.MaxStreams)),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: lim.IdleTimeout}),
 		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 }
