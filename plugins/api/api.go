@@ -19,6 +19,11 @@ import (
 // once unless told otherwise.
 const DefaultMaxWatchers = 64
 
+// watchShare is the part of the Watch streams that one uid other than
+// root's and the agent's may hold: 1/watchShare of them (a quarter), and
+// at least one, so that one reader cannot take them all.
+const watchShare = 4
+
 // APIServer serves a Registry as the plugreg.v1.Registry gRPC service.
 type APIServer struct {
 	plugregv1.UnimplementedRegistryServer
@@ -31,7 +36,7 @@ type APIServer struct {
 
 	mu sync.Mutex
 	// watchesOf counts the Watch streams of each caller that is not
-	// trusted, which may hold a quarter of watchSlots (see watchShare).
+	// trusted, which may hold 1/watchShare of watchSlots.
 	watchesOf map[watchOwner]int
 	// snaps holds the snapshots sent at revision snapRev, encoded once
 	// for every stream that sends them.
@@ -167,7 +172,7 @@ func (s *APIServer) takeWatch(ctx context.Context) (func(), error) {
 		return func() { <-s.watchSlots }, nil
 	}
 	who := watchOwner{uid: c.uid, known: c.hasUID}
-	share := max(1, cap(s.watchSlots)/4)
+	share := max(1, cap(s.watchSlots)/watchShare)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.watchesOf[who] >= share {
