@@ -36,7 +36,8 @@ func MaxConns(want int) int {
 
 // LimitConns returns l, accepting at most maxConns connections at once,
 // of which readers (callers other than root and the agent's uid) hold at
-// most maxConns - TrustedConns (half of maxConns, if that is less). A
+// most maxConns - TrustedConns (below 2*TrustedConns, half of maxConns,
+// rounded up). A
 // connection over the limit is closed as soon as it is accepted, so that
 // none waits in the listen backlog. The connections it returns carry
 // who is at their other end, which [PeerCredentials] reads then rather
