@@ -61,6 +61,8 @@ type runConfig struct {
 	fullScanEvery     optionalInt // -1: not given, one minute's worth of scans
 	maxPlugins        positiveInt
 	maxWatchers       positiveInt
+	apiMaxStreams     positiveInt
+	apiMaxConns       positiveInt
 	allowUIDs         uidList
 	apiRegisterUIDs   uidList       // besides the agent's own uid and root
 	publish           publishConfig // --publish and the fleet flags
@@ -98,6 +100,8 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 		fullScanEvery:     -1,
 		maxPlugins:        register.DefaultMaxPlugins,
 		maxWatchers:       api.DefaultMaxWatchers,
+		apiMaxStreams:     api.DefaultMaxStreams,
+		apiMaxConns:       api.DefaultMaxConns,
 	}
 	c.timeouts.dial = positiveDuration(register.DefaultDialTimeout)
 	c.timeouts.getInfo = positiveDuration(register.DefaultGetInfoTimeout)
@@ -128,7 +132,9 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	flags.Var(&c.maxBackoff, "max-backoff", "longest wait before a failed registration is retried")
 	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 600 scans at the default interval)")
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
-	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED")
+	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED, and a uid other than root's and the agent's holds at most a quarter")
+	flags.Var(&c.apiMaxStreams, "api-max-streams", "streams at once on one API connection; one more is refused")
+	flags.Var(&c.apiMaxConns, "api-max-conns", "API connections open at once (at most the open-file limit less what the agent keeps for itself); one more is closed at once, and callers other than root and the agent's uid hold all but a few")
 	flags.Var(&c.allowUIDs, "allow-uid", "register only sockets whose file owner and serving process have one of these comma-separated `UIDs` (repeatable; unix only; default: any uid)")
 	flags.Var(&c.apiRegisterUIDs, "api-register-uid", "let API clients with one of these comma-separated `UIDs` register and deregister plugins (plugreg register), besides root and the agent's own uid; others may only read (repeatable; unix only)")
 	c.publish.register(flags)
@@ -276,13 +282,16 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	a := &agent{log: log, registry: registry, api: grpc.NewServer(grpc.Creds(api.PeerCredentials())), served: make(chan error, 1), handlerConns: conns}
+	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns}
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 	}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
-	plugregv1.RegisterRegistryServer(a.api, c.apiServer(a.registry, rec, a.saver))
-	go func() { a.served <- a.api.Serve(lis) }()
+	apiServer := c.apiServer(a.registry, rec, a.saver)
+	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
+	plugregv1.RegisterRegistryServer(a.api, apiServer)
+	maxConns := api.MaxConns(int(c.apiMaxConns))
+	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()
 	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
@@ -300,7 +309,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		go a.metrics.Serve()
 	}
 
-	started := []any{"dirs", scanner.Dirs(), "api", c.api, "state", c.state,
+	started := []any{"dirs", scanner.Dirs(), "api", c.api, "api_max_conns", maxConns, "state", c.state,
 		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len()}
 	if ml != nil {
 		started = append(started, "metrics", ml.Addr().String()) // the port bound, for --metrics HOST:0

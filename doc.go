@@ -177,10 +177,33 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--max-watchers N
 		API watch streams served at once. One more fails at once with
 		RESOURCE_EXHAUSTED, "too many watchers"; a stream that ends frees
-		its slot. A watcher that stops reading costs the agent what gRPC
-		buffers for its stream (64 KiB of events, or a snapshot) and one
+		its slot. A uid other than root's and the agent's holds at most a
+		quarter of them (16 by default), and all callers whose uid cannot
+		be told together as much; one more fails with "too many watchers
+		of uid N". A watcher that stops reading costs the agent what gRPC
+		buffers for its stream (64 KiB of events, or a snapshot, encoded
+		once per revision and shared by every watcher sent it) and one
 		event more, however far behind it falls; it gets a resync when it
 		reads on. Default 64.
+	--api-max-streams N
+		Streams (calls and watches) at once on one API connection; one
+		more is refused (REFUSED_STREAM), and a gRPC client waits for a
+		free one. Default 16. Each stream buffers at most 64 KiB of its
+		request ([api.StreamWindowBytes]), and a request larger than the
+		largest valid one ([api.MaxRequestBytes]) is refused without being
+		read; a register or deregister from a caller that may not write is
+		refused on its headers, before its body is read.
+	--api-max-conns N
+		API connections open at once. One more is closed as soon as it is
+		accepted. Callers other than root and the agent's uid together
+		hold all but [api.TrustedConns] of them, so that the operator's
+		list, watch and register always get in. N is lowered to the
+		agent's open-file limit (RLIMIT_NOFILE) less the descriptors it
+		keeps for scans, plugins, handlers, etcd and the state file
+		([api.DescriptorReserve]); the "agent started" log line gives the
+		number in force (api_max_conns). A connection with no stream is
+		closed after a minute ([api.DefaultIdleTimeout]); a watch keeps its
+		connection. Default 256.
 	--allow-uid UID[,UID...]
 		Register only sockets whose file owner and serving process (peer
 		credentials) both have one of these uids. Repeatable. Default: any

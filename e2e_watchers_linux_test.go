@@ -164,6 +164,9 @@ type pluginSet struct {
 	dir   string
 	stops []context.CancelFunc // of the plugins serving, by index
 	done  []chan struct{}
+	// versions, if set, are those each plugin reports instead of 1.0.0,
+	// for plugins as large as the agent takes.
+	versions []string
 }
 
 // servePlugins returns a set of n plugins, none serving yet; those still
@@ -182,8 +185,12 @@ func (ps *pluginSet) start(from, to int) {
 		if err != nil {
 			ps.t.Fatal(err)
 		}
+		versions := ps.versions
+		if versions == nil {
+			versions = []string{"1.0.0"}
+		}
 		p := &example.Plugin{Info: &pluginregistration.PluginInfo{Type: "CSIPlugin",
-			Name: "p" + strconv.Itoa(i) + ".example.com", SupportedVersions: []string{"1.0.0"}}}
+			Name: "p" + strconv.Itoa(i) + ".example.com", SupportedVersions: versions}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { p.ServeListener(ctx, l); close(done) }()

@@ -78,10 +78,16 @@ type Registry struct {
 	history  []Event           // ring of the latest events, at most HistorySize
 	head     int               // index in history of the oldest event
 	watchers map[*watcher]struct{}
-	closed   bool
-	done     chan struct{} // closed by Close: watchers end
-	changed  chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
-	resyncs  atomic.Uint64
+	// snap is the plugins of every type at revision rev, sorted like
+	// List, once a snapshot of this revision was asked for: shared by
+	// every Snapshot and Resync of the revision, and never changed (Apply
+	// makes a new one). snapMu guards it under the read lock.
+	snap    []Plugin
+	snapMu  sync.Mutex
+	closed  bool
+	done    chan struct{} // closed by Close: watchers end
+	changed chan struct{} // 1-buffered; a value means "changed since the Saver last looked"
+	resyncs atomic.Uint64
 
 	pending map[pendingKey]PendingDeregistration // see PutPending
 	fleet   *FleetLease                          // see SetFleetLease; never changed in place
@@ -197,6 +203,7 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 	}
 	r.rev++
 	r.changes++
+	r.snap = nil // of the revision before
 	ev.Revision = r.rev
 	r.lastTime = now
 	r.record(ev)
@@ -229,9 +236,41 @@ func (r *Registry) record(ev Event) {
 }
 
 // snapshotLocked returns a Snapshot or Resync event of the registry's
-// plugins of type typ, or of all types when typ is "".
+// plugins of type typ, or of all types when typ is "". Its Plugins are
+// shared (see sharedLocked). The caller holds the registry's lock, read
+// or write.
 func (r *Registry) snapshotLocked(kind EventKind, typ string) Event {
-	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.listLocked(typ)}
+	return Event{Revision: r.rev, Kind: kind, Time: r.lastTime, Plugins: r.sharedLocked(typ)}
+}
+
+// sharedLocked returns the plugins of type typ, or of all types when typ
+// is "", sorted like List, without copying them: their Versions,
+// Annotations and Options are the registry's, which Apply never changes
+// in place. The list of all types is made once per revision and shared
+// by every caller; a list of one type is a new slice of the same plugins.
+// Nobody may change what it returns. The caller holds the registry's
+// lock, read or write.
+func (r *Registry) sharedLocked(typ string) []Plugin {
+	r.snapMu.Lock()
+	if r.snap == nil {
+		r.snap = make([]Plugin, 0, len(r.plugins))
+		for _, p := range r.plugins {
+			r.snap = append(r.snap, p)
+		}
+		slices.SortFunc(r.snap, comparePlugins)
+	}
+	all := r.snap
+	r.snapMu.Unlock()
+	if typ == "" {
+		return all
+	}
+	ps := []Plugin{}
+	for _, p := range all {
+		if p.Type == typ {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // Revision returns the revision of the latest event: 0 for a new Registry;

@@ -76,9 +76,12 @@ func (r *Registry) SubscribeType(since uint64, typ string) *Subscription {
 	return &Subscription{r: r, w: w}
 }
 
-// Next returns the subscription's next event, waiting for one, as the
-// reader's own copy. It reports false once ctx is done or the Registry is
-// closed. A Resync it returns counts in [Registry.Resyncs].
+// Next returns the subscription's next event, waiting for one. Its
+// Plugin is the reader's own copy; the Plugins of a Snapshot or Resync
+// are shared, read-only, with the Registry and every other subscriber
+// sent a snapshot of that revision, so that a thousand subscribers cost
+// one list. It reports false once ctx is done or the Registry is closed.
+// A Resync it returns counts in [Registry.Resyncs].
 func (s *Subscription) Next(ctx context.Context) (Event, bool) {
 	ev, ok := s.r.wait(ctx, s.w)
 	if ok && ev.Kind == Resync {
@@ -208,7 +211,8 @@ func (w *watcher) overflowed() bool {
 
 // next takes w's next event: its first, a copy of the history's event
 // after w.cursor (then the cursor moves past the events of other types
-// that follow it), or a Resync, made now, if w overflowed. It reports
+// that follow it), or a Resync, made now, if w overflowed. The Plugins of
+// a Snapshot or Resync are shared (see Registry.sharedLocked). It reports
 // false if there is nothing to take.
 func (r *Registry) next(w *watcher) (Event, bool) {
 	// The registry's read lock keeps Apply out, so a Resync is at a
@@ -222,7 +226,7 @@ func (r *Registry) next(w *watcher) (Event, bool) {
 	switch {
 	case w.overflow:
 		w.overflow, w.cursor, w.queued, w.limit = false, r.rev, 0, QueueSize
-		return r.snapshotLocked(Resync, w.typ), true // listLocked made copies
+		return r.snapshotLocked(Resync, w.typ), true
 	case w.first.Kind != "":
 		ev := w.first
 		w.first = Event{}
@@ -280,6 +284,9 @@ func (r *Registry) pump(ctx context.Context, w *watcher, out chan<- Event) {
 		ev, ok := r.wait(ctx, w)
 		if !ok {
 			return
+		}
+		if ev.Plugins != nil {
+			ev = ev.clone() // a shared snapshot: the watcher gets its own
 		}
 	send:
 		for {

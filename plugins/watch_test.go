@@ -597,3 +597,48 @@ func TestWatchStuckMemory(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriptionsShareSnapshot subscribes 50 times at one revision of
+// 1,000 plugins: every Snapshot is the one list (a subscriber costs a
+// few hundred bytes, not a copy of the registry), and after a change the
+// next snapshot is a new list that holds it, the old one unchanged.
+func TestSubscriptionsShareSnapshot(t *testing.T) {
+	const plugins, subscribers = 1000, 50
+	r := NewRegistry()
+	for i := range plugins {
+		p := csiHostpath
+		p.SocketPath = fmt.Sprintf("/reg/%d.sock", i)
+		r.Apply(Registered, p, "", t0)
+	}
+	base := heapBytes()
+	list := r.List("")
+	listBytes := heapBytes() - base
+	runtime.KeepAlive(list)
+	base = heapBytes()
+	subs := make([]*Subscription, subscribers)
+	for i := range subs {
+		subs[i] = r.Subscribe(0)
+		defer subs[i].Close()
+	}
+	held := heapBytes() - base
+	t.Logf("%d subscribers at %d plugins hold %d bytes before they read; a copy of the list takes %d", subscribers, plugins, held, listBytes)
+	if held > 2*listBytes {
+		t.Errorf("%d subscribers at %d plugins hold %d bytes, want at most two copies of the list (%d): their snapshot is shared", subscribers, plugins, held, 2*listBytes)
+	}
+	first, _ := subs[0].Next(t.Context())
+	for _, s := range subs[1:] {
+		ev, _ := s.Next(t.Context())
+		if ev.Kind != Snapshot || len(ev.Plugins) != plugins || &ev.Plugins[0] != &first.Plugins[0] {
+			t.Fatalf("Next = %s of %d plugins, not the list of the first subscriber's snapshot", ev.Kind, len(ev.Plugins))
+		}
+	}
+	p := csiHostpath
+	p.SocketPath = "/reg/new.sock"
+	r.Apply(Registered, p, "", t0)
+	s := r.Subscribe(0)
+	defer s.Close()
+	ev, _ := s.Next(t.Context())
+	if len(ev.Plugins) != plugins+1 || len(first.Plugins) != plugins {
+		t.Errorf("after a change: a new snapshot of %d plugins and the old one of %d, want %d and %d", len(ev.Plugins), len(first.Plugins), plugins+1, plugins)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,14 +21,16 @@ import (
 )
 
 // startAPI serves r's API, with at most maxWatchers Watch streams (0: the
-// default), on a unix socket and returns a client. When the test ends the
-// server stops and waits for its handlers.
+// default), on a unix socket, with the server's options and then opts, and
+// returns a client, which runs as the test (root or the agent's uid, the
+// same). When the test ends the server stops and waits for its handlers.
 func startAPI(t *testing.T, r *plugins.Registry, maxWatchers int, opts ...grpc.ServerOption) plugregv1.RegistryClient {
 	t.Helper()
 	path := filepath.Join(sockettest.Dir(t), "api.sock")
 	l := sockettest.Listen(t, path)
-	srv := grpc.NewServer(append(opts, grpc.WaitForHandlers(true))...)
-	plugregv1.RegisterRegistryServer(srv, api.NewAPIServer(r, maxWatchers))
+	s := api.NewAPIServer(r, maxWatchers)
+	srv := grpc.NewServer(slices.Concat(s.ServerOptions(api.Limits{}), opts, []grpc.ServerOption{grpc.WaitForHandlers(true)})...)
+	plugregv1.RegisterRegistryServer(srv, s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	cc, err := api.Dial(path)

@@ -8,8 +8,27 @@ service on the agent's API socket ([ListenAPI]), for `plugreg list`,
 inverses convert between the registry's plain structs and the API's
 messages. It serves a bounded number of Watch streams at once
 (--max-watchers, [DefaultMaxWatchers]); one more fails with
-ResourceExhausted. A Watch or List may name a plugin type, and a Get an
-owner of API registrations.
+ResourceExhausted, and so does one more than a quarter of them for a uid
+other than root's and the agent's. A Watch or List may name a plugin
+type, and a Get an owner of API registrations.
+
+# Bounds per caller
+
+What a caller can make the server hold is bounded before the server does
+any work for it. [APIServer.ServerOptions] gives the gRPC server requests
+of at most [MaxRequestBytes] (a larger one is refused on its length
+prefix, unread), fixed flow-control windows of [StreamWindowBytes] per
+stream and per connection, at most [Limits].MaxStreams streams per
+connection, headers of 16 KiB, connections closed after
+[Limits].IdleTimeout with no stream, and the check of who may write made
+on a Register's or Deregister's headers, before its body is read.
+[LimitConns] wraps the listener: at most [MaxConns] connections, which
+leaves [DescriptorReserve] of the agent's open-file limit to the rest of
+the agent, of which callers other than root and the agent's uid together
+hold all but [TrustedConns]; one more is closed as soon as it is
+accepted. A snapshot sent to watchers is encoded once per revision and
+shared by every stream that sends it, so a watcher that stops reading
+holds no copy of its own.
 
 # Who may do what
 

@@ -27,8 +27,15 @@ func PeerCredentials() credentials.TransportCredentials { return peerCreds{} }
 type peerCreds struct{}
 
 // ServerHandshake reads who is at the other end of conn.
+// A connection of LimitConns tells it already.
 func (peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return conn, peerAuth{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, c: identifyConn(conn)}, nil
+	var who caller
+	if lc, ok := conn.(*limitedConn); ok {
+		who = lc.who
+	} else {
+		who = identifyConn(conn)
+	}
+	return conn, peerAuth{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, c: who}, nil
 }
 
 // ClientHandshake does nothing: a client's peer is the agent.
