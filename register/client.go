@@ -75,29 +75,14 @@ type Client struct {
 	// are checked for the socket file alone.
 	Dirs []string
 
+	// Settled reports whether a system call on a socket's path cannot
+	// block (scan.Scanner.Settled), so that ConnectCheck may connect with
+	// raw system calls. Nil: it never may.
+	Settled func(path string) bool
+
 	Log *slog.Logger // nil: discard
 
 	calls handlerCalls // see RetryDeRegister
-	local localDirs    // see onLocalFS
-}
-
-// localDirs records which of Client.Dirs are on a local file system,
-// looked up once.
-type localDirs struct {
-	once sync.Once
-	dirs map[string]bool
-}
-
-// onLocalFS reports whether root, one of c.Dirs, is on a file system where
-// the lookup of a path never waits on a server (scan.LocalFS).
-func (c *Client) onLocalFS(root string) bool {
-	c.local.once.Do(func() {
-		c.local.dirs = make(map[string]bool, len(c.Dirs))
-		for _, d := range c.Dirs {
-			c.local.dirs[d] = scan.LocalFS(d)
-		}
-	})
-	return c.local.dirs[root]
 }
 
 func (c *Client) log() *slog.Logger {
@@ -456,8 +441,8 @@ func sameInfo(old, p plugins.Plugin) error {
 //
 // Without AllowUIDs, it is the connect and nothing else: three system
 // calls, outside Go's network poller (connectOnce), as it runs for every
-// plugin every ProbeInterval, and raw ones on Linux for a socket in a
-// plugin directory on a local file system (connectOnceRaw). It does not
+// plugin every ProbeInterval, and raw ones on Linux for a socket where
+// none can block (Settled, connectOnceRaw). It does not
 // look at the socket file: a socket replaced since the registration is
 // the scan's to see, within an interval, and it sees it whether or not the
 // new one answers.
@@ -465,7 +450,7 @@ func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
 		connect := connectOnce
-		if c.onLocalFS(c.dirOf(path)) {
+		if c.Settled != nil && c.Settled(path) {
 			connect = connectOnceRaw
 		}
 		if err := connect(path); err != nil {

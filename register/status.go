@@ -45,6 +45,11 @@ type Status struct {
 	// scans. Scans run on a goroutine of their own, so one that hangs (a
 	// stat on a dead network mount) shows here, not in LastTick.
 	ScanStarted time.Time
+	// Stalled lists the plugin dirs whose read had not returned at the
+	// end of the last scan, for longer than a scan waits for it (see
+	// scan.StallError): the scans go on without them, and each keeps the
+	// sockets of its last read. Do not modify.
+	Stalled []scan.StallError
 	// LastScan is when the last completed scan started. Zero before the
 	// first scan completes.
 	LastScan    time.Time
