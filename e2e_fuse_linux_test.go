@@ -38,14 +38,20 @@ func TestEndToEndStalledMount(t *testing.T) {
 		t.Skip("mounting a FUSE file system needs root")
 	}
 	plugregBin(t) // skips in -short mode, before anything is mounted
+	const p0, p1, p2 = "p0.example.com", "p1.example.com", "p2.example.com"
 	tests := []struct {
 		name   string
-		target string // below the stalled plugin dir: "" for the dir itself
-		before bool   // mounted before the agent starts
+		target string   // below the stalled plugin dir: "" for the dir itself
+		before bool     // mounted before the agent starts
+		want   []string // listed at the end
 	}{
-		{"over a scanned subdirectory", "sub", false},
-		{"over the plugin dir", "", false},
-		{"over the plugin dir before the agent starts", "", true},
+		// p0, in the stalled dir, stays registered.
+		{"over a scanned subdirectory", "sub", false, []string{p0, p1, p2}},
+		// p0's socket is below the mount: its checks fail once their
+		// connect has not returned within the dial timeout, and it is
+		// deregistered, unhealthy.
+		{"over the plugin dir", "", false, []string{p1, p2}},
+		{"over the plugin dir before the agent starts", "", true, []string{p1, p2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,14 +63,16 @@ func TestEndToEndStalledMount(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			const p0, p1, p2 = "p0.example.com", "p1.example.com", "p2.example.com"
 			examplePlugin(t, stalled, p0)
 			if tc.before {
 				stallMount(t, target)
 			}
 			// Frequent garbage collections: a system call that holds its P
-			// while it hangs stops every goroutine at the next one.
-			cmd := exec.Command(plugregBin(t), e.runArgs("--dir", other, "--metrics", "127.0.0.1:0")...)
+			// while it hangs stops every goroutine at the next one. One
+			// operation at a time, and frequent connect checks: a check
+			// whose connect hangs must not hold the only slot.
+			cmd := exec.Command(plugregBin(t), e.runArgs("--dir", other, "--metrics", "127.0.0.1:0",
+				"--max-in-flight", "1", "--probe-interval", "500ms", "--dial-timeout", "1s")...)
 			cmd.Env = append(os.Environ(), "GOGC=5")
 			agent := startCmd(t, cmd)
 			waitAPI(t, agent, e.api)
@@ -96,13 +104,9 @@ func TestEndToEndStalledMount(t *testing.T) {
 				n, err := stateNames(e.state)
 				return slices.Contains(names(quickList(t, e.api)), p2) && err == nil && slices.Contains(n, p2)
 			})
-			got := names(quickList(t, e.api))
-			want := []string{p1, p2}
-			if !tc.before {
-				want = []string{p0, p1, p2} // the stalled dir keeps what its last read found
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("list = %v, want %v", got, want)
+			var got []string
+			if !poll(waitTimeout, func() bool { got = names(quickList(t, e.api)); return slices.Equal(got, tc.want) }) {
+				t.Errorf("list = %v, want %v", got, tc.want)
 			}
 			alive(t, agent)
 		})

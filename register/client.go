@@ -82,7 +82,20 @@ type Client struct {
 
 	Log *slog.Logger // nil: discard
 
-	calls handlerCalls // see RetryDeRegister
+	calls  handlerCalls // see RetryDeRegister
+	stalls stalls       // see dial
+}
+
+// settled reports whether no system call on path can hang (Settled).
+func (c *Client) settled(path string) bool {
+	return c.Settled != nil && c.Settled(path)
+}
+
+// closeConn closes conn, if not nil.
+func closeConn(conn net.Conn) {
+	if conn != nil {
+		conn.Close()
+	}
 }
 
 func (c *Client) log() *slog.Logger {
@@ -220,16 +233,31 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 // caller to close, and what the socket file is (see connectChecked for
 // want). With pace, it connects once and the connection is paced by it
 // (dialPaced).
+//
+// Where a lookup of path may hang (not Settled), the checks and the connect
+// run on a goroutine of their own (stalls), waited for at most the dial
+// timeout.
 func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, socketStat, error) {
 	var conn net.Conn
-	file, err := connectChecked(c.dirOf(path), path, want, func() (err error) {
-		if pace != nil {
-			conn, err = dialPaced(path, pace)
-		} else {
-			conn, err = dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
-		}
+	var file socketStat
+	timeout := orDefault(c.DialTimeout, DefaultDialTimeout)
+	dial := func() (err error) {
+		file, err = connectChecked(c.dirOf(path), path, want, func() (err error) {
+			if pace != nil {
+				conn, err = dialPaced(path, pace)
+			} else {
+				conn, err = dialUnix(ctx, path, timeout)
+			}
+			return err
+		})
 		return err
-	})
+	}
+	var err error
+	if c.settled(path) {
+		err = dial()
+	} else if err = c.stalls.run(ctx, path, timeout, dial, func() { closeConn(conn) }); err == errStalled {
+		return nil, socketStat{}, &OpError{"dial", path, err} // conn is the late goroutine's
+	}
 	if err != nil {
 		if conn != nil {
 			conn.Close()
@@ -442,18 +470,21 @@ func sameInfo(old, p plugins.Plugin) error {
 // Without AllowUIDs, it is the connect and nothing else: three system
 // calls, outside Go's network poller (connectOnce), as it runs for every
 // plugin every ProbeInterval, and raw ones on Linux for a socket where
-// none can block (Settled, connectOnceRaw). It does not
+// none can block (Settled, connectOnceRaw); elsewhere on a goroutine of
+// their own, waited for at most the dial timeout (see dial). It does not
 // look at the socket file: a socket replaced since the registration is
 // the scan's to see, within an interval, and it sees it whether or not the
 // new one answers.
 func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		connect := connectOnce
-		if c.Settled != nil && c.Settled(path) {
-			connect = connectOnceRaw
+		var err error
+		if c.settled(path) {
+			err = connectOnceRaw(path)
+		} else {
+			err = c.stalls.run(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout), func() error { return connectOnce(path) }, nil)
 		}
-		if err := connect(path); err != nil {
+		if err != nil {
 			return &OpError{"dial", path, err}
 		}
 		return nil

@@ -80,7 +80,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		}
 		snap, err := r.Scan()
 		d := time.Since(t0)
-		stalled := stalls(err, nil)
+		stalled := stalledDirs(err, nil)
 		r.update(func(s *Status) {
 			s.Scans.observe(d)
 			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
@@ -122,16 +122,16 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 }
 
-// stalls appends to out the *scan.StallError in err, a scan's error, and
+// stalledDirs appends to out the *scan.StallError in err, a scan's error, and
 // returns it: nil when there is none.
-func stalls(err error, out []scan.StallError) []scan.StallError {
+func stalledDirs(err error, out []scan.StallError) []scan.StallError {
 	switch e := err.(type) {
 	case nil:
 	case *scan.StallError:
 		out = append(out, *e)
 	case interface{ Unwrap() []error }:
 		for _, err := range e.Unwrap() {
-			out = stalls(err, out)
+			out = stalledDirs(err, out)
 		}
 	}
 	return out
