@@ -93,11 +93,10 @@ func below(path, dir string) bool {
 	return len(path) > len(dir) && path[len(dir)] == '/' && strings.HasPrefix(path, dir)
 }
 
-// localFSType reports whether a file system of type t (as the mount table
-// names it) is held in memory or on local disks, where a stat or the lookup
-// of a path never waits on a server: tmpfs, ramfs, devtmpfs, ext2/3/4,
-// XFS, Btrfs, F2FS, overlayfs (a container's root) or ZFS. Not NFS, CIFS,
-// FUSE (fuse, fuse.NAME, fuseblk), autofs and the like.
+// localFSType reports whether a file system of type t, as the mount table
+// names it, is held in memory or on local disks, where a stat or the lookup
+// of a path never waits on a server or a daemon (see "File systems that do
+// not answer" in the package documentation).
 func localFSType(t string) bool {
 	switch t {
 	case "tmpfs", "ramfs", "devtmpfs", "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "overlay", "zfs":

@@ -360,9 +360,11 @@ func (s *Scanner) Settled(path string) bool {
 // counts both.
 //
 // Scan returns a non-nil error only when a plugin dir exists but cannot be
-// read. The error is an *fs.PathError naming the dir (several are joined).
-// The snapshot still holds the entries of the other dirs, and those of the
-// failing dir as of its last read.
+// read, an *fs.PathError naming the dir, or when the read of a dir that is
+// not settled has not returned within stallAfter, a *StallError (several
+// are joined; see "File systems that do not answer" in the package
+// documentation). The snapshot still holds the entries of the other dirs,
+// and those of the failing or stalled dir as of its last read.
 func (s *Scanner) Scan() (Snapshot, error) {
 	s.scans++
 	full := s.scans == 1 || s.FullScanEvery > 0 && s.scans-s.lastFull >= uint64(s.FullScanEvery)
