@@ -50,9 +50,10 @@ func TestStatPathLinux(t *testing.T) {
 }
 
 // TestMountGateLinux: the real gate finds a test's temporary directory
-// settled (tmpfs, ext4, overlayfs and the like), /proc not, and, as root,
-// sees a tmpfs and then a FUSE-typed mount below a plugin dir, at the first
-// question after each.
+// settled (tmpfs, ext4, overlayfs and the like) and /proc not; as root, it
+// is told of a tmpfs mounted below a plugin dir, which leaves the dir
+// settled. The table's lines are parsed as the kernel
+// writes them, escapes and all.
 func TestMountGateLinux(t *testing.T) {
 	dir := t.TempDir()
 	g, err := openMountGate([]string{dir, "/proc"})
@@ -76,6 +77,10 @@ func TestMountGateLinux(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	if !g.changed() {
+		t.Error("no change of the mount table signalled after a mount")
+	}
+	g.verify()
 	if !g.rootSettled(0) {
 		t.Error("rootSettled with a tmpfs below = false, want true")
 	}

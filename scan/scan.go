@@ -457,15 +457,18 @@ func (s *Scanner) readAlone(full bool, errs []error) []error {
 		go func() { r.done <- r.w.visit(r, full) }()
 	}
 	var timer *time.Timer
+	expired := false // stallAfter has passed: no read is waited for
 	for _, r := range s.roots {
 		if !r.busy {
 			continue
 		}
+		wait := r.fresh && !expired
+		r.fresh = false
 		var err error
 		select {
 		case err = <-r.done:
 		default:
-			if !r.fresh {
+			if !wait {
 				errs = append(errs, &StallError{Path: r.path, Since: r.since})
 				continue
 			}
@@ -476,13 +479,12 @@ func (s *Scanner) readAlone(full bool, errs []error) []error {
 			select {
 			case err = <-r.done:
 			case <-timer.C:
-				timer.Reset(0) // and the rest of the reads are not waited for
-				r.fresh = false
+				expired = true
 				errs = append(errs, &StallError{Path: r.path, Since: r.since})
 				continue
 			}
 		}
-		r.busy, r.fresh = false, false
+		r.busy = false
 		s.took(r)
 		if err != nil {
 			errs = append(errs, err)
