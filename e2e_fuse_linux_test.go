@@ -119,7 +119,6 @@ func quickList(t *testing.T, api string) []listed {
 	const listWithin = 3 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), listWithin)
 	defer cancel()
-	t0 := time.Now()
 	cmd := exec.CommandContext(ctx, plugregBin(t), "list", "--api", api, "-o", "json")
 	out, err := cmd.Output()
 	if ctx.Err() != nil {
@@ -132,7 +131,6 @@ func quickList(t *testing.T, api string) []listed {
 	if err := json.Unmarshal(out, &ps); err != nil {
 		t.Fatalf("plugreg list -o json: %v in %q", err, out)
 	}
-	t.Logf("list answered in %v", time.Since(t0).Round(time.Millisecond))
 	return ps
 }
 
