@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // the kernel until the connection is aborted. It delays the scan of its
 // plugin dir only: the API answers, a plugin in the other plugin dir is
 // registered, the state file is saved, and /healthz fails naming the
-// stalled dir.
+// stalled dir. Once the file system goes, the dir is scanned again.
 
 // TestEndToEndStalledMount runs the agent over two plugin dirs, stalled
 // and other, with a stalled FUSE file system mounted (a) over a
@@ -38,7 +39,7 @@ func TestEndToEndStalledMount(t *testing.T) {
 		t.Skip("mounting a FUSE file system needs root")
 	}
 	plugregBin(t) // skips in -short mode, before anything is mounted
-	const p0, p1, p2 = "p0.example.com", "p1.example.com", "p2.example.com"
+	const p0, p1, p2, p3 = "p0.example.com", "p1.example.com", "p2.example.com", "p3.example.com"
 	tests := []struct {
 		name   string
 		target string   // below the stalled plugin dir: "" for the dir itself
@@ -64,8 +65,9 @@ func TestEndToEndStalledMount(t *testing.T) {
 				}
 			}
 			examplePlugin(t, stalled, p0)
+			var unstall func()
 			if tc.before {
-				stallMount(t, target)
+				unstall = stallMount(t, target)
 			}
 			// Frequent garbage collections: a system call that holds its P
 			// while it hangs stops every goroutine at the next one. One
@@ -82,7 +84,7 @@ func TestEndToEndStalledMount(t *testing.T) {
 				// Idle scans, which stat the directories of an unchanged
 				// tree, and nothing else, meet the mount.
 				waitScans(t, agent, addr, 10)
-				stallMount(t, target)
+				unstall = stallMount(t, target)
 			}
 
 			examplePlugin(t, other, p1)
@@ -108,6 +110,18 @@ func TestEndToEndStalledMount(t *testing.T) {
 			if !poll(waitTimeout, func() bool { got = names(quickList(t, e.api)); return slices.Equal(got, tc.want) }) {
 				t.Errorf("list = %v, want %v", got, tc.want)
 			}
+
+			// The file system goes: the stalled dir is scanned again, its
+			// new plugin registered, and /healthz is fine.
+			unstall()
+			examplePlugin(t, stalled, p3)
+			eventually(t, waitTimeout, "p3, in the dir that stalled, registered", func() bool {
+				return slices.Contains(names(quickList(t, e.api)), p3)
+			})
+			eventually(t, waitTimeout, "/healthz ok again", func() bool {
+				code, _ := httpGet("http://" + addr + "/healthz")
+				return code == 200
+			})
 			alive(t, agent)
 		})
 	}
@@ -145,10 +159,10 @@ const (
 
 // stallMount mounts at dir a FUSE file system that answers FUSE_INIT and
 // then never reads again: a stat, lookup or open below dir blocks until the
-// test ends, when the connection is aborted (its descriptor closed) and the
-// mount detached, whether the test passed or not. The test must not look
-// below dir itself.
-func stallMount(t *testing.T, dir string) {
+// connection is aborted (its descriptor closed) and the mount detached, by
+// the function it returns or at the end of the test, whether it passed or
+// not. The test must not look below dir itself while it is mounted.
+func stallMount(t *testing.T, dir string) (end func()) {
 	t.Helper()
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -162,15 +176,17 @@ func stallMount(t *testing.T, dir string) {
 		}
 		t.Fatalf("mount fuse on %s: %v", dir, err)
 	}
-	t.Cleanup(func() {
+	end = sync.OnceFunc(func() {
 		unix.Close(fd) // aborts the connection: the calls waiting fail with ENOTCONN
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 			t.Errorf("detach the FUSE mount on %s: %v", dir, err)
 		}
 	})
+	t.Cleanup(end)
 	if err := answerInit(fd); err != nil {
 		t.Fatalf("FUSE_INIT on %s: %v", dir, err)
 	}
+	return end
 }
 
 // answerInit reads the kernel's FUSE_INIT request from fd and answers it
