@@ -83,7 +83,7 @@
 // of the process at the next garbage collection. The mount table
 // (/proc/self/mountinfo) is read when the Scanner is made, and again
 // whenever poll on it reports a change, which a raw poll that does not wait
-// asks before each scan of a settled dir and each raw connect of package
+// asks before each scan of a plugin dir and each connect of package
 // register: a file system mounted below or over a plugin dir ends its raw
 // calls from the next question on, until the table, read again, shows every
 // mount below the dir local. What the check leaves open is a mount made in
