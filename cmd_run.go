@@ -329,6 +329,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		HandlerTimeout: time.Duration(c.timeouts.handler),
 		AllowUIDs:      c.allowUIDs,
 		Dirs:           scanner.Dirs(),
+		Settled:        scanner.Settled,
 		Log:            log,
 	}
 	rec := &register.Reconciler{

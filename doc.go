@@ -136,9 +136,10 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
 		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
 		no host, such as :9402, means every interface and is refused as well).
-		/healthz fails when the reconcile loop has not ticked, or a scan
-		has been running (a hung stat on a dead mount), for 10 intervals
-		or 10 s, whichever is longer. See package register/metrics.
+		/healthz fails when the reconcile loop has not ticked, a scan has
+		been running, or the read of a plugin dir has stalled (a dead mount
+		below or over it, named), for 10 intervals or 10 s, whichever is
+		longer. See package register/metrics.
 	--metrics-allow-remote
 		Allow a --metrics address that is not loopback. The endpoints have
 		no authentication. Default: off.

@@ -75,29 +75,27 @@ type Client struct {
 	// are checked for the socket file alone.
 	Dirs []string
 
+	// Settled reports whether a system call on a socket's path cannot
+	// block (scan.Scanner.Settled), so that ConnectCheck may connect with
+	// raw system calls. Nil: it never may.
+	Settled func(path string) bool
+
 	Log *slog.Logger // nil: discard
 
-	calls handlerCalls // see RetryDeRegister
-	local localDirs    // see onLocalFS
+	calls  handlerCalls // see RetryDeRegister
+	stalls stalls       // see dial
 }
 
-// localDirs records which of Client.Dirs are on a local file system,
-// looked up once.
-type localDirs struct {
-	once sync.Once
-	dirs map[string]bool
+// settled reports whether no system call on path can hang (Settled).
+func (c *Client) settled(path string) bool {
+	return c.Settled != nil && c.Settled(path)
 }
 
-// onLocalFS reports whether root, one of c.Dirs, is on a file system where
-// the lookup of a path never waits on a server (scan.LocalFS).
-func (c *Client) onLocalFS(root string) bool {
-	c.local.once.Do(func() {
-		c.local.dirs = make(map[string]bool, len(c.Dirs))
-		for _, d := range c.Dirs {
-			c.local.dirs[d] = scan.LocalFS(d)
-		}
-	})
-	return c.local.dirs[root]
+// closeConn closes conn, if not nil.
+func closeConn(conn net.Conn) {
+	if conn != nil {
+		conn.Close()
+	}
 }
 
 func (c *Client) log() *slog.Logger {
@@ -235,16 +233,31 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 // caller to close, and what the socket file is (see connectChecked for
 // want). With pace, it connects once and the connection is paced by it
 // (dialPaced).
+//
+// Where a lookup of path may hang (not Settled), the checks and the connect
+// run on a goroutine of their own (stalls), waited for at most the dial
+// timeout.
 func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, socketStat, error) {
 	var conn net.Conn
-	file, err := connectChecked(c.dirOf(path), path, want, func() (err error) {
-		if pace != nil {
-			conn, err = dialPaced(path, pace)
-		} else {
-			conn, err = dialUnix(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout))
-		}
+	var file socketStat
+	timeout := orDefault(c.DialTimeout, DefaultDialTimeout)
+	dial := func() (err error) {
+		file, err = connectChecked(c.dirOf(path), path, want, func() (err error) {
+			if pace != nil {
+				conn, err = dialPaced(path, pace)
+			} else {
+				conn, err = dialUnix(ctx, path, timeout)
+			}
+			return err
+		})
 		return err
-	})
+	}
+	var err error
+	if c.settled(path) {
+		err = dial()
+	} else if err = c.stalls.run(ctx, path, timeout, dial, func() { closeConn(conn) }); err == errStalled {
+		return nil, socketStat{}, &OpError{"dial", path, err} // conn is the late goroutine's
+	}
 	if err != nil {
 		if conn != nil {
 			conn.Close()
@@ -456,19 +469,22 @@ func sameInfo(old, p plugins.Plugin) error {
 //
 // Without AllowUIDs, it is the connect and nothing else: three system
 // calls, outside Go's network poller (connectOnce), as it runs for every
-// plugin every ProbeInterval, and raw ones on Linux for a socket in a
-// plugin directory on a local file system (connectOnceRaw). It does not
+// plugin every ProbeInterval, and raw ones on Linux for a socket where
+// none can block (Settled, connectOnceRaw); elsewhere on a goroutine of
+// their own, waited for at most the dial timeout (see dial). It does not
 // look at the socket file: a socket replaced since the registration is
 // the scan's to see, within an interval, and it sees it whether or not the
 // new one answers.
 func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		connect := connectOnce
-		if c.onLocalFS(c.dirOf(path)) {
-			connect = connectOnceRaw
+		var err error
+		if c.settled(path) {
+			err = connectOnceRaw(path)
+		} else {
+			err = c.stalls.run(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout), func() error { return connectOnce(path) }, nil)
 		}
-		if err := connect(path); err != nil {
+		if err != nil {
 			return &OpError{"dial", path, err}
 		}
 		return nil

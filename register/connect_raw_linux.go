@@ -16,7 +16,7 @@ import (
 // then polls every 20 µs until the check is done. A raw call holds its
 // thread and P until it returns; a connect to a unix socket never waits
 // for the listener, so only the lookup of its path could, and the caller
-// makes sure it is on a local file system.
+// makes sure that no lookup there can hang (Client.Settled).
 func connectOnceRaw(path string) error {
 	var sa unix.RawSockaddrUnix
 	if len(path) >= len(sa.Path) {

@@ -29,10 +29,11 @@
 // Status. Between scans the scanner sleeps on Linux on a timerfd that the
 // Go runtime's poller watches, armed and read with raw system calls, and
 // package scan stats the directories of an idle tree with raw system
-// calls too: the runtime is told of none of them, so the one thread that
-// the kernel wakes for the timer is the only one that runs, where a Go
-// timer or a system call made the usual way also wakes the runtime's
-// sysmon thread, several times (see newNap). The loop's own timer is a
+// calls too, below a plugin dir where they cannot hang
+// (scan.Scanner.Settled): the runtime is told of none of them, so the one
+// thread that the kernel wakes for the timer is the only one that runs,
+// where a Go timer or a system call made the usual way also wakes the
+// runtime's sysmon thread, several times (see newNap). The loop's own timer is a
 // timerfd on Linux as well (newAlarm). The BSDs sleep in a blocking
 // nanosleep, which costs less than a Go timer's wake-up (see nap), and the
 // other OSes, and the loop's timer there, on a Go timer. So an idle agent
@@ -46,14 +47,24 @@
 // milliseconds by processes that stall now and then, are seen in a
 // fraction of the interval, and an idle interval still costs one scan.
 //
-// The loop never waits on the file system. A scan that hangs (a stat on a
-// dead NFS or FUSE mount below a plugin dir) stops only the scans: results
-// are applied, the operations due (deregistrations of sockets already seen
-// gone, retries, probes) start on time, and the heartbeat in Status
-// goes on, while Status.ScanStarted shows since when the scan runs, for
-// register/metrics' /healthz. Nor does a hung scan hold the agent's
-// shutdown: Run returns without waiting for it, and the scanning goroutine
-// ends when the scan returns.
+// The loop never waits on the file system. A plugin dir on a file system
+// that stops answering (a dead NFS server or FUSE daemon, mounted below the
+// dir or over it) stalls only its own scan: package scan reads it on a
+// goroutine of its own, the other dirs are scanned and their sockets
+// registered meanwhile, and Status.Stalled names it, for register/metrics'
+// /healthz. A connect to a socket where a lookup may hang (not
+// Client.Settled) runs on a goroutine of its own, waited for at most
+// DialTimeout; a directory holds one such call at most, and later ones
+// there fail at once until it returns. So a hung call holds its operation's
+// slot (MaxInFlight) no longer than DialTimeout, and at most one thread and
+// one descriptor per directory; the plugin fails its checks, and is
+// deregistered as unhealthy after ProbeFailures of them. A scan that hangs
+// as a whole stops only the scans: results are applied, the operations due
+// (deregistrations of sockets already seen gone, retries, probes) start on
+// time, and the heartbeat in Status goes on, while Status.ScanStarted shows
+// since when the scan runs. Nor does a hung scan hold the agent's shutdown:
+// Run returns without waiting for it, and the scanning goroutine ends when
+// the scan returns.
 //
 // # Embedding
 //

@@ -54,8 +54,8 @@ func TestNap(t *testing.T) {
 // when armed again, at once when armed for a time already past, and its
 // release ends it.
 func TestAlarm(t *testing.T) {
+	start := time.Now() // before the timer is armed, which it counts from
 	fired, rearm, release := newAlarm(t.Context(), 20*time.Millisecond)
-	start := time.Now()
 	if at := <-fired; at.Sub(start) < 20*time.Millisecond {
 		t.Errorf("fired after %v, armed for 20ms", at.Sub(start))
 	}

@@ -80,9 +80,11 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		}
 		snap, err := r.Scan()
 		d := time.Since(t0)
+		stalled := stalledDirs(err, nil)
 		r.update(func(s *Status) {
 			s.Scans.observe(d)
 			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
+			s.Stalled = stalled
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
 		prev = snap
@@ -118,6 +120,21 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			return
 		}
 	}
+}
+
+// stalledDirs appends to out the *scan.StallError in err, a scan's error, and
+// returns it: nil when there is none.
+func stalledDirs(err error, out []scan.StallError) []scan.StallError {
+	switch e := err.(type) {
+	case nil:
+	case *scan.StallError:
+		out = append(out, *e)
+	case interface{ Unwrap() []error }:
+		for _, err := range e.Unwrap() {
+			out = stalledDirs(err, out)
+		}
+	}
+	return out
 }
 
 // timerNap sleeps until t on a Go timer, or until ctx is done, and reports

@@ -42,9 +42,15 @@ type Status struct {
 	// while a scan hangs.
 	LastTick time.Time
 	// ScanStarted is when the scan in progress started; zero between
-	// scans. Scans run on a goroutine of their own, so one that hangs (a
-	// stat on a dead network mount) shows here, not in LastTick.
+	// scans. Scans run on a goroutine of their own, so one that hangs
+	// shows here, not in LastTick; a plugin dir whose read hangs shows in
+	// Stalled.
 	ScanStarted time.Time
+	// Stalled lists the plugin dirs whose read had not returned at the
+	// end of the last scan, for longer than a scan waits for it (see
+	// scan.StallError): the scans go on without them, and each keeps the
+	// sockets of its last read. Do not modify.
+	Stalled []scan.StallError
 	// LastScan is when the last completed scan started. Zero before the
 	// first scan completes.
 	LastScan    time.Time

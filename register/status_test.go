@@ -3,6 +3,10 @@ package register
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
+	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // TestStatus follows the counters and state of Status through a
@@ -95,4 +100,34 @@ func TestStatusTypeBound(t *testing.T) {
 	if n := len(st.Registrations); n != maxTypes+2 {
 		t.Errorf("%d registration keys, want %d: %d junk types, %s and DRAPlugin", n, maxTypes+2, maxTypes, OtherType)
 	}
+}
+
+// TestStatusStalled: the plugin dirs a scan reports stalled
+// (scan.StallError, alone or among other errors) are in Status.Stalled
+// until a scan no longer reports them.
+func TestStatusStalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		since := time.Now().Add(-time.Minute)
+		var mu sync.Mutex
+		scanErr := errors.Join(&fs.PathError{Op: "readdir", Path: "/q", Err: syscall.EIO}, &scan.StallError{Path: "/p", Since: since})
+		e := startWith(t, nil, plugins.NewRegistry(), func(r *Reconciler) {
+			r.Scan = func() (scan.Snapshot, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return scan.Snapshot{}, scanErr
+			}
+		})
+		synctest.Wait()
+		if got, want := e.rec.Status().Stalled, []scan.StallError{{Path: "/p", Since: since}}; !slices.Equal(got, want) {
+			t.Errorf("Stalled = %v, want %v", got, want)
+		}
+		mu.Lock()
+		scanErr = nil
+		mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := e.rec.Status().Stalled; got != nil {
+			t.Errorf("after a scan with no stall: Stalled = %v, want none", got)
+		}
+	})
 }

@@ -28,8 +28,8 @@
 // the read, and the sockets and subdirectories the read found. Later scans
 // stat every known directory and read only those whose stat changed. When
 // nothing changed, a scan costs one stat per directory (on unix, an
-// fstatat by path; on Linux, for a directory on a local file system, a raw
-// one that the Go runtime does not see) and nothing else: it opens nothing,
+// fstatat by path; on Linux, below a settled plugin dir, a raw one that the
+// Go runtime does not see: see below) and nothing else: it opens nothing,
 // allocates nothing, stats no socket, and returns the previous [Snapshot]
 // itself, whose entries are therefore shared and must not be modified, and
 // [Diff] of the two returns at once. (On Windows, where a directory is
@@ -68,6 +68,36 @@
 // whose clock lags this host's by more than the margin. A clock that jumps
 // back, or a server clock ahead of ours, only makes directories racy for
 // longer.
+//
+// # File systems that do not answer
+//
+// A stat or a directory read on a file system that stops answering (a dead
+// NFS server, a hung FUSE daemon, a disk that hangs) blocks in the kernel
+// until the file system answers. A plugin dir is settled ([Scanner.Settled])
+// when the mount table shows that every file system holding a path below it,
+// the one it is on and each one mounted below it, keeps its data in memory
+// or on local disks: tmpfs, ramfs, devtmpfs, ext2/3/4, XFS, Btrfs, F2FS,
+// overlayfs or ZFS; not NFS, CIFS, FUSE, autofs or any other type. Only below
+// a settled dir are stats raw system calls, which hold their thread and the
+// Go runtime's P until they return: one that hung would stop every goroutine
+// of the process at the next garbage collection. The mount table
+// (/proc/self/mountinfo) is read when the Scanner is made, and again
+// whenever poll on it reports a change, which a raw poll that does not wait
+// asks before each scan of a plugin dir and each connect of package
+// register: a file system mounted below or over a plugin dir ends its raw
+// calls from the next question on, until the table, read again, shows every
+// mount below the dir local. What the check leaves open is a mount made in
+// the microseconds between the question and the stats of one idle scan. On
+// other OSes no dir is settled and no call is raw.
+//
+// A settled dir is scanned on the goroutine of Scan; any other dir on a
+// goroutine of its own, one read at a time, which Scan waits for at most a
+// second. A dir whose read has not returned by then keeps the entries of
+// its last read, the other dirs are scanned as usual, and Scan reports it
+// with a [*StallError], at every Scan while the read lasts, without waiting
+// for it again; the first Scan after the read returns takes its result. New
+// also resolves each dir on a goroutine of its own, and scans a dir it
+// cannot resolve within a second at its absolute path as given.
 //
 // # Socket identity
 //
@@ -137,8 +167,8 @@
 // should not deregister their plugins. So does a socket that cannot be
 // stat'ed. Scan tries such a directory again every time, and reads it in
 // full once it can. Errors below a plugin directory are logged once while
-// they persist; only a plugin directory that exists but cannot be read makes
-// [Scanner.Scan] return an error.
+// they persist; only a plugin directory that exists but cannot be read, or
+// whose read has stalled, makes [Scanner.Scan] return an error.
 //
 // # Windows notes
 //

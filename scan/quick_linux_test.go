@@ -3,7 +3,10 @@ package scan
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStatPathLinux: the raw stat gives what the usual one gives, for a
@@ -46,17 +49,44 @@ func TestStatPathLinux(t *testing.T) {
 	}
 }
 
-// TestLocalFS: a raw stat is used for a test's temporary directory (tmpfs,
-// ext4, overlayfs and the like) and not for /proc, which is none of those.
-func TestLocalFS(t *testing.T) {
-	t.Parallel()
-	if !LocalFS(t.TempDir()) {
-		t.Skipf("the temporary directory is on a file system localFS does not know: %s", os.TempDir())
+// TestMountGateLinux: the real gate finds a test's temporary directory
+// settled (tmpfs, ext4, overlayfs and the like) and /proc not; as root, it
+// is told of a tmpfs mounted below a plugin dir, which leaves the dir
+// settled. The table's lines are parsed as the kernel
+// writes them, escapes and all.
+func TestMountGateLinux(t *testing.T) {
+	dir := t.TempDir()
+	g, err := openMountGate([]string{dir, "/proc"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if LocalFS("/proc") {
-		t.Error("LocalFS(/proc) = true, want false")
+	if !g.rootSettled(0) {
+		t.Skipf("the temporary directory is on a file system the gate does not know: %s", os.TempDir())
 	}
-	if LocalFS(filepath.Join(t.TempDir(), "missing")) {
-		t.Error("localFS of a missing path = true, want false")
+	if g.rootSettled(1) {
+		t.Error("rootSettled(/proc) = true, want false")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("plugreg-test", sub, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	if !g.changed() {
+		t.Error("no change of the mount table signalled after a mount")
+	}
+	g.verify()
+	if !g.rootSettled(0) {
+		t.Error("rootSettled with a tmpfs below = false, want true")
+	}
+	// The escapes of a mount point, and the type after the separator.
+	ms := parseMountInfo([]byte("36 35 0:51 / " + sub + `\040x rw shared:1 - fuse plugreg rw` + "\n1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"))
+	if want := []mount{{sub + " x", "fuse"}, {"/", "ext4"}}; !slices.Equal(ms, want) {
+		t.Errorf("parseMountInfo = %v, want %v", ms, want)
 	}
 }

@@ -85,24 +85,22 @@ type Scanner struct {
 	// zpath, following a symlink at the end of it if follow; raw allows a
 	// system call that does not tell the Go runtime, which costs the
 	// runtime no thread hand-off and wakes none of its threads, for a
-	// directory on a local file system (see localFS), where the call
-	// cannot hang. An error satisfying gone means it is missing or not a
-	// directory. Nil where a directory must be opened to be stat'ed, and
-	// then Scan always takes the long way (see unchanged).
+	// directory below a settled root, where the call cannot hang. An error
+	// satisfying gone means it is missing or not a directory. Nil where a
+	// directory must be opened to be stat'ed, and then Scan always takes
+	// the long way (see unchanged).
 	statPath func(zpath string, follow, raw bool) (ID, error)
-	// localFS reports whether the directory at path is on a file system
-	// held in this machine's memory or on its disks, not on a network or
-	// in a user-space server. Nil: none is.
-	localFS func(path string) bool
-	now     func() time.Time // the clock, read once per Scan
+	// settled reports whether a system call on a path below roots[i]
+	// cannot block (see mountGate). Such a root is read on the goroutine
+	// of Scan, with raw stats; any other on a goroutine of its own, which
+	// Scan waits for at most stallAfter. Safe for concurrent use.
+	settled func(i int) bool
+	now     func() time.Time // the clock, read once per Scan of a root that changed
 
 	scans    uint64   // number of the scan in progress
 	lastFull uint64   // number of the last full scan
-	start    int64    // the clock (ns) at the start of this scan; see racy
 	prev     Snapshot // returned by the last Scan, and again while nothing changes
-	changed  bool     // the entries may differ from prev's: the next Scan builds new ones
-	names    []name   // scratch for read
-	kids     []kid    // scratch for read
+	changed  bool     // the entries of a root changed: the next Scan builds new ones
 
 	// Sockets left out, counted once per socket when it is first seen:
 	// read by Ignored from any goroutine.
@@ -118,14 +116,55 @@ func (s *Scanner) Ignored() map[string]uint64 {
 	return map[string]uint64{"name": s.ignoredName.Load(), "path_too_long": s.ignoredTooLong.Load()}
 }
 
-// root is one plugin dir and what the Scanner knows of it.
+// root is one plugin dir and what the Scanner knows of it. While busy, a
+// goroutine of its own reads it, and owns n, missing and w; the rest is
+// Scan's.
 type root struct {
 	path    string
 	prefix  string // path with a trailing separator
 	n       *node  // nil until read, and while the dir is missing
 	missing bool   // found missing and logged, and not seen since
-	fsDev   uint64 // the device of the root when localFS last looked at it
-	local   bool   // localFS reported the root at fsDev on a local file system
+	w       walk   // the state of a read of it
+
+	entries []Entry    // its sockets as of its last read; never handed out
+	settled bool       // settled (see Scanner.settled) at the start of this Scan
+	busy    bool       // a goroutine of its own reads it, since since
+	fresh   bool       // that read started in this Scan, which waits for it
+	since   time.Time  // when the read that keeps it busy started
+	done    chan error // the end of a busy read, and its error
+}
+
+// walk is the state of one read of a root: what the read found changed,
+// and the scratch it needs, so that roots can be read at once.
+type walk struct {
+	s       *Scanner // read only: the seams, the log and the counters
+	start   int64    // the clock (ns) at the start of the read; see racy
+	raw     bool     // the root is settled: raw stats allowed (see same)
+	changed bool     // the root's entries may differ from its last ones
+	names   []name   // scratch for read
+	kids    []kid    // scratch for read
+}
+
+// stallAfter is how long Scan waits for the read of a plugin dir that is
+// not settled (a network or user-space file system, or one below which
+// such a file system is mounted) before it returns without it: the dir
+// keeps the entries of its last read, and the read goes on by itself (see
+// StallError).
+const stallAfter = time.Second
+
+// StallError reports a plugin dir whose read started at Since and has not
+// returned for longer than a Scan waits: a stat or a directory read on a
+// file system that does not answer (a dead NFS server, a hung FUSE
+// daemon). Scan returns the dir's entries as of its last read meanwhile,
+// starts no other read of it, and takes the read's result at the first
+// Scan after it returns.
+type StallError struct {
+	Path  string
+	Since time.Time
+}
+
+func (e *StallError) Error() string {
+	return fmt.Sprintf("plugin dir %s: read not returned since %s", e.Path, e.Since.Format(time.RFC3339))
 }
 
 // New returns a Scanner for dirs. Each dir is made absolute and its symlinks
@@ -136,26 +175,86 @@ type root struct {
 // Dirs that resolve to the same path are scanned once. On unix, New warns
 // about each dir that its group or others may write to: whoever can create a
 // socket there can register a plugin. A nil log discards.
+//
+// A dir that New cannot resolve within stallAfter (a file system that does
+// not answer is mounted on the way to it, or over it) is scanned at its
+// absolute path as given, unresolved, and logged at Warn ("plugin directory
+// not answering"); New returns anyway.
 func New(dirs []string, log *slog.Logger) (*Scanner, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("scan: no plugin directories")
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	var resolved []string
-	for _, d := range dirs {
-		p, err := resolve(d)
-		if err != nil {
-			return nil, fmt.Errorf("plugin dir %s: %w", d, err)
+	for _, p := range resolveAll(dirs, log) {
+		if p.err != nil {
+			return nil, fmt.Errorf("plugin dir %s: %w", p.dir, p.err)
 		}
-		if !slices.Contains(resolved, p) {
-			resolved = append(resolved, p)
+		if !slices.Contains(resolved, p.path) {
+			resolved = append(resolved, p.path)
 		}
 	}
 	fsys := &osFS{}
 	s := newScanner(resolved, log, fsys.openRoot)
 	s.statRoot = fsys.statRoot
-	s.statPath, s.localFS = fsys.quick()
-	warnWritable(s.log, resolved)
+	paths := make([]string, len(s.roots))
+	for i, r := range s.roots {
+		paths[i] = r.path
+	}
+	s.statPath, s.settled = fsys.quick(paths)
 	return s, nil
+}
+
+// resolved is a plugin dir as given (dir), and as resolved (path) or why it
+// cannot be (err).
+type resolved struct {
+	dir, path string
+	err       error
+}
+
+// resolveAll resolves each of dirs on a goroutine of its own, and warns
+// if it is writable by others (warnWritable). It waits at most stallAfter:
+// a dir not resolved by then is its absolute path, logged as not answering.
+func resolveAll(dirs []string, log *slog.Logger) []resolved {
+	out := make([]resolved, len(dirs))
+	chans := make([]chan resolved, len(dirs))
+	for i, d := range dirs {
+		ch := make(chan resolved, 1)
+		chans[i] = ch
+		go func() {
+			p, err := resolve(d)
+			if err == nil {
+				warnWritable(log, p)
+			}
+			ch <- resolved{d, p, err}
+		}()
+	}
+	timer := time.NewTimer(stallAfter)
+	defer timer.Stop()
+	expired := false
+	for i, d := range dirs {
+		if !expired {
+			select {
+			case out[i] = <-chans[i]:
+				continue
+			case <-timer.C:
+				expired = true
+			}
+		}
+		select {
+		case out[i] = <-chans[i]:
+			continue
+		default:
+		}
+		abs, err := filepath.Abs(d)
+		out[i] = resolved{d, abs, err}
+		if err == nil {
+			log.Warn("plugin directory not answering", "path", abs)
+		}
+	}
+	return out
 }
 
 // newScanner returns a Scanner of the resolved dirs that opens them with
@@ -170,6 +269,7 @@ func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, er
 		log:           log,
 		open:          open,
 		statRoot:      statByOpen(open),
+		settled:       func(int) bool { return true }, // a tree in memory
 		now:           time.Now,
 		changed:       true, // the first Scan builds its entries
 	}
@@ -178,7 +278,9 @@ func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, er
 		if !strings.HasSuffix(p, sep) { // only "/" or a volume root such as `C:\` has one
 			p += sep
 		}
-		s.roots = append(s.roots, &root{path: d, prefix: p})
+		r := &root{path: d, prefix: p, done: make(chan error, 1)}
+		r.w.s = s
+		s.roots = append(s.roots, r)
 	}
 	slices.SortFunc(s.roots, func(a, b *root) int { return strings.Compare(a.prefix, b.prefix) })
 	return s
@@ -202,6 +304,24 @@ func resolve(dir string) (string, error) {
 // Dirs returns the resolved plugin directories, in the order given to New.
 func (s *Scanner) Dirs() []string {
 	return slices.Clone(s.dirs)
+}
+
+// Settled reports whether a system call on path, a path below one of the
+// plugin dirs, cannot block: the dir (the innermost one, if they nest), and
+// every file system mounted below it, is on a file system held in memory or
+// on local disks, as of the mount table now (Linux only; elsewhere it is
+// false). A stat or a connect there may then be a raw system call, which
+// the Go runtime does not see (see the package documentation). It is false
+// for a path below no plugin dir. Settled is safe for concurrent use with
+// Scan.
+func (s *Scanner) Settled(path string) bool {
+	best := -1
+	for i, r := range s.roots {
+		if strings.HasPrefix(path, r.prefix) && (best < 0 || len(r.prefix) > len(s.roots[best].prefix)) {
+			best = i
+		}
+	}
+	return best >= 0 && s.settled(best)
 }
 
 // Scan returns the sockets in the plugin dirs and their subdirectories,
@@ -240,24 +360,36 @@ func (s *Scanner) Dirs() []string {
 // counts both.
 //
 // Scan returns a non-nil error only when a plugin dir exists but cannot be
-// read. The error is an *fs.PathError naming the dir (several are joined).
-// The snapshot still holds the entries of the other dirs, and those of the
-// failing dir as of its last read.
+// read, an *fs.PathError naming the dir, or when the read of a dir that is
+// not settled has not returned within stallAfter, a *StallError (several
+// are joined; see "File systems that do not answer" in the package
+// documentation). The snapshot still holds the entries of the other dirs,
+// and those of the failing or stalled dir as of its last read.
 func (s *Scanner) Scan() (Snapshot, error) {
 	s.scans++
 	full := s.scans == 1 || s.FullScanEvery > 0 && s.scans-s.lastFull >= uint64(s.FullScanEvery)
 	if full {
 		s.lastFull = s.scans
-	} else if s.unchanged() {
-		return s.prev, nil
 	}
-	// The clock is read before any stat, which errs on the side of racy.
-	s.start = s.now().UnixNano()
 	var errs []error
-	for _, r := range s.roots {
-		if err := s.syncRoot(r, full); err != nil {
+	alone := false // a root is read on a goroutine of its own
+	for i, r := range s.roots {
+		if r.busy {
+			alone = true
+			continue
+		}
+		if r.settled = s.settled(i); !r.settled {
+			alone = true
+			continue
+		}
+		r.w.raw = true
+		if err := r.w.visit(r, full); err != nil {
 			errs = append(errs, err)
 		}
+		s.took(r)
+	}
+	if alone {
+		errs = s.readAlone(full, errs)
 	}
 	var err error
 	if len(errs) == 1 {
@@ -276,9 +408,7 @@ func (s *Scanner) Scan() (Snapshot, error) {
 	sorted := true
 	for _, r := range s.roots {
 		start := len(out)
-		if r.n != nil {
-			out = r.n.appendEntries(out)
-		}
+		out = append(out, r.entries...)
 		// Each root's entries are sorted; so are all of them unless roots
 		// nest, which also reports the sockets of the inner root twice.
 		if start > 0 && start < len(out) && out[start-1].Path >= out[start].Path {
@@ -296,30 +426,109 @@ func (s *Scanner) Scan() (Snapshot, error) {
 	return s.prev, err
 }
 
-// syncRoot brings what s knows of the plugin dir r up to date, and logs
+// took takes what the read of r just done found: if its entries changed,
+// they are built again, and so is the next Snapshot.
+func (s *Scanner) took(r *root) {
+	if !r.w.changed {
+		return
+	}
+	r.w.changed, s.changed = false, true
+	r.entries = r.entries[:0]
+	if r.n != nil {
+		r.entries = r.n.appendEntries(r.entries)
+	}
+	if len(r.entries) == 0 {
+		r.entries = nil // let a large listing go
+	}
+}
+
+// readAlone reads each root that is not settled on a goroutine of its own,
+// unless a read of it is under way already, and waits at most stallAfter
+// for the reads it started. It takes the result of each read that has
+// returned, and returns errs with its error, or a *StallError for a read
+// that has not.
+func (s *Scanner) readAlone(full bool, errs []error) []error {
+	now := s.now()
+	for _, r := range s.roots {
+		if r.busy || r.settled {
+			continue
+		}
+		r.busy, r.fresh, r.since, r.w.raw = true, true, now, false
+		go func() { r.done <- r.w.visit(r, full) }()
+	}
+	var timer *time.Timer
+	expired := false // stallAfter has passed: no read is waited for
+	for _, r := range s.roots {
+		if !r.busy {
+			continue
+		}
+		wait := r.fresh && !expired
+		r.fresh = false
+		var err error
+		select {
+		case err = <-r.done:
+		default:
+			if !wait {
+				errs = append(errs, &StallError{Path: r.path, Since: r.since})
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(stallAfter)
+				defer timer.Stop()
+			}
+			select {
+			case err = <-r.done:
+			case <-timer.C:
+				expired = true
+				errs = append(errs, &StallError{Path: r.path, Since: r.since})
+				continue
+			}
+		}
+		r.busy = false
+		s.took(r)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// visit brings what is known of the root r up to date: nothing to do if
+// its directories' stats show no change (unchanged), else a sync. It returns
+// the error of stat'ing, opening or reading r itself.
+func (w *walk) visit(r *root, full bool) error {
+	if !full && w.unchanged(r) {
+		return nil
+	}
+	// The clock is read before any stat, which errs on the side of racy.
+	w.start = w.s.now().UnixNano()
+	return w.syncRoot(r, full)
+}
+
+// syncRoot brings what is known of the plugin dir r up to date, and logs
 // when r goes missing and when it is back. It returns the error of
 // stat'ing, opening or reading r itself.
-func (s *Scanner) syncRoot(r *root, full bool) error {
+func (w *walk) syncRoot(r *root, full bool) error {
 	// The root is stat'ed by path, and opened only to be read or to reach
 	// its subdirectories: an unchanged flat plugin dir costs one system
 	// call a scan.
 	op := "stat"
-	cur, err := s.statRoot(r.path)
+	cur, err := w.s.statRoot(r.path)
 	if err == nil {
 		if r.missing {
-			s.log.Info("plugin directory present again", "path", r.path)
+			w.s.log.Info("plugin directory present again", "path", r.path)
 			r.missing = false
 		}
 		if r.n == nil {
 			r.n = &node{prefix: r.prefix}
-			s.changed = true
+			w.changed = true
 		}
 		if r.n.nsub > 0 || r.n.stale(cur, full) {
 			var d dir
 			op = "open"
-			if d, err = s.open(r.path); err == nil {
+			if d, err = w.s.open(r.path); err == nil {
 				op = "readdir"
-				err = s.sync(r.n, d, cur, full)
+				err = w.sync(r.n, d, cur, full)
 				d.close()
 			}
 		}
@@ -330,11 +539,11 @@ func (s *Scanner) syncRoot(r *root, full bool) error {
 	case gone(err):
 		if r.n != nil {
 			r.n = nil // and its sockets with it
-			s.changed = true
+			w.changed = true
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			if !r.missing {
-				s.log.Warn("plugin directory missing", "path", r.path)
+				w.s.log.Warn("plugin directory missing", "path", r.path)
 				r.missing = true
 			}
 			return nil

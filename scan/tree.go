@@ -52,11 +52,11 @@ func (n *node) stale(cur ID, full bool) bool {
 
 // sync brings n up to date with d, the open directory it stands for, whose
 // stat cur was taken before it was opened: it reads d if it may have changed,
-// then syncs the subdirectories, and marks s changed if it drops one. It
+// then syncs the subdirectories, and marks w changed if it drops one. It
 // returns the error of reading d, and n then keeps its kids.
-func (s *Scanner) sync(n *node, d dir, cur ID, full bool) error {
+func (w *walk) sync(n *node, d dir, cur ID, full bool) error {
 	if n.stale(cur, full) {
-		if err := s.read(n, d, cur); err != nil {
+		if err := w.read(n, d, cur); err != nil {
 			n.read = false
 			return err
 		}
@@ -66,11 +66,11 @@ func (s *Scanner) sync(n *node, d dir, cur ID, full bool) error {
 	}
 	kept := n.kids[:0]
 	for _, k := range n.kids {
-		if k.sub == nil || s.syncSub(d, k.sub, k.key[:len(k.key)-1], full) {
+		if k.sub == nil || w.syncSub(d, k.sub, k.key[:len(k.key)-1], full) {
 			kept = append(kept, k)
 		} else {
 			n.nsub--
-			s.changed = true
+			w.changed = true
 		}
 	}
 	clear(n.kids[len(kept):])
@@ -82,14 +82,14 @@ func (s *Scanner) sync(n *node, d dir, cur ID, full bool) error {
 // to date. It opens n only if n must be read or has subdirectories of its
 // own, so an unchanged leaf directory costs one stat. It returns false if
 // the subdirectory is gone; failures are logged, and n keeps its kids.
-func (s *Scanner) syncSub(pd dir, n *node, name string, full bool) bool {
+func (w *walk) syncSub(pd dir, n *node, name string, full bool) bool {
 	path := n.prefix[:len(n.prefix)-1]
 	cur, err := pd.statDir(name, path)
 	if err == nil && (n.nsub > 0 || n.stale(cur, full)) {
 		var d dir
 		d, err = pd.sub(name, path)
 		if err == nil {
-			err = s.sync(n, d, cur, full)
+			err = w.sync(n, d, cur, full)
 			d.close()
 		}
 	}
@@ -99,13 +99,13 @@ func (s *Scanner) syncSub(pd dir, n *node, name string, full bool) bool {
 		}
 		n.read = false
 		if !n.warned {
-			s.log.Warn("cannot read directory", "path", path, "err", err)
+			w.s.log.Warn("cannot read directory", "path", path, "err", err)
 			n.warned = true
 		}
 		return true
 	}
 	if n.warned {
-		s.log.Info("directory readable again", "path", path)
+		w.s.log.Info("directory readable again", "path", path)
 		n.warned = false
 	}
 	return true
@@ -114,14 +114,14 @@ func (s *Scanner) syncSub(pd dir, n *node, name string, full bool) bool {
 // read reads d, the directory of n whose stat before the read is cur, into
 // n.kids, and stats its sockets. What n knew of a name still listed is
 // kept: the node of a subdirectory, the ID of a socket that cannot be
-// stat'ed, and what was logged. If the kids differ from those before, s is
+// stat'ed, and what was logged. If the kids differ from those before, w is
 // marked changed.
-func (s *Scanner) read(n *node, d dir, cur ID) error {
+func (w *walk) read(n *node, d dir, cur ID) error {
 	ents, err := d.entries()
 	if err != nil {
 		return err
 	}
-	names := s.names[:0]
+	names := w.names[:0]
 	for _, e := range ents {
 		nm := e.Name()
 		switch {
@@ -135,7 +135,7 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 	slices.SortFunc(names, func(a, b name) int { return strings.Compare(a.key, b.key) })
 
 	// Merge the sorted names with the sorted kids of the last read.
-	kids, old := s.kids[:0], n.kids
+	kids, old := w.kids[:0], n.kids
 	n.nsub = 0
 	for _, nm := range names {
 		for len(old) > 0 && old[0].key < nm.key {
@@ -155,15 +155,15 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 		}
 		if k.sub != nil {
 			n.nsub++
-		} else if !s.stat(d, &k) {
+		} else if !w.stat(d, &k) {
 			continue
 		}
 		kids = append(kids, k)
 	}
 	clear(names)
-	s.names = names[:0]
-	if !s.changed && !sameKids(n.kids, kids) {
-		s.changed = true
+	w.names = names[:0]
+	if !w.changed && !sameKids(n.kids, kids) {
+		w.changed = true
 	}
 	was := len(n.kids)
 	n.kids = append(n.kids[:0], kids...)
@@ -171,22 +171,22 @@ func (s *Scanner) read(n *node, d dir, cur ID) error {
 		clear(n.kids[len(n.kids):was]) // let dropped subtrees go
 	}
 	clear(kids)
-	s.kids = kids[:0]
+	w.kids = kids[:0]
 
 	n.id, n.read = cur, true
-	n.racy = s.racy(cur.Mtime)
+	n.racy = w.racy(cur.Mtime)
 	return nil
 }
 
 // racy reports whether a directory whose mtime is mtime (ns), read in this
 // scan, must be read again by the next one whatever its stat: a change in
 // the same timestamp granule as the read would leave the stat as it was.
-func (s *Scanner) racy(mtime int64) bool {
+func (w *walk) racy(mtime int64) bool {
 	slack := racySlack
 	if mtime%int64(time.Second) != 0 {
 		slack = fineRacySlack
 	}
-	return mtime >= s.start-int64(slack)
+	return mtime >= w.start-int64(slack)
 }
 
 // sameKids reports whether the kids a and b hold the same entries: the same
@@ -200,13 +200,13 @@ func sameKids(a, b []kid) bool {
 
 // stat refreshes the ID of k, a socket in d. It returns false if the socket
 // is gone.
-func (s *Scanner) stat(d dir, k *kid) bool {
+func (w *walk) stat(d dir, k *kid) bool {
 	p := k.e.Path
 	if len(p) > maxSocketPath {
 		if !k.warned {
 			err := &PathTooLongError{Path: p, Len: len(p), Limit: maxSocketPath}
-			s.log.Warn("socket path too long", "path", p, "len", err.Len, "limit", err.Limit, "err", err)
-			s.ignoredTooLong.Add(1)
+			w.s.log.Warn("socket path too long", "path", p, "len", err.Len, "limit", err.Limit, "err", err)
+			w.s.ignoredTooLong.Add(1)
 			k.warned = true
 		}
 		k.ok = false
@@ -214,8 +214,8 @@ func (s *Scanner) stat(d dir, k *kid) bool {
 	}
 	if !utf8.ValidString(p) {
 		if !k.warned {
-			s.log.Warn("socket ignored: path is not valid UTF-8", "path", escaped(p))
-			s.ignoredName.Add(1)
+			w.s.log.Warn("socket ignored: path is not valid UTF-8", "path", escaped(p))
+			w.s.ignoredName.Add(1)
 			k.warned = true
 		}
 		k.ok = false
@@ -228,7 +228,7 @@ func (s *Scanner) stat(d dir, k *kid) bool {
 	case gone(err):
 		return false
 	case !k.warned:
-		s.log.Warn("cannot stat socket", "path", p, "err", err)
+		w.s.log.Warn("cannot stat socket", "path", p, "err", err)
 		k.warned = true
 	}
 	return true

@@ -6,4 +6,4 @@ import "log/slog"
 
 // warnWritable does nothing: the plugin directories' access rights are
 // ACLs here, not group and other permission bits.
-func warnWritable(*slog.Logger, []string) {}
+func warnWritable(*slog.Logger, string) {}

@@ -39,7 +39,8 @@ func TestWarnWritable(t *testing.T) {
 					return a
 				},
 			}))
-			warnWritable(log, []string{dir, filepath.Join(dir, "missing")})
+			warnWritable(log, dir)
+			warnWritable(log, filepath.Join(dir, "missing"))
 			got := buf.String()
 			want := ""
 			if tc.want != "" {

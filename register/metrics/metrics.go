@@ -57,9 +57,11 @@ func (s Sources) agent() register.Status {
 //   - /metrics: every metric in the Prometheus text format 0.0.4;
 //   - /healthz: 200 "ok" (with --publish, "ok; " and the fleet
 //     publisher's one-line health) while the reconcile loop ticked at most stale
-//     ago and no scan has been running for more than stale, else 503 and
-//     the reason ("scan running for 12s (bound 10s)"); a non-positive
-//     stale accepts any age;
+//     ago, no scan has been running for more than stale and no plugin dir's
+//     read has been stalled for more than stale (register.Status.Stalled),
+//     else 503 and the reason ("scan running for 12s (bound 10s)", "scan
+//     stalled: plugin dir /plugins not read for 12s (bound 10s)"); a
+//     non-positive stale accepts any age;
 //   - /readyz: 503 "not ready: first scan pending" until the operations of
 //     the first scan have completed, then 200 "ok", or 503 while /healthz
 //     would fail.
@@ -106,8 +108,8 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 }
 
 // unhealthy returns why the agent is not alive at now, or "": the loop
-// has not started or stopped ticking, or a scan has run for more than
-// stale.
+// has not started or stopped ticking, a scan has run for more than stale,
+// or the read of a plugin dir has been stalled for more than stale.
 func unhealthy(st register.Status, stale time.Duration, now time.Time) string {
 	if st.LastTick.IsZero() {
 		return "reconcile loop has not started"
@@ -120,6 +122,15 @@ func unhealthy(st register.Status, stale time.Duration, now time.Time) string {
 	}
 	if age := now.Sub(st.ScanStarted); !st.ScanStarted.IsZero() && age > stale {
 		return fmt.Sprintf("scan running for %s (bound %s)", age.Round(time.Millisecond), stale)
+	}
+	var stalled []string
+	for _, d := range st.Stalled {
+		if age := now.Sub(d.Since); age > stale {
+			stalled = append(stalled, fmt.Sprintf("plugin dir %s not read for %s", d.Path, age.Round(time.Millisecond)))
+		}
+	}
+	if stalled != nil {
+		return fmt.Sprintf("scan stalled: %s (bound %s)", strings.Join(stalled, ", "), stale)
 	}
 	return ""
 }

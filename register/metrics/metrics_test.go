@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/register"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // The metrics tests scrape through net/http and parse what they get with
@@ -693,7 +694,7 @@ func TestHealth(t *testing.T) {
 }
 
 // TestHealthSequence follows one agent through start-up, readiness, a
-// stuck loop and a hung scan.
+// stuck loop, a hung scan and stalled plugin dirs, named.
 func TestHealthSequence(t *testing.T) {
 	const stale = 3 * time.Second
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -724,6 +725,16 @@ func TestHealthSequence(t *testing.T) {
 			"503 unhealthy: scan running for 4s (bound 3s)",
 			"503 not ready: scan running for 4s (bound 3s)"},
 		{"scan returns", func() { st.ScanStarted = time.Time{} }, "200 ok", "200 ok"},
+		{"a plugin dir stalls", func() {
+			st.Stalled = []scan.StallError{{Path: "/fine", Since: now}, {Path: "/stuck", Since: now.Add(-stale)}}
+		}, "200 ok", "200 ok"},
+		{"past its bound", func() { now = now.Add(time.Second); st.LastTick = now },
+			"503 unhealthy: scan stalled: plugin dir /stuck not read for 4s (bound 3s)",
+			"503 not ready: scan stalled: plugin dir /stuck not read for 4s (bound 3s)"},
+		{"both past it", func() { now = now.Add(3 * time.Second); st.LastTick = now },
+			"503 unhealthy: scan stalled: plugin dir /fine not read for 4s, plugin dir /stuck not read for 7s (bound 3s)",
+			"503 not ready: scan stalled: plugin dir /fine not read for 4s, plugin dir /stuck not read for 7s (bound 3s)"},
+		{"their reads return", func() { st.Stalled = nil }, "200 ok", "200 ok"},
 	}
 	for _, s := range steps {
 		s.do()
