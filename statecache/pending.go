@@ -150,7 +150,7 @@ func (c *Cache[P]) Guard(op Op[P], k PendingKey, p P, reason Reason) bool {
 	if op.Kind != Register && op.Kind != DeRegister || en == nil || !en.inFlight || guarded {
 		panic("statecache: Guard(" + op.Kind.String() + " " + op.Path + ") without a Register or DeRegister in flight, or twice")
 	}
-	if e := c.pending[nameKey{k.Type, k.Name}][k.ID]; e != nil && !e.dropped {
+	if c.Owed(k) {
 		return true
 	}
 	e := c.put(k, p, reason, 0)
@@ -216,6 +216,13 @@ func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
 	if len(c.pending[nk]) == 0 {
 		delete(c.pending, nk)
 	}
+}
+
+// Owed reports whether a DeRegister of the incarnation k is pending: an
+// entry of AddPending, RestorePending or Guard.
+func (c *Cache[P]) Owed(k PendingKey) bool {
+	e := c.pending[nameKey{k.Type, k.Name}][k.ID]
+	return e != nil && !e.dropped
 }
 
 // PendingList returns the pending deregistrations, sorted by plugin type,

@@ -35,6 +35,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	guard PATH TYPE/NAME INO REASON
 //	                         the Register or DeRegister in flight for PATH guards the incarnation's
 //	                         DeRegister (Guard); prints "refused" when not recorded
+//	owed TYPE/NAME INO       print whether a DeRegister of the incarnation is pending (Owed): "owed" or "not owed"
 //	drop TYPE/NAME           a plugin of the type and name registered (DropPending); prints "dropped N"
 //	pending                  print the pending deregistrations: "TYPE/NAME ino=I reason=R [guard]"
 //	changes                  print the changes to them since the last call (PendingChanges):
@@ -169,7 +170,7 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		}
 		*h = *newHarness(Config{MaxBackoff: n, ConnectCheckEvery: every, InfoCheckEvery: infoEvery, CheckFailures: int(fails), MaxChecksPerBatch: perTick,
 			MaxPending: int(opts["maxpending"]), RetryInFlight: int(opts["retries"])})
-	case "pend", "restore-pending", "drop", "pending", "changes":
+	case "pend", "restore-pending", "drop", "owed", "pending", "changes":
 		return h.execPending(f)
 	case "guard":
 		return h.execGuard(f)
@@ -308,6 +309,16 @@ func (h *harness) execPending(f []string) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("want TYPE/NAME, got %q", f[1])
 	}
+	if f[0] == "owed" {
+		ino, err := strconv.ParseUint(arg(f, 2), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want owed TYPE/NAME INO: %v", err)
+		}
+		if h.c.Owed(PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}) {
+			return []string{"owed"}, nil
+		}
+		return []string{"not owed"}, nil
+	}
 	if f[0] == "drop" {
 		return []string{fmt.Sprintf("dropped %d", h.c.DropPending(typ, name))}, nil
 	}
@@ -356,6 +367,14 @@ func (h *harness) execGuard(f []string) ([]string, error) {
 		return []string{"refused"}, nil
 	}
 	return nil, nil
+}
+
+// arg returns f[i], or "" beyond f.
+func arg(f []string, i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return ""
 }
 
 func formatOp(op Op[string]) string {
