@@ -281,6 +281,9 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 	}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
+	if a.saver != nil {
+		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
+	}
 	plugregv1.RegisterRegistryServer(a.api, c.apiServer(a.registry, rec, a.saver))
 	go func() { a.served <- a.api.Serve(lis) }()
 	if a.saver != nil {
