@@ -588,10 +588,10 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin]) (statecache.Op[plugins
 //     restores no plugin whose DeRegister is owed (unowed): it delivers
 //     the DeRegister, and the plugin is not listed.
 //
-// The outcome's Done drops the entry; the Registry then lists a
-// registration before the entry goes (registered), and drops a
-// deregistered plugin before the entry goes (deregistered), so that no
-// write of the state file falls between. The error, which wraps
+// The outcome's Done drops the entry, and the Registry's copy goes only
+// once the Registry lists a registration (registered) or no longer lists
+// a deregistered plugin (applyAPI): a write of the state file between the
+// two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
 // plugins.ErrLimit, says the pending set is full. Without Durable (no
 // state file) nothing is guarded.
 func (l *loop) guard(op statecache.Op[plugins.Plugin], reason statecache.Reason) error {
@@ -690,7 +690,9 @@ func (l *loop) applyAPI(res *Result) {
 	default:
 		l.applyOp(res)
 	}
-	l.syncPending() // the guard of a Register or DeRegister went with its Done
+	// The guard of a Register or DeRegister went with its Done: the
+	// Registry drops it once it lists the outcome (see guard).
+	l.syncPending()
 	l.settle(key)
 }
 

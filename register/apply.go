@@ -167,7 +167,6 @@ func (l *loop) deregistered(res *Result) {
 		kind, msg = plugins.Unhealthy, "plugin unhealthy"
 	}
 	l.r.Registry.Apply(kind, p, "", time.Now())
-	l.syncPending() // an API instance's guard, once the plugin left (see guard)
 	l.r.countOp(true, p.Type, op.Reason.String())
 	a := attrs(res)
 	if err != nil {
