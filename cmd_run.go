@@ -287,6 +287,9 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 	}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
+	if a.saver != nil {
+		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
+	}
 	apiServer := c.apiServer(a.registry, rec, a.saver)
 	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
 	plugregv1.RegisterRegistryServer(a.api, apiServer)

@@ -432,7 +432,12 @@ the agent checks that it still does every --probe-interval; after
 watch says "unhealthy") and it comes back ("healthy") once the endpoint
 answers again. A restarted agent restores it from the state file without
 registering it again, once the endpoint answers and the handler's Validate
-still accepts it; a plugin the handler now refuses is deregistered. Only root, the agent's
+still accepts it; a plugin the handler now refuses is deregistered. The
+handler and the state file agree across a crash of the agent too: before
+the handler's Register (and DeRegister) of such a plugin, the state file
+holds the DeRegister that the handler is owed should the agent die before
+the outcome is saved, and an agent started after a crash delivers it, and
+lists no plugin that it was deregistering (see package register). Only root, the agent's
 uid and the uids of run --api-register-uid may register: any other caller
 exits with status 1, "permission denied". The registration records the
 caller's uid (list -o json shows it as "uid"), and an owner belongs to that

@@ -547,41 +547,114 @@ func (l *loop) apiInst(key string) *apiInst {
 }
 
 // starting returns op, an operation the cache handed out, ready to run:
-// for an API instance, marked busy, and a Register given the registration
-// to make, with its incarnation as SocketID.
-func (l *loop) starting(op statecache.Op[plugins.Plugin]) statecache.Op[plugins.Plugin] {
+// for an API instance, marked busy, a Register given the registration to
+// make, with its incarnation as SocketID, and a Register or DeRegister
+// guarded (see guard). The error refuses a Register that cannot be
+// guarded: it fails without running.
+func (l *loop) starting(op statecache.Op[plugins.Plugin]) (statecache.Op[plugins.Plugin], error) {
 	in := l.apiInst(op.Path)
 	if in == nil {
-		return op
+		return op, nil
 	}
 	in.running = op.Kind
-	if op.Kind == statecache.Register {
+	switch op.Kind {
+	case statecache.Register:
 		in.registering = op.ID
 		op.Plugin = in.want.Clone()
 		op.Plugin.SocketID = op.ID
+		return op, l.guard(op, statecache.RolledBack)
+	case statecache.DeRegister:
+		// One that cannot be guarded goes ahead: it is due whatever the
+		// state file holds.
+		_ = l.guard(op, op.Reason)
 	}
-	return op
+	return op, nil
 }
 
-// runAPI runs op when it is the Register, Verify or check of an API
-// instance: these ask the APIRegistrar. Its DeRegister is a plugin's like
-// any other. A Verify that the handler refuses deregisters the instance as
-// replaced; its registration again, of the stored request (apiInst.want),
-// is a first registration, whose failure is not retried, so a refused
-// instance ends deregistered.
+// guard records, before the Register or DeRegister op of an API instance
+// runs, the DeRegister that its handler is owed should the agent stop
+// before the outcome is saved (statecache.Cache.Guard, reason "rolled
+// back" for a Register, the DeRegister's own for a DeRegister), in the
+// Registry's pending set. The op waits until the state file holds it
+// (Reconciler.Durable, in runAPI) before it calls the handler, so that an
+// agent killed at any point leaves a state file that the next one
+// reconciles with the handler:
+//   - killed while the handler registers, or before the registration is
+//     saved: the file holds the owed DeRegister and not the plugin, and
+//     the next agent delivers it (a handler may so get a DeRegister of a
+//     plugin whose Register never reached it);
+//   - killed while the handler deregisters, or before that is saved: the
+//     file holds the plugin and its owed DeRegister, and the next agent
+//     restores no plugin whose DeRegister is owed (unowed): it delivers
+//     the DeRegister, and the plugin is not listed.
+//
+// The outcome's Done drops the entry, and the Registry's copy goes only
+// once the Registry lists a registration (registered) or no longer lists
+// a deregistered plugin (applyAPI): a write of the state file between the
+// two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
+// plugins.ErrLimit, says the pending set is full. Without Durable (no
+// state file) nothing is guarded.
+func (l *loop) guard(op statecache.Op[plugins.Plugin], reason statecache.Reason) error {
+	if l.r.Durable == nil {
+		return nil
+	}
+	p := op.Plugin
+	if !l.cache.Guard(op, statecache.PendingKey{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
+		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", plugins.ErrLimit, plugins.MaxPending, plugins.MaxPending)
+	}
+	l.syncPending()
+	return nil
+}
+
+// unowed returns the plugins of list, restored from the state file, whose
+// DeRegister is not owed (statecache.Cache.Owed, asked once the pending
+// deregistrations are restored). The others leave the Registry: an agent
+// stopped while their handler's DeRegister ran (see guard), and the
+// pending deregistration restored delivers it.
+func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
+	return slices.DeleteFunc(list, func(p plugins.Plugin) bool {
+		if !l.cache.Owed(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}) {
+			return false
+		}
+		l.r.Registry.Apply(plugins.Deregistered, p, "", time.Now())
+		l.log.Info("restored plugin deregistered", append(pluginAttrs(p), "reason", "its deregistration is owed")...)
+		return true
+	})
+}
+
+// runAPI runs op when it is an operation of an API instance other than a
+// check of its DeRegister's: a Register, Verify or check asks the
+// APIRegistrar; a DeRegister is a plugin's like any other. A Register or
+// DeRegister first waits until the state file holds its guard (see
+// guard): a Register fails if it cannot, and a DeRegister goes ahead, its
+// error joined to the DeRegister's for the log. A Verify that the handler
+// refuses deregisters the instance as replaced; its registration again,
+// of the stored request (apiInst.want), is a first registration, whose
+// failure is not retried, so a refused instance ends deregistered.
 func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin]) (Result, bool) {
-	if !isAPIKey(op.Path) || op.Kind == statecache.DeRegister {
+	if !isAPIKey(op.Path) {
 		return Result{}, false
 	}
-	ar, ok := l.r.Registrar.(APIRegistrar)
-	if !ok {
-		return Result{Op: op, Plugin: op.Plugin, Err: errors.New("the registrar registers no plugin through the API")}, true
+	var saved error
+	if l.r.Durable != nil && (op.Kind == statecache.Register || op.Kind == statecache.DeRegister) {
+		if err := l.r.Durable(ctx); err != nil {
+			saved = &OpError{"save state", op.Plugin.Endpoint, err}
+		}
 	}
-	switch op.Kind {
-	case statecache.Register:
+	if op.Kind == statecache.DeRegister {
+		err := l.r.Registrar.DeRegister(ctx, op.Plugin, op.Reason.String())
+		return Result{Op: op, Plugin: op.Plugin, Err: errors.Join(err, saved)}, true
+	}
+	ar, ok := l.r.Registrar.(APIRegistrar)
+	switch {
+	case !ok:
+		return Result{Op: op, Plugin: op.Plugin, Err: errors.New("the registrar registers no plugin through the API")}, true
+	case op.Kind == statecache.Register && saved != nil:
+		return Result{Op: op, Plugin: op.Plugin, Err: saved}, true
+	case op.Kind == statecache.Register:
 		p, err := ar.RegisterAPI(ctx, op.Plugin)
 		return Result{Op: op, Plugin: p, Err: err}, true
-	case statecache.Verify:
+	case op.Kind == statecache.Verify:
 		return Result{Op: op, Plugin: op.Plugin, Err: ar.VerifyAPI(ctx, op.Plugin)}, true
 	}
 	return Result{Op: op, Plugin: op.Plugin, Err: ar.CheckAPI(ctx, op.Plugin)}, true
@@ -617,6 +690,9 @@ func (l *loop) applyAPI(res *Result) {
 	default:
 		l.applyOp(res)
 	}
+	// The guard of a Register or DeRegister went with its Done: the
+	// Registry drops it once it lists the outcome (see guard).
+	l.syncPending()
 	l.settle(key)
 }
 

@@ -74,15 +74,27 @@ func (l *loop) registered(res *Result) {
 	p := res.Plugin
 	l.cache.Done(op, p, nil)
 	// Registered again: a deregistration of the same type and name still
-	// owed would tell the handler it is gone.
-	l.cache.DropPending(p.Type, p.Name)
-	l.syncPending()
+	// owed would tell the handler it is gone. An API instance's guard goes
+	// with them (see guard), once the Registry lists the registration; a
+	// socket's registration, which the next scan makes again, is listed
+	// after them.
+	dropOwed := func() {
+		l.cache.DropPending(p.Type, p.Name)
+		l.syncPending()
+	}
+	api := isAPIKey(op.Path)
+	if !api {
+		dropOwed()
+	}
 	delete(l.reported, op.Path)
 	kind, msg := plugins.Registered, "plugin registered"
 	if op.Recovering {
 		kind, msg = plugins.Healthy, "plugin healthy again"
 	}
 	l.r.Registry.Apply(kind, p, "", now)
+	if api {
+		dropOwed()
+	}
 	l.r.countOp(false, p.Type, "registered")
 	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
 }

@@ -261,6 +261,33 @@
 // MaxPlugins API registrations in all, and MaxPerUID ([DefaultMaxPerUID])
 // per registering uid, whatever owner names it gives.
 //
+// With a state file (Reconciler.Durable), the handler and the state file
+// agree whenever the agent dies. Before the handler's Register of an API
+// instance, and before its DeRegister, the loop records in the Registry's
+// pending set the DeRegister that the handler is owed should the agent die
+// before the outcome is saved (statecache.Cache.Guard: reason "rolled
+// back" for a Register, the DeRegister's own for a DeRegister), and the
+// call waits until the state file holds it (plugins.Saver.Sync). A
+// Register that cannot wait for it fails, and is not made; a DeRegister
+// goes ahead, as it is due whatever the file holds. The outcome replaces
+// the entry in the Registry, in an order that leaves no write of the state
+// file between: a registration is listed before the entry goes, a
+// deregistered plugin leaves before it goes. An agent started on the file
+// of one that died meanwhile delivers the DeRegister owed, as any pending
+// deregistration, and restores no plugin whose DeRegister is owed
+// (statecache.Cache.Owed): it leaves the Registry with a "deregistered"
+// event. So a handler may get a DeRegister of a plugin whose Register
+// never reached it, or a second DeRegister, which it must accept (see
+// handler.Handler). Each Register and DeRegister of an API instance so
+// costs one more write of the state file, shared by the calls waiting at
+// once. Recording the intent is simpler than asking the handler to
+// Register every restored instance again, which would also tell handlers
+// of every restart, and it keeps a restored plugin's promise: no Register
+// at a restart. Discovered plugins are not guarded: a crash within the
+// Saver's gap after a handler's call may leave the handler holding a
+// plugin whose socket the next agent no longer sees, or the next agent
+// listing a plugin whose DeRegister the handler got.
+//
 // An API registration records the uid of its caller (plugins.Plugin.UID,
 // kept in the state file), and an owner belongs to the uid that registered
 // its instances: while it holds any, a caller of another uid may not

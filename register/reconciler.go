@@ -122,6 +122,14 @@ type Reconciler struct {
 	// junk types can never push a real type into OtherType.
 	Types []string
 
+	// Durable, when not nil, waits until the state file holds every change
+	// made to the Registry before the call: the agent's is
+	// plugins.Saver.Sync. Before the handler's Register or DeRegister of a
+	// plugin registered through the API, Run records the DeRegister owed
+	// should the agent stop before the outcome, and the call waits for
+	// Durable (see guard). Nil: no state file, nothing to wait for.
+	Durable func(ctx context.Context) error
+
 	Log *slog.Logger // nil: discard
 
 	// applied, when not nil, is called in tests on Run's goroutine after
@@ -277,7 +285,11 @@ func (l *loop) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 	if free := l.maxInFlight - l.inFlight; free > 0 {
 		for _, op := range l.cache.Next(free) {
 			l.inFlight++
-			op = l.starting(op)
+			op, refused := l.starting(op)
+			if refused != nil {
+				wg.Go(func() { l.results <- Result{Op: op, Plugin: op.Plugin, Err: refused} })
+				continue
+			}
 			wg.Go(func() { l.results <- l.run(ctx, op) })
 		}
 	}
@@ -384,16 +396,16 @@ func (r *Reconciler) newLoop() *loop {
 		reported:    make(map[string]int),
 	}
 	l.results = make(chan Result, l.maxInFlight)
-	restored := r.Registry.List("")
-	for _, p := range restored {
-		l.cache.Restore(p.Instance(), p.SocketID, p)
-	}
-	l.api = newAPISet(r, restored)
 	for _, pd := range r.Registry.Pending() {
 		p := pd.Plugin
 		l.cache.RestorePending(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
 	}
 	l.cache.PendingChanges() // the Registry holds them already
+	restored := l.unowed(r.Registry.List(""))
+	for _, p := range restored {
+		l.cache.Restore(p.Instance(), p.SocketID, p)
+	}
+	l.api = newAPISet(r, restored)
 	now := time.Now()
 	r.update(func(s *Status) {
 		*s = Status{

@@ -245,6 +245,8 @@ type Cache[P any] struct {
 	// due ones by type; the retries in flight, in all and by type.
 	pending     map[nameKey]map[scan.ID]*pend[P]
 	nPending    int
+	nGuards     int                     // entries of Guard among them
+	guards      map[string]guardRef     // by path: the entry its Register or DeRegister in flight guards
 	pendSeq     uint64                  // seq of the latest entry
 	pendChanged map[PendingKey]struct{} // keys changed since PendingChanges
 	pendWait    minHeap[pendTimer]
@@ -266,6 +268,7 @@ func New[P any](cfg Config) *Cache[P] {
 		retrying:    make(map[string]struct{}),
 		pending:     make(map[nameKey]map[scan.ID]*pend[P]),
 		pendChanged: make(map[PendingKey]struct{}),
+		guards:      make(map[string]guardRef),
 		pendDue:     make(map[string][]*pend[P]),
 		retriesOf:   make(map[string]int),
 	}
@@ -664,6 +667,7 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 	}
 	en.inFlight = false
 	c.nInFlight--
+	c.unguard(op.Path)
 	switch op.Kind {
 	case Register:
 		switch {
@@ -793,14 +797,14 @@ type Stats struct {
 	Registered int // plugins registered
 	InFlight   int // operations in flight
 	Backoff    int // sockets waiting for a retry
-	Pending    int // pending deregistrations
+	Pending    int // pending deregistrations, not counting Guard's
 }
 
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
 // O(sockets): it runs at every tick, also while thousands of checks wait
 // for their turn under MaxChecksPerBatch.
 func (c *Cache[P]) Stats() Stats {
-	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight + c.nRetrying, Pending: c.nPending}
+	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight + c.nRetrying, Pending: c.nPending - c.nGuards}
 	for p := range c.retrying {
 		if en := c.entries[p]; en != nil && !en.inFlight && en.desired && !en.registered && en.retryAt > c.tick {
 			s.Backoff++

@@ -115,6 +115,15 @@
 //   - retries come after registrations and before liveness checks in
 //     Next, and NextDue includes their retry times.
 //
+// Guard records, while a Register or DeRegister runs, the DeRegister its
+// handler is owed should the caller stop before the outcome: listed with
+// the pending entries, for the caller to save before the op runs, but not
+// retried, not counted in Stats.Pending, and left by DropPending; the
+// op's Done drops it, and an AddPending of its key makes it an ordinary
+// entry. Restored by a later run, it is an ordinary entry, and Owed tells
+// that run which of the registrations it restores were being
+// deregistered.
+//
 // PendingList is what the caller saves, the entries sorted by key, and
 // PendingChanges what changed in it since the caller last asked.
 //

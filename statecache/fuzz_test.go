@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/plugreg/plugreg/scan"
@@ -92,6 +93,7 @@ func FuzzCache(f *testing.F) {
 					}
 				}
 				inFlight[op.Path] = op
+				pf.guard(op, paths)
 			}
 		}
 		done := func(path string, fail bool) {
@@ -115,6 +117,7 @@ func FuzzCache(f *testing.F) {
 			en := c.entries[path]
 			current := op.Kind == Verify && en.desired && en.want == op.ID
 			c.Done(op, path, err)
+			pf.unguarded(path)
 			if op.Kind == Verify {
 				checkBusy(t, en, current, err, busy, path)
 			}
@@ -242,7 +245,7 @@ func checkConverged(t *testing.T, c *Cache[string], seen, registered map[string]
 // over every entry.
 func checkStats(t *testing.T, c *Cache[string]) {
 	t.Helper()
-	want := Stats{InFlight: c.nRetrying, Pending: len(c.PendingList())}
+	want := Stats{InFlight: c.nRetrying, Pending: owedCount(c.PendingList())}
 	for _, en := range c.entries {
 		switch {
 		case en.inFlight:
@@ -269,10 +272,62 @@ type pendingFuzz struct {
 	c        *Cache[string]
 	inFlight map[PendingKey]Op[string]
 	saved    map[PendingKey]Pending[string] // the list kept up to date with PendingChanges
+	guarded  map[string]PendingKey          // by path: the key the Register or DeRegister in flight guards
 }
 
 func newPendingFuzz(t *testing.T, c *Cache[string]) *pendingFuzz {
-	return &pendingFuzz{t: t, c: c, inFlight: map[PendingKey]Op[string]{}, saved: map[PendingKey]Pending[string]{}}
+	return &pendingFuzz{t: t, c: c, inFlight: map[PendingKey]Op[string]{}, saved: map[PendingKey]Pending[string]{},
+		guarded: map[string]PendingKey{}}
+}
+
+// owedCount counts the entries of list that are not a Guard's.
+func owedCount(list []Pending[string]) int {
+	n := 0
+	for _, pd := range list {
+		if !pd.Guard {
+			n++
+		}
+	}
+	return n
+}
+
+// guard guards op, a Register or DeRegister just handed out, with a key of
+// type t0 named by its path's index in paths, and the ino of its socket:
+// the keys of AddPending's commands, so the two meet. Guard is refused
+// only at MaxPending, and a key owed already is not a Guard's.
+func (pf *pendingFuzz) guard(op Op[string], paths []string) {
+	if op.Kind != Register && op.Kind != DeRegister {
+		return
+	}
+	k := PendingKey{Type: "t0", Name: []string{"a", "b", "c"}[slices.Index(paths, op.Path)], ID: scan.ID{Ino: op.ID.Ino % 4}}
+	owed, before := pf.c.Owed(k), pf.c.nPending
+	if !pf.c.Guard(op, k, k.Type+"/"+k.Name, RolledBack) {
+		if owed || before < pf.c.cfg.MaxPending {
+			pf.t.Fatalf("Guard(%v) refused with %d entries, owed %t", k, before, owed)
+		}
+		return
+	}
+	if !pf.c.Owed(k) {
+		pf.t.Fatalf("Guard(%v) recorded, not owed", k)
+	}
+	if !owed {
+		pf.guarded[op.Path] = k
+	}
+}
+
+// unguarded checks, after the Done of the op at path, that its Guard's
+// entry went, or became an ordinary one.
+func (pf *pendingFuzz) unguarded(path string) {
+	k, ok := pf.guarded[path]
+	if !ok {
+		return
+	}
+	delete(pf.guarded, path)
+	for _, pd := range pf.c.PendingList() {
+		if pd.Key == k && pd.Guard {
+			pf.t.Fatalf("the Guard's entry %v of %s outlived its op", k, path)
+		}
+	}
 }
 
 // key returns the pending key arg picks: two types, three names, four
@@ -294,7 +349,7 @@ func (pf *pendingFuzz) step(cmd, arg byte) {
 	case 1:
 		pf.c.DropPending(k.Type, k.Name)
 		for _, pd := range pf.c.PendingList() {
-			if pd.Key.Type == k.Type && pd.Key.Name == k.Name {
+			if pd.Key.Type == k.Type && pd.Key.Name == k.Name && !pd.Guard {
 				pf.t.Fatalf("DropPending(%s, %s) left %v", k.Type, k.Name, pd.Key)
 			}
 		}
@@ -315,6 +370,9 @@ func (pf *pendingFuzz) step(cmd, arg byte) {
 func (pf *pendingFuzz) started(op Op[string]) {
 	if _, dup := pf.inFlight[op.Pending]; dup {
 		pf.t.Fatalf("two retries of %v in flight", op.Pending)
+	}
+	if e := pf.c.pending[nameKey{op.Pending.Type, op.Pending.Name}][op.Pending.ID]; e.Guard {
+		pf.t.Fatalf("retry of %v, a Guard's entry", op.Pending)
 	}
 	if op.Plugin != op.Pending.Type+"/"+op.Pending.Name {
 		pf.t.Fatalf("retry of %v carries %q", op.Pending, op.Plugin)
@@ -346,8 +404,8 @@ func (pf *pendingFuzz) check() {
 		}
 	}
 	list := pf.c.PendingList()
-	if n := len(list); n > pf.c.cfg.MaxPending || n != pf.c.Stats().Pending {
-		pf.t.Fatalf("%d pending, Stats %d, bound %d", n, pf.c.Stats().Pending, pf.c.cfg.MaxPending)
+	if n := len(list); n > pf.c.cfg.MaxPending || owedCount(list) != pf.c.Stats().Pending {
+		pf.t.Fatalf("%d pending, %d not a Guard's, Stats %d, bound %d", n, owedCount(list), pf.c.Stats().Pending, pf.c.cfg.MaxPending)
 	}
 	put, gone := pf.c.PendingChanges()
 	for _, pd := range put {

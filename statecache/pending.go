@@ -22,8 +22,11 @@ type PendingKey struct {
 // same type and name registers again.
 type Pending[P any] struct {
 	Key    PendingKey
-	Plugin P      // what to deregister, as AddPending or RestorePending was given it
+	Plugin P      // what to deregister, as AddPending, RestorePending or Guard was given it
 	Reason Reason // what DeRegister is told
+	// Guard is set on an entry of Guard: owed only should the caller stop
+	// before the outcome of the op it guards, and not retried meanwhile.
+	Guard bool
 }
 
 // nameKey is a plugin type and name.
@@ -43,6 +46,14 @@ type pend[P any] struct {
 	inFlight bool
 	queued   bool // in pendDue
 	dropped  bool // gone, but its retry is still in flight
+}
+
+// guardRef is the entry a Register or DeRegister in flight guards (see
+// Guard): its key, and its seq, which tells it from a later entry of the
+// key.
+type guardRef struct {
+	key PendingKey
+	seq uint64
 }
 
 // pendTimer is a pending entry's retry time, in the heap of waiting retries.
@@ -70,15 +81,28 @@ func (c *Cache[P]) RestorePending(k PendingKey, p P, reason Reason) bool {
 // a plugin, p, for reason, did not succeed. The retry is due at once, then
 // after 1, 2, 4, ... ticks, capped at Config.MaxBackoff; stamp is carried
 // in the retries' Op.Stamp. An entry of the same key is replaced, and its
-// backoff starts again. AddPending reports whether the entry was recorded:
-// beyond Config.MaxPending entries, a new key is refused.
+// backoff starts again; a Guard's entry becomes an ordinary one, which the
+// outcome of the op it guarded leaves. AddPending reports whether the
+// entry was recorded: beyond Config.MaxPending entries, a new key is
+// refused.
 func (c *Cache[P]) AddPending(k PendingKey, p P, reason Reason, stamp uint64) bool {
+	e := c.put(k, p, reason, stamp)
+	if e == nil {
+		return false
+	}
+	c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
+	return true
+}
+
+// put records the entry k, as AddPending does, but files no retry; nil
+// when refused beyond Config.MaxPending.
+func (c *Cache[P]) put(k PendingKey, p P, reason Reason, stamp uint64) *pend[P] {
 	nk := nameKey{k.Type, k.Name}
 	byID := c.pending[nk]
 	e := byID[k.ID]
 	if e == nil || e.dropped {
 		if c.cfg.MaxPending > 0 && c.nPending >= c.cfg.MaxPending {
-			return false
+			return nil
 		}
 		c.nPending++
 	}
@@ -90,25 +114,80 @@ func (c *Cache[P]) AddPending(k PendingKey, p P, reason Reason, stamp uint64) bo
 		e = &pend[P]{}
 		byID[k.ID] = e
 	}
+	if e.Guard && !e.dropped {
+		c.nGuards--
+	}
 	c.pendSeq++
 	e.Pending = Pending[P]{Key: k, Plugin: p, Reason: reason}
 	e.stamp, e.seq, e.dropped = stamp, c.pendSeq, false
 	e.attempts, e.fails, e.retryAt = 0, 0, c.tick
-	c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
 	c.pendChanged[k] = struct{}{}
+	return e
+}
+
+// Guard records, for op, a Register or DeRegister that Next handed out and
+// that is still in flight, that the handler is owed the DeRegister of the
+// incarnation k of p, for reason, should the caller stop before it reports
+// op's outcome: a Register may reach the handler and a DeRegister may be
+// delivered, and then a caller that stopped knows nothing of it. The entry
+// is in PendingList and PendingChanges, marked Guard, for the caller to
+// save before it runs op; so is its end. It is not retried, Stats.Pending
+// does not count it, and DropPending leaves it: it is not owed while op
+// runs. Done of op drops it, whatever the outcome: a registration
+// replaces it, a failed one leaves the handler holding nothing (a
+// rollback owed is AddPending's), a DeRegister was delivered, or is owed
+// by AddPending when it failed. An AddPending of k meanwhile makes it an
+// ordinary entry, which Done leaves. RestorePending of a Guard's entry
+// that the caller saved is an ordinary entry: the caller stopped before
+// the outcome, and the DeRegister is retried.
+//
+// An entry of k that is owed already stays as it is, and Guard records
+// nothing. Guard reports whether k is owed now, should the caller stop:
+// false only when a new entry would exceed Config.MaxPending.
+func (c *Cache[P]) Guard(op Op[P], k PendingKey, p P, reason Reason) bool {
+	en := c.entries[op.Path]
+	_, guarded := c.guards[op.Path]
+	if op.Kind != Register && op.Kind != DeRegister || en == nil || !en.inFlight || guarded {
+		panic("statecache: Guard(" + op.Kind.String() + " " + op.Path + ") without a Register or DeRegister in flight, or twice")
+	}
+	if c.Owed(k) {
+		return true
+	}
+	e := c.put(k, p, reason, 0)
+	if e == nil {
+		return false
+	}
+	e.Guard = true
+	c.nGuards++
+	c.guards[op.Path] = guardRef{key: k, seq: e.seq}
 	return true
+}
+
+// unguard drops the entry that the op at path guarded (see Guard), if it is
+// still the Guard's: its outcome is known.
+func (c *Cache[P]) unguard(path string) {
+	g, ok := c.guards[path]
+	if !ok {
+		return
+	}
+	delete(c.guards, path)
+	nk := nameKey{g.key.Type, g.key.Name}
+	if e := c.pending[nk][g.key.ID]; e != nil && e.Guard && e.seq == g.seq && !e.dropped {
+		c.forget(nk, g.key.ID, e)
+	}
 }
 
 // DropPending forgets the pending deregistrations of every incarnation of
 // the plugin of type typ named name, and returns how many there were: the
 // caller registered a plugin of that type and name, and the handler would
 // take a DeRegister owed to an older one for the new one's. A retry in
-// flight is not stopped: its outcome is ignored.
+// flight is not stopped: its outcome is ignored. A Guard's entry stays:
+// the outcome of the op it guards decides.
 func (c *Cache[P]) DropPending(typ, name string) int {
 	nk := nameKey{typ, name}
 	n := 0
 	for id, e := range c.pending[nk] {
-		if e.dropped {
+		if e.dropped || e.Guard {
 			continue
 		}
 		n++
@@ -123,8 +202,11 @@ func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
 	if !e.dropped {
 		c.nPending--
 		c.pendChanged[e.Key] = struct{}{}
+		if e.Guard {
+			c.nGuards--
+		}
 	}
-	e.dropped = true // for a queue of due ones that still holds it
+	e.dropped, e.Guard = true, false // for a queue of due ones that still holds it
 	var zero P
 	e.Plugin = zero
 	if e.inFlight {
@@ -134,6 +216,13 @@ func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
 	if len(c.pending[nk]) == 0 {
 		delete(c.pending, nk)
 	}
+}
+
+// Owed reports whether a DeRegister of the incarnation k is pending: an
+// entry of AddPending, RestorePending or Guard.
+func (c *Cache[P]) Owed(k PendingKey) bool {
+	e := c.pending[nameKey{k.Type, k.Name}][k.ID]
+	return e != nil && !e.dropped
 }
 
 // PendingList returns the pending deregistrations, sorted by plugin type,
@@ -204,8 +293,8 @@ func (c *Cache[P]) queueDue() {
 	for len(c.pendWait) > 0 && c.pendWait[0].at <= c.tick {
 		t := c.pendWait.pop()
 		e := c.pending[nameKey{t.key.Type, t.key.Name}][t.key.ID]
-		if e == nil || e.dropped || e.inFlight || e.queued || e.seq != t.seq || e.retryAt > c.tick {
-			continue // stale: replaced, taken, queued already, or put off
+		if e == nil || e.dropped || e.Guard || e.inFlight || e.queued || e.seq != t.seq || e.retryAt > c.tick {
+			continue // stale: replaced, taken, queued already, put off, or a Guard's
 		}
 		e.queued = true
 		c.pendDue[t.key.Type] = append(c.pendDue[t.key.Type], e)
@@ -319,6 +408,8 @@ func (c *Cache[P]) retried(op Op[P], err error) (retryTicks uint64) {
 	switch {
 	case e.dropped:
 		c.forget(nk, k.ID, e)
+	case e.seq != op.Gen && e.Guard:
+		// Replaced by a Guard's entry while in flight: not retried.
 	case e.seq != op.Gen:
 		// Replaced while in flight: the new entry is due.
 		c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})

@@ -32,8 +32,12 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	                         when not recorded. The plugin carried is "TYPE/NAME@INO".
 //	restore-pending TYPE/NAME INO REASON
 //	                         a pending deregistration restored from an earlier run
+//	guard PATH TYPE/NAME INO REASON
+//	                         the Register or DeRegister in flight for PATH guards the incarnation's
+//	                         DeRegister (Guard); prints "refused" when not recorded
+//	owed TYPE/NAME INO       print whether a DeRegister of the incarnation is pending (Owed): "owed" or "not owed"
 //	drop TYPE/NAME           a plugin of the type and name registered (DropPending); prints "dropped N"
-//	pending                  print the pending deregistrations: "TYPE/NAME ino=I reason=R"
+//	pending                  print the pending deregistrations: "TYPE/NAME ino=I reason=R [guard]"
 //	changes                  print the changes to them since the last call (PendingChanges):
 //	                         "put TYPE/NAME@INO reason=R", "gone TYPE/NAME@INO"
 //	add PATH INO             the scanner saw a new socket with identity INO
@@ -166,8 +170,10 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		}
 		*h = *newHarness(Config{MaxBackoff: n, ConnectCheckEvery: every, InfoCheckEvery: infoEvery, CheckFailures: int(fails), MaxChecksPerBatch: perTick,
 			MaxPending: int(opts["maxpending"]), RetryInFlight: int(opts["retries"])})
-	case "pend", "restore-pending", "drop", "pending", "changes":
+	case "pend", "restore-pending", "drop", "owed", "pending", "changes":
 		return h.execPending(f)
+	case "guard":
+		return h.execGuard(f)
 	case "restore":
 		ino, err := num(2, 0)
 		if err != nil || arg(3) == "" {
@@ -281,20 +287,37 @@ func (h *harness) execPending(f []string) ([]string, error) {
 	}
 	if f[0] == "pending" {
 		var out []string
+		owed := 0
 		for _, pd := range h.c.PendingList() {
 			if pd.Plugin != pendingText(pd.Key) {
 				return nil, fmt.Errorf("pending %s carries plugin %q", pendingText(pd.Key), pd.Plugin)
 			}
-			out = append(out, fmt.Sprintf("%s/%s ino=%d reason=%s", pd.Key.Type, pd.Key.Name, pd.Key.ID.Ino, pd.Reason))
+			line := fmt.Sprintf("%s/%s ino=%d reason=%s", pd.Key.Type, pd.Key.Name, pd.Key.ID.Ino, pd.Reason)
+			if pd.Guard {
+				line += " guard"
+			} else {
+				owed++
+			}
+			out = append(out, line)
 		}
-		if n := h.c.Stats().Pending; n != len(out) {
-			return nil, fmt.Errorf("Stats().Pending = %d, listed %d", n, len(out))
+		if n := h.c.Stats().Pending; n != owed {
+			return nil, fmt.Errorf("Stats().Pending = %d, listed %d not of Guard", n, owed)
 		}
 		return out, nil
 	}
 	typ, name, ok := strings.Cut(f[1], "/")
 	if !ok {
 		return nil, fmt.Errorf("want TYPE/NAME, got %q", f[1])
+	}
+	if f[0] == "owed" {
+		ino, err := strconv.ParseUint(arg(f, 2), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want owed TYPE/NAME INO: %v", err)
+		}
+		if h.c.Owed(PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}) {
+			return []string{"owed"}, nil
+		}
+		return []string{"not owed"}, nil
 	}
 	if f[0] == "drop" {
 		return []string{fmt.Sprintf("dropped %d", h.c.DropPending(typ, name))}, nil
@@ -324,6 +347,34 @@ func (h *harness) execPending(f []string) ([]string, error) {
 		return []string{"refused"}, nil
 	}
 	return nil, nil
+}
+
+// execGuard runs "guard PATH TYPE/NAME INO REASON": Guard of the op in
+// flight for PATH.
+func (h *harness) execGuard(f []string) ([]string, error) {
+	if len(f) != 5 {
+		return nil, fmt.Errorf("want guard PATH TYPE/NAME INO REASON")
+	}
+	op, ok := h.inFlight[f[1]]
+	typ, name, okName := strings.Cut(f[2], "/")
+	ino, err := strconv.ParseUint(f[3], 10, 64)
+	reason, known := reasons[f[4]]
+	if !ok || !okName || err != nil || !known {
+		return nil, fmt.Errorf("want guard PATH TYPE/NAME INO REASON of an op in flight: %v, reason %q", err, f[4])
+	}
+	k := PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
+	if !h.c.Guard(op, k, pendingText(k), reason) {
+		return []string{"refused"}, nil
+	}
+	return nil, nil
+}
+
+// arg returns f[i], or "" beyond f.
+func arg(f []string, i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return ""
 }
 
 func formatOp(op Op[string]) string {
