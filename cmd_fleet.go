@@ -12,9 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins/fleet"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 const fleetUsage = `usage: plugreg fleet <command> --etcd ENDPOINTS [flags]
@@ -61,7 +60,7 @@ func (f *fleetFlags) register(flags *flag.FlagSet) {
 }
 
 // connect checks the flags and connects to etcd.
-func (f *fleetFlags) connect(name string) (*clientv3.Client, fleet.Layout, error) {
+func (f *fleetFlags) connect(name string) (*fleet.Client, fleet.Layout, error) {
 	if f.endpoints == "" {
 		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
 	}
@@ -227,14 +226,14 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 }
 
-func currentRevision(ctx context.Context, cl *clientv3.Client) (int64, error) {
+func currentRevision(ctx context.Context, cl *fleet.Client) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	resp, err := cl.Get(ctx, "\x00", clientv3.WithCountOnly())
+	resp, err := cl.Range(ctx, &etcdv3.RangeRequest{Key: []byte("\x00"), CountOnly: true})
 	if err != nil {
 		return 0, fmt.Errorf("read etcd's revision: %w", err)
 	}
-	return resp.Header.Revision, nil
+	return resp.GetHeader().GetRevision(), nil
 }
 
 // printChange prints one change: in text, "REVISION put|delete NODE TYPE

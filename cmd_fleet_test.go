@@ -18,7 +18,7 @@ import (
 // against the real etcd.
 func TestFleetCommands(t *testing.T) {
 	srv := etcdtest.Start(t)
-	cl := etcdtest.Client(t, srv, "", "")
+	cl := etcdtest.FleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	hostile := "evil\u202eder" // right-to-left override: not a control character, not printable

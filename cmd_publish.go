@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/register/metrics"
@@ -32,7 +30,7 @@ func (e *etcdFlags) register(flags *flag.FlagSet) {
 
 // client connects to the etcd endpoints (comma-separated), without
 // waiting: the first call does.
-func (e *etcdFlags) client(endpoints string, log *slog.Logger) (*clientv3.Client, error) {
+func (e *etcdFlags) client(endpoints string, log *slog.Logger) (*fleet.Client, error) {
 	eps, err := fleet.ParseEndpoints(endpoints)
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -64,7 +62,7 @@ func (p *publishConfig) register(flags *flag.FlagSet) {
 // publisher is the agent's fleet publisher, for its start and shutdown.
 type publisher struct {
 	pub    *fleet.Publisher
-	client *clientv3.Client
+	client *fleet.Client
 	done   sync.WaitGroup
 }
 

@@ -73,13 +73,14 @@ func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
 
 	regA := plugins.NewRegistry()
 	regA.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-	pa, _ := start(t, asA, regA, "a", 5*time.Second)
+	fleetA := etcdtest.FleetClient(t, srv, "a", "a-pw")
+	pa, _ := start(t, fleetA, regA, "a", 5*time.Second)
 	waitSynced(t, pa, regA)
 
 	// A publisher with a's credentials that claims to be node b.
 	regB := plugins.NewRegistry()
 	regB.Apply(plugins.Registered, plugin("T", "y", "y.sock", time.Now()), "", time.Now())
-	pb, _ := start(t, asA, regB, "b", 5*time.Second)
+	pb, _ := start(t, fleetA, regB, "b", 5*time.Second)
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	st, err := pb.Wait(wctx, func(s fleet.Status) bool { return s.Err != "" })

@@ -1,19 +1,26 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"os"
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 )
 
@@ -27,8 +34,8 @@ type ClientConfig struct {
 	// an https endpoint, turns TLS on; Cert and Key go together.
 	CACert, Cert, Key string
 	// User and PasswordFile authenticate as an etcd user; the password is
-	// the file's first line. Neither is logged.
-	User, PasswordFile string
+	// the file's first line, or Password without a file. None is logged.
+	User, PasswordFile, Password string
 	// DialTimeout bounds connecting (0: 5 s).
 	DialTimeout time.Duration
 }
@@ -59,41 +66,74 @@ func ParseEndpoints(s string) ([]string, error) {
 	return eps, nil
 }
 
-// New connects to etcd without waiting for it: the first call does. The
-// client logs to log at debug level (nil: nowhere).
-func (c ClientConfig) New(log *slog.Logger) (*clientv3.Client, error) {
+// New returns a client of etcd without connecting: the first call
+// does, and authenticates if there is a user. The client logs to log at
+// debug level (nil: nowhere).
+func (c ClientConfig) New(log *slog.Logger) (*Client, error) {
 	if len(c.Endpoints) == 0 {
 		return nil, errors.New("no etcd endpoints")
 	}
-	cfg := clientv3.Config{
-		Endpoints:   c.Endpoints,
-		DialTimeout: c.DialTimeout,
-		Logger:      zapLogger(log),
-		Username:    c.User,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(explainTimeout)},
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = 5 * time.Second
-	}
-	var err error
-	if cfg.TLS, err = c.tlsConfig(); err != nil {
+	tlsCfg, err := c.tlsConfig()
+	if err != nil {
 		return nil, err
 	}
+	cl := &Client{user: c.User, password: c.Password, log: log}
 	if c.PasswordFile != "" {
 		if c.User == "" {
 			return nil, errors.New("a password file needs a user")
 		}
-		if cfg.Password, err = readPassword(c.PasswordFile); err != nil {
+		if cl.password, err = readPassword(c.PasswordFile); err != nil {
 			return nil, err
 		}
-	} else if c.User != "" {
+	} else if c.User != "" && c.Password == "" {
 		return nil, errors.New("an etcd user needs a password file")
 	}
-	cl, err := clientv3.New(cfg)
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	}
+	r := manual.NewBuilderWithScheme("plugreg-etcd")
+	r.InitialState(resolver.State{Addresses: addresses(c.Endpoints)})
+	cl.conn, err = grpc.NewClient(r.Scheme()+":///etcd",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(maxRecvMsg)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: c.dialTimeout()}),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	return cl, nil
+}
+
+// maxRecvMsg bounds one answer of etcd: a range of values that etcd
+// itself allows (its --max-request-bytes is per request, not per answer).
+const maxRecvMsg = math.MaxInt32
+
+// dialTimeout is the bound of one connection attempt.
+func (c ClientConfig) dialTimeout() time.Duration {
+	return cmp.Or(c.DialTimeout, 5*time.Second)
+}
+
+// addresses returns the endpoints as gRPC addresses, each with its host as
+// the name its TLS certificate must have.
+func addresses(endpoints []string) []resolver.Address {
+	as := make([]resolver.Address, len(endpoints))
+	for i, e := range endpoints {
+		if _, rest, ok := strings.Cut(e, "://"); ok {
+			e = rest
+		}
+		host, _, err := net.SplitHostPort(e)
+		if err != nil {
+			host = e
+		}
+		as[i] = resolver.Address{Addr: e, ServerName: host}
+	}
+	return as
 }
 
 // tlsConfig returns the TLS configuration, or nil for plain connections.
@@ -145,12 +185,9 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// explainTimeout is a grpc interceptor of each unary call (inside the
-// etcd client's retries) that turns a call that timed out while waiting
-// for a connection into an UnreachableError with grpc's reason. It
-// returns no grpc status, so the etcd client passes it on as it is.
-func explainTimeout(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
+// explain turns the error of a call that timed out while waiting for a
+// connection into an UnreachableError with grpc's reason.
+func explain(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}

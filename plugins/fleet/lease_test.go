@@ -86,13 +86,14 @@ func keyEvents(t *testing.T, w clientv3.WatchChan, end int64) (deletes []string,
 func TestRestartContinuesLease(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := etcdtest.FleetClient(t, srv, "", "")
 	state := filepath.Join(sockettest.Dir(t), "state.json")
 	reg := plugins.NewRegistry()
 	for i := range 3 {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
 	}
 	stopSaver := saveUntilStopped(t, reg, state)
-	p1, stop1 := start(t, cl, reg, "n", 5*time.Second)
+	p1, stop1 := start(t, fc, reg, "n", 5*time.Second)
 	st1 := waitSynced(t, p1, reg)
 	wantLease := plugins.FleetLease{ID: st1.Lease, Cluster: clusterID(t, cl), Prefix: "/test/v1/", Node: "n"}
 	if l, ok := reg.FleetLease(); !ok || l != wantLease {
@@ -109,7 +110,7 @@ func TestRestartContinuesLease(t *testing.T) {
 	}
 
 	reg2 := restored(t, state)
-	p2, _ := start(t, cl, reg2, "n", 5*time.Second)
+	p2, _ := start(t, fc, reg2, "n", 5*time.Second)
 	st2 := waitSynced(t, p2, reg2)
 	if st2.Lease != st1.Lease {
 		t.Errorf("restarted publisher's lease = %x, want %x", st2.Lease, st1.Lease)
@@ -139,6 +140,7 @@ func TestRestartContinuesLease(t *testing.T) {
 func TestRestartLeaseNotContinued(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := etcdtest.FleetClient(t, srv, "", "")
 	cluster := clusterID(t, cl)
 	other := fleet.Layout{Prefix: "/other"}
 	tests := []struct {
@@ -162,7 +164,7 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 			first, node := fmt.Sprint("n", i), tc.node+fmt.Sprint(i)
 			reg := plugins.NewRegistry()
 			reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-			p1, stop1 := start(t, cl, reg, first, 5*time.Second)
+			p1, stop1 := start(t, fc, reg, first, 5*time.Second)
 			st1 := waitSynced(t, p1, reg)
 			stop1()
 			st := reg.State()
@@ -174,7 +176,7 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 			}
 
 			reg2 := plugins.NewRegistryFrom(st)
-			p2, _ := runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg2, Layout: tc.layout, Node: node, TTL: 5 * time.Second})
+			p2, _ := runPublisher(t, &fleet.Publisher{Store: fc, Registry: reg2, Layout: tc.layout, Node: node, TTL: 5 * time.Second})
 			st2 := waitSynced(t, p2, reg2)
 			if st2.Lease == st1.Lease {
 				t.Errorf("restarted publisher continued lease %x", st1.Lease)
@@ -197,13 +199,13 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 // memory, and a publisher restarted on the same Registry continues it.
 func TestPublishWithoutState(t *testing.T) {
 	srv := etcdtest.Start(t)
-	cl := etcdtest.Client(t, srv, "", "")
+	fc := etcdtest.FleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-	p1, stop1 := start(t, cl, reg, "mem", 5*time.Second)
+	p1, stop1 := start(t, fc, reg, "mem", 5*time.Second)
 	st1 := waitSynced(t, p1, reg)
 	stop1()
-	p2, _ := start(t, cl, reg, "mem", 5*time.Second)
+	p2, _ := start(t, fc, reg, "mem", 5*time.Second)
 	if st2 := waitSynced(t, p2, reg); st2.Lease != st1.Lease {
 		t.Errorf("publisher restarted on the same Registry: lease %x, want %x", st2.Lease, st1.Lease)
 	}

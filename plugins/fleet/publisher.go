@@ -10,19 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
 )
-
-// Store is the part of etcd a Publisher uses: keys and leases. A
-// *clientv3.Client is one, and so is a pair of clientv3/namespace
-// wrappers.
-type Store interface {
-	clientv3.KV
-	clientv3.Lease
-}
 
 // DefaultTTL is the lease's time to live unless configured: a stopped
 // node's keys vanish within it.
@@ -57,7 +46,7 @@ type NodeJSON struct {
 // and etcd cluster and etcd still holds it, so the node's keys stay in
 // place while the agent restarts.
 type Publisher struct {
-	Store    Store
+	Store    *Client // etcd
 	Registry *plugins.Registry
 	Layout   Layout
 	Node     string        // the node's name; must not be empty
@@ -158,7 +147,7 @@ type run struct {
 	ttl     int64 // seconds
 	started time.Time
 
-	lease   clientv3.LeaseID
+	lease   int64
 	cluster uint64 // ID of the etcd cluster that granted lease
 	// alive says that the lease is kept alive: kaTimer fires when its next
 	// keepalive is due. The publisher sends them itself, one per TTL/3,
@@ -232,7 +221,7 @@ func (r *run) failed(err error) {
 		return
 	}
 	r.down = true
-	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) {
+	if errors.Is(err, errPermissionDenied) || errors.Is(err, errAuthFailed) {
 		r.log.Error("fleet publish refused by etcd", "node", r.p.Node, "err", err)
 		return
 	}

@@ -10,10 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // restoreLease takes up the lease the Registry holds (restored from the
@@ -29,7 +27,7 @@ func (r *run) restoreLease() {
 			"node", r.p.Node, "lease_node", l.Node, "lease_prefix", l.Prefix)
 		return
 	}
-	r.lease, r.cluster = clientv3.LeaseID(l.ID), l.Cluster
+	r.lease, r.cluster = l.ID, l.Cluster
 }
 
 // ensureLease makes sure the node has a lease kept alive: the one it had
@@ -43,14 +41,14 @@ func (r *run) ensureLease(ctx context.Context) error {
 	}
 	if r.lease != 0 {
 		c, cancel := r.call(ctx)
-		resp, err := r.p.Store.TimeToLive(c, r.lease)
+		resp, err := r.p.Store.TimeToLive(c, r.lease, false)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("lease %x time to live: %w", int64(r.lease), err)
+			return fmt.Errorf("lease %x time to live: %w", r.lease, err)
 		}
-		if cluster := resp.ResponseHeader.GetClusterId(); cluster != r.cluster {
+		if cluster := resp.GetHeader().GetClusterId(); cluster != r.cluster {
 			r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node,
-				"lease", fmt.Sprintf("%x", int64(r.lease)), "cluster", fmt.Sprintf("%x", cluster), "lease_cluster", fmt.Sprintf("%x", r.cluster))
+				"lease", fmt.Sprintf("%x", r.lease), "cluster", fmt.Sprintf("%x", cluster), "lease_cluster", fmt.Sprintf("%x", r.cluster))
 			r.lease = 0
 		} else if resp.TTL <= 0 {
 			r.lease = 0
@@ -63,7 +61,7 @@ func (r *run) ensureLease(ctx context.Context) error {
 	}
 	r.alive, r.published = true, nil
 	r.kaTimer.Reset(r.kaEvery())
-	id := int64(r.lease)
+	id := r.lease
 	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
 	return nil
 }
@@ -91,8 +89,8 @@ func (r *run) keepAlive(ctx context.Context) bool {
 	}
 	r.alive, r.published = false, nil
 	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) && !r.down {
-		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
+	if errors.Is(err, errLeaseNotFound) && !r.down {
+		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", r.lease))
 	}
 	return false
 }
@@ -106,9 +104,9 @@ func (r *run) grant(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
-	r.lease, r.cluster = resp.ID, resp.ResponseHeader.GetClusterId()
+	r.lease, r.cluster = resp.ID, resp.GetHeader().GetClusterId()
 	err = r.p.Registry.SetFleetLease(plugins.FleetLease{
-		ID: int64(r.lease), Cluster: r.cluster, Prefix: r.p.Layout.root(), Node: r.p.Node,
+		ID: r.lease, Cluster: r.cluster, Prefix: r.p.Layout.root(), Node: r.p.Node,
 	})
 	if err != nil {
 		r.log.Warn("fleet lease not kept in the state file, a restart takes a new one", "node", r.p.Node, "err", err)
@@ -120,14 +118,15 @@ func (r *run) grant(ctx context.Context) error {
 func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	c, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.p.Store.Get(c, r.p.Layout.NodePlugins(r.p.Node), clientv3.WithPrefix())
+	prefix := r.p.Layout.NodePlugins(r.p.Node)
+	resp, err := r.p.Store.Range(c, &etcdv3.RangeRequest{Key: []byte(prefix), RangeEnd: []byte(PrefixEnd(prefix))})
 	if err != nil {
 		return nil, fmt.Errorf("read node's keys: %w", err)
 	}
 	got := make(map[string]valueDigest, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		d := sha256.Sum256(kv.Value)
-		if clientv3.LeaseID(kv.Lease) != r.lease {
+		if kv.Lease != r.lease {
 			d = otherLease
 		}
 		got[string(kv.Key)] = d
@@ -189,16 +188,16 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 		n := min(len(cs), maxTxnOps/2-1)
 		batch := cs[:n]
 		cs = cs[n:]
-		ops := make([]clientv3.Op, 0, 2*n+1)
+		ops := make([]*etcdv3.RequestOp, 0, 2*n+1)
 		for _, c := range batch {
 			ops = append(ops, r.ops(c)...)
 		}
 		if len(cs) == 0 {
-			ops = append(ops, clientv3.OpPut(r.p.Layout.Node(r.p.Node), node, clientv3.WithLease(r.lease)))
+			ops = append(ops, opPut(r.p.Layout.Node(r.p.Node), node, r.lease))
 			node = ""
 		}
 		c, cancel := r.call(ctx)
-		_, err := r.p.Store.Txn(c).Then(ops...).Commit()
+		_, err := r.p.Store.Txn(c, &etcdv3.TxnRequest{Success: ops})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("write node's keys: %w", err)
@@ -217,20 +216,19 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 
 // ops returns the operations of one change: the plugin key and its index
 // key.
-func (r *run) ops(c change) []clientv3.Op {
+func (r *run) ops(c change) []*etcdv3.RequestOp {
 	node, typ, name, err := r.p.Layout.ParsePlugin(c.key)
 	if err != nil || node != r.p.Node { // a key this publisher did not make
 		if c.del {
-			return []clientv3.Op{clientv3.OpDelete(c.key)}
+			return []*etcdv3.RequestOp{opDelete(c.key, "")}
 		}
 		panic("fleet: desired key outside the layout: " + c.key)
 	}
 	index := r.p.Layout.Index(node, typ, name)
 	if c.del {
-		return []clientv3.Op{clientv3.OpDelete(c.key), clientv3.OpDelete(index)}
+		return []*etcdv3.RequestOp{opDelete(c.key, ""), opDelete(index, "")}
 	}
-	lease := clientv3.WithLease(r.lease)
-	return []clientv3.Op{clientv3.OpPut(c.key, c.value, lease), clientv3.OpPut(index, "", lease)}
+	return []*etcdv3.RequestOp{opPut(c.key, c.value, r.lease), opPut(index, "", r.lease)}
 }
 
 // nodeValue returns the node key's value.

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/fleet"
 )
 
 // Options configure a Server.
@@ -114,13 +115,28 @@ func (s *Server) Stop() {
 // Restart starts a stopped server again.
 func (s *Server) Restart() error { return s.start() }
 
-// Client returns a plain client of the server, as user (none if ""); a
-// TLS server's clients come from fleet.ClientConfig.
+// Client returns a plain client of etcd's own (clientv3) of the server,
+// as user (none if ""), for a test to set etcd up (users, roles) and to
+// check what a client of package fleet did; a TLS server's clients come
+// from fleet.ClientConfig.
 func (s *Server) Client(user, password string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,
 		Username: user, Password: password, Logger: zap.NewNop(),
 	})
+}
+
+// FleetClient returns a client of s of package fleet's own, the one the
+// agent and `plugreg fleet` use, as user (none if ""), closed when the
+// test ends.
+func FleetClient(t testing.TB, s *Server, user, password string) *fleet.Client {
+	t.Helper()
+	c, err := fleet.ClientConfig{Endpoints: []string{s.Endpoint}, User: user, Password: password}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // Start starts a server for t in a temporary directory, stopped when the
