@@ -42,7 +42,7 @@ func startBenchFleet(b *testing.B, dir string) (*benchFleet, []string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Stop)
-	cl := etcdtest.FleetClient(b, srv, "", "")
+	cl := fleetClient(b, srv, "", "")
 	f := &benchFleet{cl: cl, prefix: fleet.Layout{}.NodePlugins(benchNode)}
 	ep := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://")
 	return f, []string{"--publish", ep, "--node", benchNode, "--publish-ttl", "30s"}

@@ -64,7 +64,7 @@ func (f *fleetFlags) connect(name string) (*fleet.Client, fleet.Layout, error) {
 	if f.endpoints == "" {
 		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
 	}
-	cl, err := f.etcd.client(f.endpoints, nil)
+	cl, err := f.etcd.client("etcd", f.endpoints, nil)
 	return cl, fleet.Layout{Prefix: f.prefix}, err
 }
 

@@ -18,7 +18,7 @@ import (
 // against the real etcd.
 func TestFleetCommands(t *testing.T) {
 	srv := etcdtest.Start(t)
-	cl := etcdtest.FleetClient(t, srv, "", "")
+	cl := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	hostile := "evil\u202eder" // right-to-left override: not a control character, not printable
@@ -71,4 +71,16 @@ func TestFleetCommands(t *testing.T) {
 			t.Errorf("plugreg %q: exit %d, want 2", args, exitCode(err, &errOut))
 		}
 	}
+}
+
+// fleetClient returns a client of package fleet's own of s as user (none
+// if ""), closed when the test ends.
+func fleetClient(t testing.TB, s *etcdtest.Server, user, password string) *fleet.Client {
+	t.Helper()
+	c, err := fleet.ClientConfig{Endpoints: []string{s.Endpoint}, User: user, Password: password}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -3,10 +3,12 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -73,7 +75,7 @@ func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
 
 	regA := plugins.NewRegistry()
 	regA.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-	fleetA := etcdtest.FleetClient(t, srv, "a", "a-pw")
+	fleetA := fleetClient(t, srv, "a", "a-pw")
 	pa, _ := start(t, fleetA, regA, "a", 5*time.Second)
 	waitSynced(t, pa, regA)
 
@@ -98,5 +100,50 @@ func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
 	got, _ := published(t, rootAuth, "a")
 	if len(got) != 2 {
 		t.Errorf("node a published %v, want its plugin and index key", got)
+	}
+}
+
+// TestAuthEnabledLaterAndTokensLost runs a publisher with a user against
+// an etcd that has auth off, then turns auth on, then restarts etcd (its
+// tokens are lost): each time a new plugin reaches etcd, the client
+// authenticating again on its own.
+func TestAuthEnabledLaterAndTokensLost(t *testing.T) {
+	srv := etcdtest.Start(t)
+	root := etcdtest.Client(t, srv, "", "")
+	ctx := t.Context()
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantNode(t, root, "a", "a")
+	reg := plugins.NewRegistry()
+	p, _ := start(t, fleetClient(t, srv, "a", "a-pw"), reg, "a", 5*time.Second)
+	for i, change := range []func(){
+		func() {}, // auth off
+		func() {
+			if _, err := root.AuthEnable(ctx); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() {
+			srv.Stop()
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		change()
+		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
+		waitSynced(t, p, reg)
+	}
+	rootAuth := etcdtest.Client(t, srv, "root", "root-pw")
+	got, _ := published(t, rootAuth, "a")
+	if diff := cmp.Diff(want(t, reg, "a"), got); diff != "" {
+		t.Errorf("etcd (-want +got):\n%s", diff)
 	}
 }

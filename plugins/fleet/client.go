@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,56 +44,122 @@ type ClientConfig struct {
 // ParseEndpoints splits a comma-separated list of endpoints: host:port,
 // http://host:port, https://host:port, or etcd://host:port (plain, or TLS
 // when a TLS file is given). It returns them as the client takes them.
+// An endpoint with a user or password in it (http://user:pw@host:port)
+// is refused: a secret in the arguments is in the process list.
 func ParseEndpoints(s string) ([]string, error) {
 	var eps []string
 	for e := range strings.SplitSeq(s, ",") {
-		e = strings.TrimSpace(e)
+		e = strings.TrimPrefix(strings.TrimSpace(e), "etcd://")
 		if e == "" {
 			return nil, fmt.Errorf("empty endpoint in %q", s)
 		}
-		e = strings.TrimPrefix(e, "etcd://")
-		rest := e
-		if i := strings.Index(e, "://"); i >= 0 {
-			if scheme := e[:i]; scheme != "http" && scheme != "https" {
-				return nil, fmt.Errorf("endpoint %q: scheme %s: want http, https or etcd", e, scheme)
-			}
-			rest = e[i+3:]
-		}
-		if rest == "" || strings.ContainsAny(rest, "/?#") {
-			return nil, fmt.Errorf("endpoint %q: want host:port", e)
+		if _, _, err := splitEndpoint(e); err != nil {
+			return nil, err
 		}
 		eps = append(eps, e)
 	}
 	return eps, nil
 }
 
+// splitEndpoint returns the scheme ("" , "http" or "https") and the
+// host:port of an endpoint as ParseEndpoints returns it.
+func splitEndpoint(e string) (scheme, hostPort string, err error) {
+	hostPort = e
+	if i := strings.Index(e, "://"); i >= 0 {
+		if scheme = e[:i]; scheme != "http" && scheme != "https" {
+			return "", "", fmt.Errorf("endpoint %q: scheme %s: want http, https or etcd", e, scheme)
+		}
+		hostPort = e[i+3:]
+	}
+	if i := strings.LastIndex(hostPort, "@"); i >= 0 { // not repeated: it may hold a password
+		return "", "", fmt.Errorf("endpoint with a user or password before %q: refused (any user sees a process's arguments): use --etcd-user and --etcd-password-file", hostPort[i+1:])
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || strings.ContainsAny(hostPort, "/?#") {
+		return "", "", fmt.Errorf("endpoint %q: want host:port", e)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", "", fmt.Errorf("endpoint %q: port %q: want 1 to 65535", e, port)
+	}
+	return scheme, hostPort, nil
+}
+
+// ConfigError is a ClientConfig that can never work. Field names the
+// setting: Endpoints, CACert, Cert, Key, User or PasswordFile.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// check returns a ConfigError if c can never work, and whether the client
+// speaks TLS: the endpoints must all parse and all be http:// (no TLS
+// file then) or none; a password goes only over TLS or to loopback
+// addresses (127.0.0.0/8, ::1).
+func (c ClientConfig) check() (bool, error) {
+	if len(c.Endpoints) == 0 {
+		return false, &ConfigError{"Endpoints", errors.New("no etcd endpoints")}
+	}
+	schemes := make(map[string]bool)
+	loopback := true
+	for _, e := range c.Endpoints {
+		scheme, hostPort, err := splitEndpoint(e)
+		if err != nil {
+			return false, &ConfigError{"Endpoints", err}
+		}
+		schemes[scheme] = true
+		host, _, _ := net.SplitHostPort(hostPort)
+		ip := net.ParseIP(host)
+		loopback = loopback && ip != nil && ip.IsLoopback()
+	}
+	if schemes["http"] && schemes["https"] {
+		return false, &ConfigError{"Endpoints", errors.New("http:// and https:// endpoints mixed: one cluster speaks TLS or not")}
+	}
+	useTLS := schemes["https"] || c.CACert != "" || c.Cert != "" || c.Key != ""
+	if schemes["http"] {
+		for _, f := range []struct{ field, file string }{{"CACert", c.CACert}, {"Cert", c.Cert}, {"Key", c.Key}} {
+			if f.file != "" {
+				return false, &ConfigError{f.field, errors.New("a TLS file with an http:// endpoint: use https:// or etcd://")}
+			}
+		}
+	}
+	if c.User != "" && !useTLS && !loopback {
+		return false, &ConfigError{"User", errors.New("an etcd password goes only over TLS (https://, or a TLS file) or to a loopback endpoint")}
+	}
+	return useTLS, nil
+}
+
 // New returns a client of etcd without connecting: the first call
 // does, and authenticates if there is a user. The client logs to log at
 // debug level (nil: nowhere).
 func (c ClientConfig) New(log *slog.Logger) (*Client, error) {
-	if len(c.Endpoints) == 0 {
-		return nil, errors.New("no etcd endpoints")
+	useTLS, err := c.check()
+	if err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tlsCfg, err := c.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	cl := &Client{user: c.User, password: c.Password, log: log}
+	cl := &Client{user: c.User, password: c.Password, log: log, now: time.Now}
 	if c.PasswordFile != "" {
 		if c.User == "" {
-			return nil, errors.New("a password file needs a user")
+			return nil, &ConfigError{"PasswordFile", errors.New("a password file needs a user")}
 		}
 		if cl.password, err = readPassword(c.PasswordFile); err != nil {
-			return nil, err
+			return nil, &ConfigError{"PasswordFile", err}
 		}
 	} else if c.User != "" && c.Password == "" {
-		return nil, errors.New("an etcd user needs a password file")
+		return nil, &ConfigError{"User", errors.New("an etcd user needs a password file")}
 	}
 	creds := insecure.NewCredentials()
-	if tlsCfg != nil {
+	if useTLS {
+		tlsCfg, err := c.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
 		creds = credentials.NewTLS(tlsCfg)
 	}
 	r := manual.NewBuilderWithScheme("plugreg-etcd")
@@ -136,33 +203,30 @@ func addresses(endpoints []string) []resolver.Address {
 	return as
 }
 
-// tlsConfig returns the TLS configuration, or nil for plain connections.
+// tlsConfig returns the TLS configuration from the files.
 func (c ClientConfig) tlsConfig() (*tls.Config, error) {
-	https := false
-	for _, e := range c.Endpoints {
-		https = https || strings.HasPrefix(e, "https://")
-	}
-	if c.CACert == "" && c.Cert == "" && c.Key == "" && !https {
-		return nil, nil
-	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CACert != "" {
 		pem, err := os.ReadFile(c.CACert)
 		if err != nil {
-			return nil, fmt.Errorf("etcd CA: %w", err)
+			return nil, &ConfigError{"CACert", fmt.Errorf("etcd CA: %w", err)}
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd CA %s: no PEM certificate", c.CACert)
+			return nil, &ConfigError{"CACert", fmt.Errorf("etcd CA %s: no PEM certificate", c.CACert)}
 		}
 	}
 	if (c.Cert == "") != (c.Key == "") {
-		return nil, errors.New("an etcd client certificate and key go together")
+		missing := "Key"
+		if c.Cert == "" {
+			missing = "Cert"
+		}
+		return nil, &ConfigError{missing, errors.New("an etcd client certificate and key go together")}
 	}
 	if c.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
 		if err != nil {
-			return nil, fmt.Errorf("etcd client certificate: %w", err)
+			return nil, &ConfigError{"Cert", fmt.Errorf("etcd client certificate: %w", err)}
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

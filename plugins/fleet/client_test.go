@@ -23,6 +23,12 @@ func TestParseEndpoints(t *testing.T) {
 		{in: "unix:///x", wantErr: true},
 		{in: "http://a:1/path", wantErr: true},
 		{in: "etcd://", wantErr: true},
+		{in: "a", wantErr: true},
+		{in: "a:0", wantErr: true},
+		{in: "a:x", wantErr: true},
+		{in: "[::1]:2379", want: []string{"[::1]:2379"}},
+		{in: "http://u:p@a:1", wantErr: true},
+		{in: "u@a:1", wantErr: true},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseEndpoints(tc.in)

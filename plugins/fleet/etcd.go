@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -67,11 +68,23 @@ type Client struct {
 	user, password string
 	log            *slog.Logger
 
-	authMu sync.Mutex // held by the one call that authenticates
+	now    func() time.Time // time.Now; a test's clock
+	authMu sync.Mutex       // held by the one call that authenticates
+	// refused is etcd's answer to the last Authenticate if it refused the
+	// user or password, and refusedAt when: until authRetry later, calls
+	// fail with it without asking etcd again.
+	refused   error
+	refusedAt time.Time
+
 	mu     sync.Mutex
 	token  string // "" with authed: etcd has auth off
 	authed bool   // token is what etcd gave the last Authenticate
 }
+
+// authRetry is the least time between two Authenticate calls that etcd
+// refused: a wrong password is tried again no more often, sparing etcd
+// the password hash of every retry.
+const authRetry = 30 * time.Second
 
 // Close closes the connection; calls in flight fail.
 func (c *Client) Close() error { return c.conn.Close() }
@@ -168,14 +181,21 @@ func (c *Client) authenticate(ctx context.Context) (string, error) {
 	if ok {
 		return tok, nil // another call authenticated meanwhile
 	}
+	if c.refused != nil && c.now().Sub(c.refusedAt) < authRetry {
+		return "", c.refused
+	}
 	var resp etcdv3.AuthenticateResponse
 	err := etcdError(explain(ctx, c.conn.Invoke(ctx, methodAuthenticate, &etcdv3.AuthenticateRequest{Name: c.user, Password: c.password}, &resp)))
 	switch {
 	case errors.Is(err, errAuthNotEnabled):
 		resp.Token = ""
+	case errors.Is(err, errAuthFailed):
+		c.refused, c.refusedAt = fmt.Errorf("etcd user %q: %w", c.user, err), c.now()
+		return "", c.refused
 	case err != nil:
 		return "", err
 	}
+	c.refused = nil
 	c.mu.Lock()
 	c.token, c.authed = resp.Token, true
 	c.mu.Unlock()

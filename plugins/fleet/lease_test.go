@@ -86,7 +86,7 @@ func keyEvents(t *testing.T, w clientv3.WatchChan, end int64) (deletes []string,
 func TestRestartContinuesLease(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	state := filepath.Join(sockettest.Dir(t), "state.json")
 	reg := plugins.NewRegistry()
 	for i := range 3 {
@@ -140,7 +140,7 @@ func TestRestartContinuesLease(t *testing.T) {
 func TestRestartLeaseNotContinued(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	cluster := clusterID(t, cl)
 	other := fleet.Layout{Prefix: "/other"}
 	tests := []struct {
@@ -199,7 +199,7 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 // memory, and a publisher restarted on the same Registry continues it.
 func TestPublishWithoutState(t *testing.T) {
 	srv := etcdtest.Start(t)
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
 	p1, stop1 := start(t, fc, reg, "mem", 5*time.Second)

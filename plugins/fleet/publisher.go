@@ -159,7 +159,8 @@ type run struct {
 	// key: the digest of its JSON value, or otherLease for a key on another lease. Nil:
 	// not known, read it before the next write.
 	published map[string]valueDigest
-	down      bool // the last sync failed
+	down      bool   // the last sync failed
+	fault     string // the faultKind of the last failed sync
 }
 
 // call returns a context for one etcd call.
@@ -205,7 +206,8 @@ func (r *run) sync(ctx context.Context) (uint64, error) {
 	return rev, nil
 }
 
-// failed records a failed sync, logging the first of an outage.
+// failed records a failed sync, logging the first of an outage and each
+// change of its kind (faultKind).
 func (r *run) failed(err error) {
 	now := time.Now()
 	r.p.update(func(s *Status) {
@@ -216,16 +218,38 @@ func (r *run) failed(err error) {
 			s.Down = now
 		}
 	})
-	if r.down {
+	kind := faultKind(err)
+	if r.down && kind == r.fault {
 		r.log.Debug("fleet publish failed", "node", r.p.Node, "err", err)
 		return
 	}
-	r.down = true
-	if errors.Is(err, errPermissionDenied) || errors.Is(err, errAuthFailed) {
+	r.down, r.fault = true, kind
+	if kind == faultRefused {
 		r.log.Error("fleet publish refused by etcd", "node", r.p.Node, "err", err)
 		return
 	}
 	r.log.Warn("fleet publish failing, view stale", "node", r.p.Node, "err", err)
+}
+
+// Kinds of a failed sync, for the log: one line per change of kind.
+const (
+	faultRefused     = "refused"     // etcd refused the user, its password or a key
+	faultUnreachable = "unreachable" // no endpoint answered, or none had a leader
+	faultOther       = "other"
+)
+
+// faultKind returns the kind of err.
+func faultKind(err error) string {
+	switch {
+	case errors.Is(err, errPermissionDenied), errors.Is(err, errAuthFailed), errors.Is(err, errUserEmpty):
+		return faultRefused
+	case unavailable(err):
+		return faultUnreachable
+	}
+	if _, ok := errors.AsType[*UnreachableError](err); ok {
+		return faultUnreachable
+	}
+	return faultOther
 }
 
 // desired returns the plugin keys of the registry with their values. Of

@@ -28,6 +28,19 @@ func plugin(typ, name, sock string, at time.Time) plugins.Plugin {
 	}
 }
 
+// fleetClient returns a client of package fleet's own, the one the agent
+// and `plugreg fleet` use, of s as user (none if ""), closed when the
+// test ends.
+func fleetClient(t testing.TB, s *etcdtest.Server, user, password string) *fleet.Client {
+	t.Helper()
+	c, err := fleet.ClientConfig{Endpoints: []string{s.Endpoint}, User: user, Password: password}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // start runs a publisher of reg as node until the test ends, and returns
 // it and a func that stops it and waits until Run returned.
 func start(t *testing.T, cl *fleet.Client, reg *plugins.Registry, node string, ttl time.Duration) (*fleet.Publisher, func()) {
@@ -120,7 +133,7 @@ func published(t *testing.T, cl *clientv3.Client, node string) (map[string]strin
 func TestPublishMatchesRegistry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	p, _ := start(t, fc, reg, "node/1", 10*time.Second)
@@ -164,7 +177,7 @@ func TestPublishMatchesRegistry(t *testing.T) {
 func TestReconcileAfterOutage(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	t0 := time.Now()
 	for i := range 50 {
@@ -214,7 +227,7 @@ func TestReconcileAfterOutage(t *testing.T) {
 func TestKilledPublisherKeysVanish(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	agent := etcdtest.FleetClient(t, srv, "", "")
+	agent := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
 	const ttl = time.Second
@@ -257,7 +270,7 @@ func TestKilledPublisherKeysVanish(t *testing.T) {
 func TestBurstCoalesced(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	for _, tc := range []struct {
 		node  string
@@ -313,7 +326,7 @@ func TestBurstCoalesced(t *testing.T) {
 func TestLeaseKeptAlive(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
 	p, _ := start(t, fc, reg, "alive", time.Second)

@@ -27,14 +27,14 @@ func twoNodes(t *testing.T, srv *etcdtest.Server) {
 		for _, p := range ps {
 			reg.Apply(plugins.Registered, p, "", now)
 		}
-		p, _ := start(t, etcdtest.FleetClient(t, srv, "", ""), reg, node, 10*time.Second)
+		p, _ := start(t, fleetClient(t, srv, "", ""), reg, node, 10*time.Second)
 		waitSynced(t, p, reg)
 	}
 }
 
 func TestList(t *testing.T) {
 	srv := etcdtest.Start(t)
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	twoNodes(t, srv)
 	for _, tc := range []struct {
 		name string
@@ -74,7 +74,7 @@ func TestList(t *testing.T) {
 func TestListPages(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	n := fleet.PageSize + 300
 	for i := range n {
@@ -98,7 +98,7 @@ func TestListPages(t *testing.T) {
 func TestWatchAndForget(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	fc := etcdtest.FleetClient(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	twoNodes(t, srv)
 	rev, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
 	if err != nil {
@@ -142,5 +142,74 @@ func TestWatchAndForget(t *testing.T) {
 	err = fleet.Watch(ctx, fc, layout, 1, func(fleet.Change) error { return nil })
 	if !errors.Is(err, fleet.ErrCompacted) {
 		t.Errorf("Watch from a compacted revision = %v, want ErrCompacted", err)
+	}
+}
+
+// TestWatchRidesOutRestart watches the fleet while etcd stops and starts
+// again: the watch resumes on its own, and delivers every change after
+// the restart once, and none twice.
+func TestWatchRidesOutRestart(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
+	changes := make(chan fleet.Change, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- fleet.Watch(ctx, fc, layout, 0, func(c fleet.Change) error { changes <- c; return nil })
+		close(stopped)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+	next := func() fleet.Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case err := <-done:
+			t.Fatalf("Watch returned %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no change within 20s")
+		}
+		return fleet.Change{}
+	}
+	if _, err := cl.Put(t.Context(), layout.Plugin("n", "T", "before"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Name != "before" {
+		t.Fatalf("first change %+v, want plugin before", c)
+	}
+	srv.Stop()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	cl2 := etcdtest.Client(t, srv, "", "")
+	if _, err := cl2.Put(t.Context(), layout.Plugin("n", "T", "after"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Name != "after" || c.Kind != "put" {
+		t.Fatalf("change after the restart %+v, want a put of plugin after", c)
+	}
+}
+
+// TestFailover gives the client a dead endpoint first and a live one
+// second: lists and the publisher work through the live one.
+func TestFailover(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dead := etcdtest.Start(t)
+	dead.Stop()
+	fc, err := fleet.ClientConfig{Endpoints: []string{dead.Endpoint, srv.Endpoint}}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.Close() })
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	p, _ := start(t, fc, reg, "n", 5*time.Second)
+	waitSynced(t, p, reg)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	n := 0
+	if _, err := fleet.List(ctx, fc, layout, fleet.Filter{}, func(fleet.Entry) error { n++; return nil }); err != nil || n != 1 {
+		t.Errorf("List with a dead endpoint first = %d plugins, %v; want 1", n, err)
 	}
 }

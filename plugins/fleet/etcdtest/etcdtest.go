@@ -25,7 +25,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
-	"github.com/plugreg/plugreg/plugins/fleet"
 )
 
 // Options configure a Server.
@@ -124,19 +123,6 @@ func (s *Server) Client(user, password string) (*clientv3.Client, error) {
 		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,
 		Username: user, Password: password, Logger: zap.NewNop(),
 	})
-}
-
-// FleetClient returns a client of s of package fleet's own, the one the
-// agent and `plugreg fleet` use, as user (none if ""), closed when the
-// test ends.
-func FleetClient(t testing.TB, s *Server, user, password string) *fleet.Client {
-	t.Helper()
-	c, err := fleet.ClientConfig{Endpoints: []string{s.Endpoint}, User: user, Password: password}.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // Start starts a server for t in a temporary directory, stopped when the
