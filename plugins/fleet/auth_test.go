@@ -49,9 +49,11 @@ func grantNode(t *testing.T, root *clientv3.Client, user, node string) {
 	}
 }
 
-func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
-	srv := etcdtest.Start(t)
-	root := etcdtest.Client(t, srv, "", "")
+// enableAuth adds a root user (password root-pw), a user for each node
+// with the node's role (password NODE-pw) and turns auth on; it returns a
+// client of etcd's own as root.
+func enableAuth(t *testing.T, srv *etcdtest.Server, root *clientv3.Client, nodes ...string) *clientv3.Client {
+	t.Helper()
 	ctx := t.Context()
 	for _, step := range []func() error{
 		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
@@ -62,11 +64,19 @@ func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grantNode(t, root, "a", "a")
-	grantNode(t, root, "b", "b")
+	for _, n := range nodes {
+		grantNode(t, root, n, n)
+	}
 	if _, err := root.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return etcdtest.Client(t, srv, "root", "root-pw")
+}
+
+func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := t.Context()
+	rootAuth := enableAuth(t, srv, etcdtest.Client(t, srv, "", ""), "a", "b")
 	asA := etcdtest.Client(t, srv, "a", "a-pw")
 
 	if _, err := asA.Put(ctx, layout.Plugin("b", "T", "x"), "{}"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
@@ -92,7 +102,6 @@ func TestAuthOneNodeCannotWriteAnother(t *testing.T) {
 	if h, ok := st.Health(); ok || !strings.Contains(h, "permission denied") || !st.Running {
 		t.Errorf("Health() = %q, %v, running %v; want a stale view, permission denied, still running", h, ok, st.Running)
 	}
-	rootAuth := etcdtest.Client(t, srv, "root", "root-pw")
 	resp, err := rootAuth.Get(ctx, layout.NodePlugins("b"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Errorf("node b's plugin keys: %d (%v), want none", resp.Count, err)

@@ -149,6 +149,7 @@ type run struct {
 
 	lease   int64
 	cluster uint64 // ID of the etcd cluster that granted lease
+	ours    bool   // this run granted lease or found this node's key on it
 	// alive says that the lease is kept alive: kaTimer fires when its next
 	// keepalive is due. The publisher sends them itself, one per TTL/3,
 	// rather than through clientv3's KeepAlive, whose loops wake the agent

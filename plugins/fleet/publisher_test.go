@@ -49,11 +49,14 @@ func start(t *testing.T, cl *fleet.Client, reg *plugins.Registry, node string, t
 }
 
 // runPublisher runs p, with a version, a timeout of one second and the
-// test's log, until the test ends, and returns it and a func that stops
+// test's log (unless p has a log), until the test ends, and returns it and a func that stops
 // it and waits until Run returned.
 func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
 	t.Helper()
-	p.Version, p.Timeout, p.Log = "test", time.Second, slog.New(slog.NewTextHandler(t.Output(), nil))
+	p.Version, p.Timeout = "test", time.Second
+	if p.Log == nil {
+		p.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

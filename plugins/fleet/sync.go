@@ -31,27 +31,18 @@ func (r *run) restoreLease() {
 }
 
 // ensureLease makes sure the node has a lease kept alive: the one it had
-// (or the Registry held when Run started) if etcd still holds it and is
-// the cluster that granted it, else a new one, which it records in the
-// Registry. A lease taken up again leaves what etcd holds unknown, to be
-// read.
+// (or the Registry held when Run started) if etcd still holds it, is the
+// cluster that granted it and, for a lease from the Registry, shows this
+// node's key attached to it (checkLease); else a new one, which it
+// records in the Registry. A lease taken up again leaves what etcd holds
+// unknown, to be read.
 func (r *run) ensureLease(ctx context.Context) error {
 	if r.alive {
 		return nil
 	}
 	if r.lease != 0 {
-		c, cancel := r.call(ctx)
-		resp, err := r.p.Store.TimeToLive(c, r.lease, false)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("lease %x time to live: %w", r.lease, err)
-		}
-		if cluster := resp.GetHeader().GetClusterId(); cluster != r.cluster {
-			r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node,
-				"lease", fmt.Sprintf("%x", r.lease), "cluster", fmt.Sprintf("%x", cluster), "lease_cluster", fmt.Sprintf("%x", r.cluster))
-			r.lease = 0
-		} else if resp.TTL <= 0 {
-			r.lease = 0
+		if err := r.checkLease(ctx); err != nil {
+			return err
 		}
 	}
 	if r.lease == 0 {
@@ -59,10 +50,40 @@ func (r *run) ensureLease(ctx context.Context) error {
 			return err
 		}
 	}
-	r.alive, r.published = true, nil
+	r.alive, r.published, r.ours = true, nil, true
 	r.kaTimer.Reset(r.kaEvery())
 	id := r.lease
 	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
+	return nil
+}
+
+// checkLease asks etcd about the lease and drops it (r.lease 0) if it
+// is not to be continued: expired, of another cluster, or, unless this
+// run already kept it alive, without this node's key attached (a state
+// file of another node's, or from before the node key was written). etcd
+// checks no permission on a keepalive, so a node that kept another's
+// lease alive would keep that node's keys in the view after it stopped.
+func (r *run) checkLease(ctx context.Context) error {
+	c, cancel := r.call(ctx)
+	resp, err := r.p.Store.TimeToLive(c, r.lease, !r.ours)
+	cancel()
+	lease := fmt.Sprintf("%x", r.lease)
+	switch {
+	case errors.Is(err, errPermissionDenied) && !r.ours: // its keys are not this node's to read
+		r.log.Warn("saved fleet lease holds keys this node may not read, not continued", "node", r.p.Node, "lease", lease)
+		r.lease = 0
+	case err != nil:
+		return fmt.Errorf("lease %s time to live: %w", lease, err)
+	case resp.GetHeader().GetClusterId() != r.cluster:
+		r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node, "lease", lease,
+			"cluster", fmt.Sprintf("%x", resp.GetHeader().GetClusterId()), "lease_cluster", fmt.Sprintf("%x", r.cluster))
+		r.lease = 0
+	case resp.TTL <= 0:
+		r.lease = 0
+	case !r.ours && !slices.ContainsFunc(resp.Keys, func(k []byte) bool { return string(k) == r.p.Layout.Node(r.p.Node) }):
+		r.log.Warn("saved fleet lease does not hold this node's key, not continued", "node", r.p.Node, "lease", lease)
+		r.lease = 0
+	}
 	return nil
 }
 
