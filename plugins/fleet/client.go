@@ -236,8 +236,8 @@ func (c ClientConfig) tlsConfig() (*tls.Config, error) {
 // UnreachableError is the error of an etcd call whose context ended
 // while no endpoint could be reached: the context's error, and grpc's
 // last connection error, which says why (a refused connection, a
-// certificate etcd or the client does not trust). The etcd client alone
-// returns only the context's error.
+// certificate etcd or the client does not trust); grpc alone returns
+// only the context's error.
 type UnreachableError struct {
 	Err    error  // the context's error: context.DeadlineExceeded or context.Canceled
 	Reason string // grpc's last connection error, as text

@@ -152,8 +152,8 @@ type run struct {
 	ours    bool   // this run granted lease or found this node's key on it
 	// alive says that the lease is kept alive: kaTimer fires when its next
 	// keepalive is due. The publisher sends them itself, one per TTL/3,
-	// rather than through clientv3's KeepAlive, whose loops wake the agent
-	// three times a second whatever the TTL.
+	// each on a stream of its own (Client.KeepAliveOnce), so that nothing
+	// wakes the agent between two.
 	alive   bool
 	kaTimer *time.Timer
 	// published is what etcd holds under the node's plugin prefix, by

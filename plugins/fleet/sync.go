@@ -88,7 +88,7 @@ func (r *run) checkLease(ctx context.Context) error {
 }
 
 // kaEvery is the time between two keepalives of the lease: a third of the
-// TTL, as clientv3 does, so that two may fail before it expires.
+// TTL, as etcd's own client does, so that two may fail before it expires.
 func (r *run) kaEvery() time.Duration {
 	return time.Duration(r.ttl) * time.Second / 3
 }
