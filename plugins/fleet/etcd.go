@@ -113,7 +113,6 @@ var (
 	errPermissionDenied = &Error{codes.PermissionDenied, "etcdserver: permission denied"}
 	errAuthFailed       = &Error{codes.InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"}
 	errLeaseNotFound    = &Error{codes.NotFound, "etcdserver: requested lease not found"}
-	errCompacted        = &Error{codes.OutOfRange, "etcdserver: mvcc: required revision has been compacted"}
 	errInvalidToken     = &Error{codes.Unauthenticated, "etcdserver: invalid auth token"}
 	errUserEmpty        = &Error{codes.InvalidArgument, "etcdserver: user name is empty"}
 	errAuthOldRevision  = &Error{codes.InvalidArgument, "etcdserver: revision of auth store is old"}
