@@ -378,6 +378,9 @@ func (c *Client) Watch(ctx context.Context, req *etcdv3.WatchCreateRequest, fn f
 				return fn(r)
 			})
 		})
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			<-ctx.Done() // etcd ended the stream at ctx's deadline, a moment before ctx did
+		}
 		if _, ok := errors.AsType[*WatchCanceledError](err); ok || ctx.Err() != nil {
 			return err
 		}

@@ -163,13 +163,23 @@ func decodeEntry(l Layout, k *etcdv3.KeyValue) (Entry, error) {
 // revision to resume from: list again, and watch from the list's revision.
 var ErrCompacted = errors.New("fleet: revision compacted")
 
+// Kinds of a Change. Watch makes puts and deletes; `plugreg fleet watch`
+// frames a listing of the whole fleet with a resync and an end (the
+// resync protocol of `plugreg watch`).
+const (
+	ChangePut    = "put"
+	ChangeDelete = "delete"
+	ChangeResync = "resync" // forget every plugin: the ones put until the end are the fleet
+	ChangeEnd    = "end"    // the listing since the resync is complete, as of Revision
+)
+
 // Change is one change of the fleet view.
 type Change struct {
 	Revision int64  `json:"revision"`
-	Kind     string `json:"event"` // "put" or "delete"
-	Node     string `json:"node"`
-	Type     string `json:"type"`
-	Name     string `json:"name"`
+	Kind     string `json:"event"` // ChangePut, ChangeDelete, ChangeResync or ChangeEnd
+	Node     string `json:"node,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Name     string `json:"name,omitempty"`
 	// Plugin is the plugin's value after a put; nil after a delete.
 	Plugin *plugins.PluginJSON `json:"plugin,omitempty"`
 }
@@ -195,7 +205,7 @@ func Watch(ctx context.Context, w *Client, l Layout, since int64, fn func(Change
 		return nil
 	})
 	if ce, ok := errors.AsType[*WatchCanceledError](err); ok && ce.CompactRevision != 0 {
-		return fmt.Errorf("%w: revision %d is older than etcd's oldest, %d", ErrCompacted, since, ce.CompactRevision)
+		return fmt.Errorf("%w: revision %d is older than etcd's oldest: %w", ErrCompacted, since, ce)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -208,9 +218,9 @@ func toChange(l Layout, ev *etcdv3.Event) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	c := Change{Revision: ev.Kv.ModRevision, Kind: "delete", Node: node, Type: typ, Name: name}
+	c := Change{Revision: ev.Kv.ModRevision, Kind: ChangeDelete, Node: node, Type: typ, Name: name}
 	if ev.Type == etcdv3.Event_PUT {
-		c.Kind = "put"
+		c.Kind = ChangePut
 		var p plugins.PluginJSON
 		if err := json.Unmarshal(ev.Kv.Value, &p); err == nil {
 			p.Type, p.Name = typ, name
