@@ -156,3 +156,46 @@ func TestAuthEnabledLaterAndTokensLost(t *testing.T) {
 		t.Errorf("etcd (-want +got):\n%s", diff)
 	}
 }
+
+// TestIndexRepaired has node b, confined to its role, delete node a's
+// index key (the shared index lets it): node a writes it again within its
+// TTL, and `fleet list --name` finds node a's plugin again.
+func TestIndexRepaired(t *testing.T) {
+	srv := etcdtest.Start(t)
+	root := enableAuth(t, srv, etcdtest.Client(t, srv, "", ""), "a", "b")
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	const ttl = 2 * time.Second
+	p, _ := start(t, fleetClient(t, srv, "a", "a-pw"), reg, "a", ttl)
+	waitSynced(t, p, reg)
+	index := layout.Index("a", "T", "x")
+	asB := etcdtest.Client(t, srv, "b", "b-pw")
+	del, err := asB.Delete(t.Context(), index)
+	if err != nil || del.Deleted != 1 {
+		t.Fatalf("node b deleting node a's index key: %v, %d deleted", err, del.Deleted)
+	}
+	deleted := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*ttl)
+	defer cancel()
+	w := root.Watch(ctx, index, clientv3.WithRev(del.Header.Revision+1))
+	for back := false; !back; {
+		select {
+		case r := <-w:
+			for _, ev := range r.Events {
+				back = back || ev.Type == clientv3.EventTypePut
+			}
+		case <-ctx.Done():
+			t.Fatalf("node a's index key not back %s after node b deleted it", 5*ttl)
+		}
+	}
+	if d := time.Since(deleted); d > ttl+time.Second {
+		t.Errorf("index key back %s after it was deleted, want within the TTL (%s)", d, ttl)
+	}
+	n := 0
+	if _, err := fleet.List(t.Context(), fleetClient(t, srv, "root", "root-pw"), layout, fleet.Filter{Name: "x"}, func(e fleet.Entry) error {
+		n++
+		return nil
+	}); err != nil || n != 1 {
+		t.Errorf("fleet list --name x = %d plugins, %v; want node a's", n, err)
+	}
+}

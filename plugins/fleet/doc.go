@@ -109,8 +109,19 @@ Each node can be confined to its own keys. The role of node N (PREFIX
 	etcdctl role grant-permission plugreg-node-N readwrite --prefix=true /plugreg/v1/names/
 	etcdctl user add node-N && etcdctl user grant-role node-N plugreg-node-N
 
-The name index is shared by all nodes; a node that writes index keys for
-another only makes List read a plugin key that is not there. Readers
+The name index is shared by all nodes, so a node's role still lets it
+write and delete other nodes' index keys. Writing index keys for another
+only makes List read a plugin key that is not there (a read per forged
+key). Deleting or replacing another's index keys hides that node's
+plugins from `fleet list --name` until the node checks its index: each
+node rewrites its missing index keys after every full read and every
+--publish-ttl (one transaction per 128 plugins that compares the keys'
+leases and writes only when one differs), so the cost to the node is at
+most one TTL of absence from --name, and one rewrite. A node's plugin and
+node keys are its own: no other node's role reaches them. etcd checks no
+permission on a lease keepalive, so a node that learns another's lease ID
+could keep it alive; a publisher continues a saved lease only if etcd
+shows its own node key on it. Readers
 need read on /plugreg/v1/ with --prefix=true; forget needs readwrite on
 it and the right to revoke leases. A node that writes outside its keys
 gets "permission denied": the publisher reports it in Status and its log

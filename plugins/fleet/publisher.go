@@ -77,6 +77,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 	defer cancel()
 	r := &run{p: p, log: p.Log, ttl: int64(ttl / time.Second), started: time.Now(), kaTimer: time.NewTimer(0)}
 	r.kaTimer.Stop()
+	indexCheck := time.NewTicker(ttl)
+	defer indexCheck.Stop()
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -85,7 +87,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.update(func(s *Status) { s.Running = true })
 	defer p.update(func(s *Status) { s.Running, s.LeaseAlive = false, false })
 	defer r.kaTimer.Stop()
-	return r.loop(ctx, changes)
+	return r.loop(ctx, changes, indexCheck.C)
 }
 
 // syncGap is the least time between the starts of two syncs: the changes
@@ -96,8 +98,9 @@ const syncGap = 50 * time.Millisecond
 // loop syncs whenever the registry changed or the lease was lost, at most
 // once per syncGap, and retries a failed sync after a delay that doubles
 // up to maxRetryDelay. An event that the last sync already covered (its
-// revision is not above the one the sync read) makes no sync.
-func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
+// revision is not above the one the sync read) makes no sync. Between
+// syncs, indexCheck makes it check the node's name index (checkIndex).
+func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck <-chan time.Time) error {
 	dirty, fails := true, 0
 	var retry <-chan time.Time // a failed sync's delay, or the rest of syncGap
 	var synced uint64          // the registry revision the last sync wrote
@@ -133,6 +136,14 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
 		case <-r.kaTimer.C:
 			if !r.keepAlive(ctx) {
 				dirty = true
+			}
+		case <-indexCheck:
+			if dirty || r.published == nil {
+				break // the next sync checks it
+			}
+			if err := r.checkIndex(ctx); err != nil && ctx.Err() == nil {
+				r.failed(err)
+				dirty, r.published = true, nil
 			}
 		case <-retry:
 			retry = nil

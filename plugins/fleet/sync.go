@@ -309,3 +309,44 @@ func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, err
 		}
 	}
 }
+
+// checkIndex makes sure that etcd holds the index key of every plugin key
+// the node published, on the node's lease: another node's role may write
+// the shared index, and delete this node's keys there. It sends one
+// transaction per maxTxnOps index keys that compares each key's lease and,
+// if any differs (a key deleted, or put on another lease), writes the
+// batch's index keys again. It runs after every full read and every TTL.
+func (r *run) checkIndex(ctx context.Context) error {
+	var keys []string
+	for k, d := range r.published {
+		if node, typ, name, err := r.p.Layout.ParsePlugin(k); err == nil && node == r.p.Node && d != otherLease {
+			keys = append(keys, r.p.Layout.Index(node, typ, name))
+		}
+	}
+	slices.Sort(keys)
+	repaired := 0
+	for batch := range slices.Chunk(keys, maxTxnOps) {
+		txn := &etcdv3.TxnRequest{}
+		for _, k := range batch {
+			txn.Compare = append(txn.Compare, &etcdv3.Compare{
+				Key: []byte(k), Target: etcdv3.Compare_LEASE, Result: etcdv3.Compare_EQUAL,
+				TargetUnion: &etcdv3.Compare_Lease{Lease: r.lease},
+			})
+			txn.Failure = append(txn.Failure, opPut(k, "", r.lease))
+		}
+		c, cancel := r.call(ctx)
+		resp, err := r.p.Store.Txn(c, txn)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("check name index: %w", err)
+		}
+		if !resp.Succeeded {
+			repaired += len(batch)
+			r.p.update(func(s *Status) { s.Writes += uint64(len(batch)) })
+		}
+	}
+	if repaired > 0 {
+		r.log.Info("fleet name index repaired: index keys of this node were missing or on another lease", "node", r.p.Node, "rewritten", repaired)
+	}
+	return nil
+}
