@@ -42,12 +42,20 @@ var (
 const (
 	// tokenKey carries the token of Authenticate with every call.
 	tokenKey = "token"
-	// requireLeaderKey makes a member that has lost its leader cancel a
-	// watch stream (etcd's rpctypes.MetadataRequireLeaderKey), so that the
-	// client resumes it on a member that has one instead of hearing
-	// nothing.
+	// requireLeaderKey makes a member that has lost its leader answer
+	// "no leader" (Unavailable) at once, and cancel a watch stream (etcd's
+	// rpctypes.MetadataRequireLeaderKey), rather than hold a write or a
+	// linearizable read until the election ends or the call times out: the
+	// client tries the next member, and resumes a watch on one that has a
+	// leader. etcd's own client sets it on watches only.
 	requireLeaderKey = "hasleader"
 )
+
+// requireLeader returns ctx with the metadata that makes a member
+// without a leader refuse the call at once.
+func requireLeader(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, requireLeaderKey, "true")
+}
 
 // unavailableRetries is how many times a call that etcd answered
 // Unavailable (its endpoint went away, or the member has no leader) is
@@ -110,13 +118,16 @@ func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
 // etcd's errors that the package branches on, as etcd's
 // v3rpc/rpctypes words them.
 var (
-	errPermissionDenied = &Error{codes.PermissionDenied, "etcdserver: permission denied"}
-	errAuthFailed       = &Error{codes.InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"}
-	errLeaseNotFound    = &Error{codes.NotFound, "etcdserver: requested lease not found"}
-	errInvalidToken     = &Error{codes.Unauthenticated, "etcdserver: invalid auth token"}
-	errUserEmpty        = &Error{codes.InvalidArgument, "etcdserver: user name is empty"}
-	errAuthOldRevision  = &Error{codes.InvalidArgument, "etcdserver: revision of auth store is old"}
-	errAuthNotEnabled   = &Error{codes.FailedPrecondition, "etcdserver: authentication is not enabled"}
+	errPermissionDenied  = &Error{codes.PermissionDenied, "etcdserver: permission denied"}
+	errAuthFailed        = &Error{codes.InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"}
+	errLeaseNotFound     = &Error{codes.NotFound, "etcdserver: requested lease not found"}
+	errInvalidToken      = &Error{codes.Unauthenticated, "etcdserver: invalid auth token"}
+	errUserEmpty         = &Error{codes.InvalidArgument, "etcdserver: user name is empty"}
+	errAuthOldRevision   = &Error{codes.InvalidArgument, "etcdserver: revision of auth store is old"}
+	errAuthNotEnabled    = &Error{codes.FailedPrecondition, "etcdserver: authentication is not enabled"}
+	errNoLeader          = &Error{codes.Unavailable, "etcdserver: no leader"}
+	errLeaderChanged     = &Error{codes.Unavailable, "etcdserver: leader changed"}
+	errLeaderFailTimeout = &Error{codes.Unavailable, "etcdserver: request timed out, possibly due to previous leader failure"}
 )
 
 // etcdError returns err as an *Error if it is a gRPC status of etcd's,
@@ -213,24 +224,40 @@ func (c *Client) forget(tok string) {
 }
 
 // call sends one unary call, with the token. A stale token is replaced
-// and the call sent again, once; an Unavailable answer is retried up to
-// unavailableRetries times when retry is set (the call does the same
-// whether applied once or twice).
+// and the call sent again, once. When retry is set (the call does the
+// same whether applied once or twice), an Unavailable answer is retried
+// up to unavailableRetries times, and an attempt that etcd has not
+// answered within its own timeout (firstAttempt twice, then doubling) is sent again
+// within ctx: a write that a member forwarded to a leader that died is
+// never answered, and waiting for ctx would cost the whole timeout.
 func (c *Client) call(ctx context.Context, method string, req, resp proto.Message, retry bool) error {
-	reauthed := false
-	for attempt := 0; ; attempt++ {
+	ctx = requireLeader(ctx)
+	reauthed, unavail, timeouts, timeout := false, 0, 0, firstAttempt
+	for {
 		cctx, tok, err := c.withToken(ctx)
 		if err != nil {
 			return err
 		}
-		err = etcdError(explain(ctx, c.conn.Invoke(cctx, method, req, resp)))
+		cancel := context.CancelFunc(func() {})
+		if retry {
+			cctx, cancel = context.WithTimeout(cctx, timeout)
+		}
+		err = c.conn.Invoke(cctx, method, req, resp)
+		attemptTimedOut := cctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		err = etcdError(explain(ctx, err))
 		switch {
 		case err == nil:
 			return nil
+		case attemptTimedOut:
+			if timeouts++; timeouts > 1 {
+				timeout *= 2 // a slow etcd, not a dead leader
+			}
 		case staleToken(err) && c.user != "" && !reauthed:
 			reauthed = true
 			c.forget(tok)
-		case unavailable(err) && retry && attempt < unavailableRetries:
+		case unavailable(err) && retry && unavail < unavailableRetries:
+			unavail++
 			if err := pause(ctx, retryPause); err != nil {
 				return err
 			}
@@ -239,6 +266,11 @@ func (c *Client) call(ctx context.Context, method string, req, resp proto.Messag
 		}
 	}
 }
+
+// firstAttempt bounds the first attempt of a call that may be sent again:
+// etcd's default election timeout, after which a member notices that its
+// leader is gone.
+const firstAttempt = time.Second
 
 // pause waits d or until ctx is done.
 func pause(ctx context.Context, d time.Duration) error {
@@ -335,7 +367,7 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, method strin
 // streamOnce opens one stream with the token and runs fn on it; a stale
 // token is forgotten.
 func (c *Client) streamOnce(ctx context.Context, desc *grpc.StreamDesc, method string, fn func(grpc.ClientStream) error) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(requireLeader(ctx))
 	defer cancel()
 	sctx, tok, err := c.withToken(ctx)
 	if err != nil {
@@ -368,7 +400,6 @@ const maxWatchPause = time.Second
 // leader, so fn misses no event and sees none twice.
 func (c *Client) Watch(ctx context.Context, req *etcdv3.WatchCreateRequest, fn func(*etcdv3.WatchResponse) error) error {
 	req = proto.CloneOf(req)
-	ctx = metadata.AppendToOutgoingContext(ctx, requireLeaderKey, "true")
 	wait := retryPause
 	for {
 		progressed := false

@@ -117,7 +117,7 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck
 					return nil
 				case err != nil:
 					r.failed(err)
-					retry = time.After(min(250*time.Millisecond<<min(fails, 8), maxRetryDelay))
+					retry = time.After(retryDelay(err, fails))
 					fails++
 				default:
 					dirty, fails, synced = false, 0, rev
@@ -149,6 +149,22 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck
 			retry = nil
 		}
 	}
+}
+
+// electionRetry bounds the delay before a sync that failed because etcd
+// was electing a leader is tried again: the election ends within a few
+// election timeouts, and the change should follow it, not a backoff.
+const electionRetry = 500 * time.Millisecond
+
+// retryDelay returns the delay before the next try of a sync that failed
+// fails times before with err: doubling from 250 ms up to maxRetryDelay,
+// and at most electionRetry while etcd elects a leader.
+func retryDelay(err error, fails int) time.Duration {
+	d := min(250*time.Millisecond<<min(fails, 8), maxRetryDelay)
+	if errors.Is(err, errNoLeader) || errors.Is(err, errLeaderChanged) || errors.Is(err, errLeaderFailTimeout) {
+		d = min(d, electionRetry)
+	}
+	return d
 }
 
 // run is the state of one Run, owned by its goroutine.

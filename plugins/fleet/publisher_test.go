@@ -48,12 +48,15 @@ func start(t *testing.T, cl *fleet.Client, reg *plugins.Registry, node string, t
 	return runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg, Layout: layout, Node: node, TTL: ttl})
 }
 
-// runPublisher runs p, with a version, a timeout of one second and the
-// test's log (unless p has a log), until the test ends, and returns it and a func that stops
+// runPublisher runs p, with a version, a timeout of one second (unless p
+// has one) and the test's log (unless p has a log), until the test ends, and returns it and a func that stops
 // it and waits until Run returned.
 func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
 	t.Helper()
-	p.Version, p.Timeout = "test", time.Second
+	p.Version = "test"
+	if p.Timeout == 0 {
+		p.Timeout = time.Second
+	}
 	if p.Log == nil {
 		p.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
