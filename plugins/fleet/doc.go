@@ -78,15 +78,22 @@ each other.
 
 A [Client] of [ClientConfig.New] holds one gRPC connection to all the
 endpoints (round robin over those that are up: a dead member costs no
-timeout) and connects on its first call. A call etcd answers Unavailable
-(its member went away, or has no leader) is sent again to the next
-endpoint, unavailableRetries times. With a user, the client authenticates
+timeout) and connects on its first call. Every call asks for a member
+with a leader (metadata hasleader): a member that lost its leader
+answers "no leader" at once, and a call answered Unavailable is sent
+again to the next endpoint, unavailableRetries times. A call that may be
+applied twice (a read, a transaction of this package) is also sent again
+when a member leaves it unanswered for firstAttempt (1 s, etcd's default
+election timeout): a write forwarded to a leader that was killed is never
+answered, so a leader kill costs an election, not the publisher's 5 s
+timeout; while etcd elects a leader the publisher retries every
+electionRetry. With a user, the client authenticates
 on its first call and again when etcd says the token is invalid or
 missing (simple tokens die with a restarted member; auth enabled later),
 then retries the call once; a password etcd refused is tried again at
-most every authRetry (30 s). A watch asks for a member with a leader
-(metadata hasleader) and resumes on its own from the revision after the
-last one delivered when its stream ends; a compacted revision ends it
+most every authRetry (30 s). A watch resumes on its own, on a member
+with a leader, from the revision after the last one delivered when its
+stream ends; a compacted revision ends it
 ([WatchCanceledError], [ErrCompacted] from [Watch]). A call that timed
 out while no endpoint could be reached returns an [UnreachableError]
 (of any call but a watch), with grpc's last connection error: a refused
