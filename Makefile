@@ -14,7 +14,7 @@ TARGETS := $(filter-out dragonfly/arm64,$(foreach o,$(OSES),$(o)/amd64 $(o)/arm6
 
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
-PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto proto/plugreg/v1/handler.proto
+PROTOS             := proto/pluginregistration/v1/api.proto proto/plugreg/v1/registry.proto proto/plugreg/v1/handler.proto proto/etcd/v3/etcd.proto
 
 .PHONY: help build test demo demo-fleet bench-fleet generate check-generated cross bench lint fuzz clean test-windows bench-agent soak interop qemu mutate
 
@@ -82,8 +82,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5
 	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# AGENT_MODULES are the only modules the agent built with TAGS may link
+# (`go version -m`): etcd is spoken through plugins/fleet's own client.
+AGENT_MODULES := golang.org/x/sys|golang.org/x/net|golang.org/x/text|google.golang.org/grpc|google.golang.org/protobuf|google.golang.org/genproto/googleapis/rpc|github.com/lmittmann/tint
 
-lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS, functions of at most 80 lines (.ci/funclen-allow), go mod tidy, no text/template in the agent built with TAGS
+lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS, functions of at most 80 lines (.ci/funclen-allow), go mod tidy, no text/template in the agent built with TAGS, no module beyond AGENT_MODULES in it
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }
 	@set -e; for os in $(OSES); do CGO_ENABLED=0 GOOS=$$os $(GO) vet ./...; done
 	$(GO) run $(STATICCHECK) ./...
@@ -91,6 +94,9 @@ lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.
 	$(GO) run .ci/funclen.go
 	$(GO) mod tidy -diff
 	@! $(GO) list -deps -tags '$(TAGS)' . | grep -x 'text/template' || { echo 'the agent links text/template, which keeps every exported method: see TAGS'; exit 1; }
+	@set -e; bin=$$(mktemp); trap 'rm -f $$bin' EXIT; CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -o $$bin .; \
+	  extra=$$($(GO) version -m $$bin | awk '$$1 == "dep" {print $$2}' | grep -vxE '$(AGENT_MODULES)' || true); \
+	  test -z "$$extra" || { echo "the agent links modules beyond AGENT_MODULES:" $$extra; exit 1; }
 
 mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of the tree, each against its package's tests (no -race), then the score per package and the survivors; BASE=REV scores that commit too, ONLY=REGEXP picks mutations by name
 	$(GO) run .ci/mutate.go $(if $(BASE),-base '$(BASE)') $(if $(ONLY),-only '$(ONLY)')

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // benchNode is the --node of the agent of BenchmarkAgent -publish.
@@ -28,7 +27,7 @@ const benchPublishTimeout = 60 * time.Second
 // memory are not the agent's, which the benchmark reads from /proc of the
 // agent's own pid.
 type benchFleet struct {
-	cl     *clientv3.Client
+	cl     *fleet.Client
 	prefix string           // the node's plugin keys
 	keys   atomic.Int64     // the node's plugin keys in etcd, as the watch last saw them
 	full   <-chan time.Time // receives when the watch first saw N keys
@@ -43,11 +42,7 @@ func startBenchFleet(b *testing.B, dir string) (*benchFleet, []string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Stop)
-	cl, err := srv.Client("", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cl.Close() })
+	cl := fleetClient(b, srv, "", "")
 	f := &benchFleet{cl: cl, prefix: fleet.Layout{}.NodePlugins(benchNode)}
 	ep := "etcd://" + strings.TrimPrefix(srv.Endpoint, "http://")
 	return f, []string{"--publish", ep, "--node", benchNode, "--publish-ttl", "30s"}
@@ -58,7 +53,7 @@ func startBenchFleet(b *testing.B, dir string) (*benchFleet, []string) {
 func (f *benchFleet) startBurst(ctx context.Context, b *testing.B, want int, metricsAddr string) {
 	samples, _ := scrape(b, metricsAddr)
 	f.syncs0, _ = sampleValue(samples, "plugreg_publish_syncs_total", nil)
-	resp, err := f.cl.Get(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := f.cl.Range(ctx, &etcdv3.RangeRequest{Key: []byte(f.prefix), RangeEnd: []byte(fleet.PrefixEnd(f.prefix)), KeysOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,18 +62,18 @@ func (f *benchFleet) startBurst(ctx context.Context, b *testing.B, want int, met
 		keys[string(kv.Key)] = true
 	}
 	f.keys.Store(int64(len(keys)))
-	wch := f.cl.Watch(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	req := &etcdv3.WatchCreateRequest{Key: []byte(f.prefix), RangeEnd: []byte(fleet.PrefixEnd(f.prefix)), StartRevision: resp.GetHeader().GetRevision() + 1}
 	full := make(chan time.Time, 1)
 	f.full = full
 	go func() {
 		sent := false
-		for wr := range wch {
+		f.cl.Watch(ctx, req, func(wr *etcdv3.WatchResponse) error {
 			now := time.Now()
 			for _, ev := range wr.Events {
 				switch ev.Type {
-				case clientv3.EventTypePut:
+				case etcdv3.Event_PUT:
 					keys[string(ev.Kv.Key)] = true
-				case clientv3.EventTypeDelete:
+				case etcdv3.Event_DELETE:
 					delete(keys, string(ev.Kv.Key))
 				}
 			}
@@ -87,7 +82,8 @@ func (f *benchFleet) startBurst(ctx context.Context, b *testing.B, want int, met
 				full <- now
 				sent = true
 			}
-		}
+			return nil
+		})
 	}()
 }
 
@@ -101,7 +97,7 @@ func (f *benchFleet) lag(b *testing.B, n int, last time.Time, metricsAddr string
 	case at := <-f.full:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp, err := f.cl.Get(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := f.cl.Range(ctx, &etcdv3.RangeRequest{Key: []byte(f.prefix), RangeEnd: []byte(fleet.PrefixEnd(f.prefix)), CountOnly: true})
 		if err != nil {
 			b.Fatalf("count the plugin keys of node %q: %v", benchNode, err)
 		}

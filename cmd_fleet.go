@@ -12,9 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins/fleet"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 const fleetUsage = `usage: plugreg fleet <command> --etcd ENDPOINTS [flags]
@@ -61,11 +60,11 @@ func (f *fleetFlags) register(flags *flag.FlagSet) {
 }
 
 // connect checks the flags and connects to etcd.
-func (f *fleetFlags) connect(name string) (*clientv3.Client, fleet.Layout, error) {
+func (f *fleetFlags) connect(name string) (*fleet.Client, fleet.Layout, error) {
 	if f.endpoints == "" {
 		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
 	}
-	cl, err := f.etcd.client(f.endpoints, nil)
+	cl, err := f.etcd.client("etcd", f.endpoints, nil)
 	return cl, fleet.Layout{Prefix: f.prefix}, err
 }
 
@@ -208,38 +207,54 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	for {
 		err := fleet.Watch(ctx, cl, layout, rev, print)
-		if !errors.Is(err, fleet.ErrCompacted) {
-			if ctx.Err() != nil {
-				return nil
-			}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if _, canceled := errors.AsType[*fleet.WatchCanceledError](err); !canceled {
 			return err
 		}
-		fmt.Fprintf(stderr, "plugreg: %v; listing the fleet again, then watching from there\n", err)
-		lctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		rev, err = fleet.List(lctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
-			p := e.PluginJSON
-			return print(fleet.Change{Kind: "put", Node: e.Node, Type: e.Type, Name: e.Name, Plugin: &p})
-		})
-		cancel()
-		if err != nil {
+		fmt.Fprintf(stderr, "plugreg: %v; the fleet follows again from a listing (resync ... end)\n", err)
+		if rev, err = resyncFleet(ctx, cl, layout, print); err != nil {
 			return err
 		}
 	}
 }
 
-func currentRevision(ctx context.Context, cl *clientv3.Client) (int64, error) {
+// resyncFleet prints the resync protocol of `plugreg watch`: a resync
+// event (forget what you know), a put of every plugin of the fleet now,
+// and an end event with the revision of that listing, which it returns:
+// a consumer that applies the stream holds what `fleet list` shows,
+// without the plugins that left while the watch could not follow.
+func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, print func(fleet.Change) error) (int64, error) {
+	if err := print(fleet.Change{Kind: fleet.ChangeResync}); err != nil {
+		return 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	resp, err := cl.Get(ctx, "\x00", clientv3.WithCountOnly())
+	rev, err := fleet.List(ctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
+		p := e.PluginJSON
+		return print(fleet.Change{Kind: fleet.ChangePut, Node: e.Node, Type: e.Type, Name: e.Name, Plugin: &p})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rev, print(fleet.Change{Revision: rev, Kind: fleet.ChangeEnd})
+}
+
+func currentRevision(ctx context.Context, cl *fleet.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	resp, err := cl.Range(ctx, &etcdv3.RangeRequest{Key: []byte("\x00"), CountOnly: true})
 	if err != nil {
 		return 0, fmt.Errorf("read etcd's revision: %w", err)
 	}
-	return resp.Header.Revision, nil
+	return resp.GetHeader().GetRevision(), nil
 }
 
 // printChange prints one change: in text, "REVISION put|delete NODE TYPE
-// NAME [ENDPOINT]" (a listing after a compaction has no revision: "-"),
-// every string quoted as `plugreg list` does.
+// NAME [ENDPOINT]", or "- resync" and "REVISION end" around the listing
+// of a resync (whose puts have no revision: "-"), every string quoted as
+// `plugreg list` does.
 func printChange(w io.Writer, c fleet.Change, json bool) error {
 	if json {
 		return writeJSONLine(w, c)
@@ -247,6 +262,10 @@ func printChange(w io.Writer, c fleet.Change, json bool) error {
 	rev := "-"
 	if c.Revision != 0 {
 		rev = strconv.FormatInt(c.Revision, 10)
+	}
+	if c.Kind == fleet.ChangeResync || c.Kind == fleet.ChangeEnd {
+		_, err := fmt.Fprintln(w, rev+" "+c.Kind)
+		return err
 	}
 	line := fmt.Sprintf("%s %s %s %s %s", rev, c.Kind, printable(c.Node), printable(c.Type), printable(c.Name))
 	if c.Plugin != nil {

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
@@ -30,17 +29,26 @@ func (e *etcdFlags) register(flags *flag.FlagSet) {
 	flags.StringVar(&e.passwordFile, "etcd-password-file", "", "`file` whose first line is the --etcd-user's password")
 }
 
-// client connects to the etcd endpoints (comma-separated), without
-// waiting: the first call does.
-func (e *etcdFlags) client(endpoints string, log *slog.Logger) (*clientv3.Client, error) {
+// client returns a client of the etcd endpoints (comma-separated, given
+// with the flag named endpointsFlag), without connecting: the first call
+// does. A setting that can never work is a usage error naming its flag.
+func (e *etcdFlags) client(endpointsFlag, endpoints string, log *slog.Logger) (*fleet.Client, error) {
 	eps, err := fleet.ParseEndpoints(endpoints)
 	if err != nil {
-		return nil, usagef("%v", err)
+		return nil, usagef("--%s: %v", endpointsFlag, err)
 	}
-	return fleet.ClientConfig{
+	cl, err := fleet.ClientConfig{
 		Endpoints: eps, CACert: e.cacert, Cert: e.cert, Key: e.key,
 		User: e.user, PasswordFile: e.passwordFile,
 	}.New(log)
+	if ce, ok := errors.AsType[*fleet.ConfigError](err); ok {
+		flag := map[string]string{
+			"Endpoints": endpointsFlag, "CACert": "etcd-cacert", "Cert": "etcd-cert", "Key": "etcd-key",
+			"User": "etcd-user", "PasswordFile": "etcd-password-file",
+		}[ce.Field]
+		return nil, usagef("--%s: %v", flag, ce.Err)
+	}
+	return cl, err
 }
 
 // publishConfig is the fleet flags of `plugreg run`.
@@ -64,7 +72,7 @@ func (p *publishConfig) register(flags *flag.FlagSet) {
 // publisher is the agent's fleet publisher, for its start and shutdown.
 type publisher struct {
 	pub    *fleet.Publisher
-	client *clientv3.Client
+	client *fleet.Client
 	done   sync.WaitGroup
 }
 
@@ -85,7 +93,7 @@ func (p *publishConfig) prepare(log *slog.Logger) (*publisher, error) {
 		}
 		node = h
 	}
-	cl, err := p.etcd.client(p.endpoints, log)
+	cl, err := p.etcd.client("publish", p.endpoints, log)
 	if err != nil {
 		return nil, err
 	}

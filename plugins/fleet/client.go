@@ -1,19 +1,27 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 )
 
@@ -27,8 +35,8 @@ type ClientConfig struct {
 	// an https endpoint, turns TLS on; Cert and Key go together.
 	CACert, Cert, Key string
 	// User and PasswordFile authenticate as an etcd user; the password is
-	// the file's first line. Neither is logged.
-	User, PasswordFile string
+	// the file's first line, or Password without a file. None is logged.
+	User, PasswordFile, Password string
 	// DialTimeout bounds connecting (0: 5 s).
 	DialTimeout time.Duration
 }
@@ -36,93 +44,189 @@ type ClientConfig struct {
 // ParseEndpoints splits a comma-separated list of endpoints: host:port,
 // http://host:port, https://host:port, or etcd://host:port (plain, or TLS
 // when a TLS file is given). It returns them as the client takes them.
+// An endpoint with a user or password in it (http://user:pw@host:port)
+// is refused: a secret in the arguments is in the process list.
 func ParseEndpoints(s string) ([]string, error) {
 	var eps []string
 	for e := range strings.SplitSeq(s, ",") {
-		e = strings.TrimSpace(e)
+		e = strings.TrimPrefix(strings.TrimSpace(e), "etcd://")
 		if e == "" {
 			return nil, fmt.Errorf("empty endpoint in %q", s)
 		}
-		e = strings.TrimPrefix(e, "etcd://")
-		rest := e
-		if i := strings.Index(e, "://"); i >= 0 {
-			if scheme := e[:i]; scheme != "http" && scheme != "https" {
-				return nil, fmt.Errorf("endpoint %q: scheme %s: want http, https or etcd", e, scheme)
-			}
-			rest = e[i+3:]
-		}
-		if rest == "" || strings.ContainsAny(rest, "/?#") {
-			return nil, fmt.Errorf("endpoint %q: want host:port", e)
+		if _, _, err := splitEndpoint(e); err != nil {
+			return nil, err
 		}
 		eps = append(eps, e)
 	}
 	return eps, nil
 }
 
-// New connects to etcd without waiting for it: the first call does. The
-// client logs to log at debug level (nil: nowhere).
-func (c ClientConfig) New(log *slog.Logger) (*clientv3.Client, error) {
+// splitEndpoint returns the scheme ("" , "http" or "https") and the
+// host:port of an endpoint as ParseEndpoints returns it.
+func splitEndpoint(e string) (scheme, hostPort string, err error) {
+	hostPort = e
+	if i := strings.Index(e, "://"); i >= 0 {
+		if scheme = e[:i]; scheme != "http" && scheme != "https" {
+			return "", "", fmt.Errorf("endpoint %q: scheme %s: want http, https or etcd", e, scheme)
+		}
+		hostPort = e[i+3:]
+	}
+	if i := strings.LastIndex(hostPort, "@"); i >= 0 { // not repeated: it may hold a password
+		return "", "", fmt.Errorf("endpoint with a user or password before %q: refused (any user sees a process's arguments): use --etcd-user and --etcd-password-file", hostPort[i+1:])
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || strings.ContainsAny(hostPort, "/?#") {
+		return "", "", fmt.Errorf("endpoint %q: want host:port", e)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", "", fmt.Errorf("endpoint %q: port %q: want 1 to 65535", e, port)
+	}
+	return scheme, hostPort, nil
+}
+
+// ConfigError is a ClientConfig that can never work. Field names the
+// setting: Endpoints, CACert, Cert, Key, User or PasswordFile.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// check returns a ConfigError if c can never work, and whether the client
+// speaks TLS: the endpoints must all parse and all be http:// (no TLS
+// file then) or none; a password goes only over TLS or to loopback
+// addresses (127.0.0.0/8, ::1).
+func (c ClientConfig) check() (bool, error) {
 	if len(c.Endpoints) == 0 {
-		return nil, errors.New("no etcd endpoints")
+		return false, &ConfigError{"Endpoints", errors.New("no etcd endpoints")}
 	}
-	cfg := clientv3.Config{
-		Endpoints:   c.Endpoints,
-		DialTimeout: c.DialTimeout,
-		Logger:      zapLogger(log),
-		Username:    c.User,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(explainTimeout)},
+	schemes := make(map[string]bool)
+	loopback := true
+	for _, e := range c.Endpoints {
+		scheme, hostPort, err := splitEndpoint(e)
+		if err != nil {
+			return false, &ConfigError{"Endpoints", err}
+		}
+		schemes[scheme] = true
+		host, _, _ := net.SplitHostPort(hostPort)
+		ip := net.ParseIP(host)
+		loopback = loopback && ip != nil && ip.IsLoopback()
 	}
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = 5 * time.Second
+	if schemes["http"] && schemes["https"] {
+		return false, &ConfigError{"Endpoints", errors.New("http:// and https:// endpoints mixed: one cluster speaks TLS or not")}
 	}
-	var err error
-	if cfg.TLS, err = c.tlsConfig(); err != nil {
+	useTLS := schemes["https"] || c.CACert != "" || c.Cert != "" || c.Key != ""
+	if schemes["http"] {
+		for _, f := range []struct{ field, file string }{{"CACert", c.CACert}, {"Cert", c.Cert}, {"Key", c.Key}} {
+			if f.file != "" {
+				return false, &ConfigError{f.field, errors.New("a TLS file with an http:// endpoint: use https:// or etcd://")}
+			}
+		}
+	}
+	if c.User != "" && !useTLS && !loopback {
+		return false, &ConfigError{"User", errors.New("an etcd password goes only over TLS (https://, or a TLS file) or to a loopback endpoint")}
+	}
+	return useTLS, nil
+}
+
+// New returns a client of etcd without connecting: the first call
+// does, and authenticates if there is a user. The client logs to log at
+// debug level (nil: nowhere).
+func (c ClientConfig) New(log *slog.Logger) (*Client, error) {
+	useTLS, err := c.check()
+	if err != nil {
 		return nil, err
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cl := &Client{user: c.User, password: c.Password, log: log, now: time.Now}
 	if c.PasswordFile != "" {
 		if c.User == "" {
-			return nil, errors.New("a password file needs a user")
+			return nil, &ConfigError{"PasswordFile", errors.New("a password file needs a user")}
 		}
-		if cfg.Password, err = readPassword(c.PasswordFile); err != nil {
+		if cl.password, err = readPassword(c.PasswordFile); err != nil {
+			return nil, &ConfigError{"PasswordFile", err}
+		}
+	} else if c.User != "" && c.Password == "" {
+		return nil, &ConfigError{"User", errors.New("an etcd user needs a password file")}
+	}
+	creds := insecure.NewCredentials()
+	if useTLS {
+		tlsCfg, err := c.tlsConfig()
+		if err != nil {
 			return nil, err
 		}
-	} else if c.User != "" {
-		return nil, errors.New("an etcd user needs a password file")
+		creds = credentials.NewTLS(tlsCfg)
 	}
-	cl, err := clientv3.New(cfg)
+	r := manual.NewBuilderWithScheme("plugreg-etcd")
+	r.InitialState(resolver.State{Addresses: addresses(c.Endpoints)})
+	cl.conn, err = grpc.NewClient(r.Scheme()+":///etcd",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(maxRecvMsg)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: c.dialTimeout()}),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	return cl, nil
 }
 
-// tlsConfig returns the TLS configuration, or nil for plain connections.
+// maxRecvMsg bounds one answer of etcd: a range of values that etcd
+// itself allows (its --max-request-bytes is per request, not per answer).
+const maxRecvMsg = math.MaxInt32
+
+// dialTimeout is the bound of one connection attempt.
+func (c ClientConfig) dialTimeout() time.Duration {
+	return cmp.Or(c.DialTimeout, 5*time.Second)
+}
+
+// addresses returns the endpoints as gRPC addresses, each with its host as
+// the name its TLS certificate must have.
+func addresses(endpoints []string) []resolver.Address {
+	as := make([]resolver.Address, len(endpoints))
+	for i, e := range endpoints {
+		if _, rest, ok := strings.Cut(e, "://"); ok {
+			e = rest
+		}
+		host, _, err := net.SplitHostPort(e)
+		if err != nil {
+			host = e
+		}
+		as[i] = resolver.Address{Addr: e, ServerName: host}
+	}
+	return as
+}
+
+// tlsConfig returns the TLS configuration from the files.
 func (c ClientConfig) tlsConfig() (*tls.Config, error) {
-	https := false
-	for _, e := range c.Endpoints {
-		https = https || strings.HasPrefix(e, "https://")
-	}
-	if c.CACert == "" && c.Cert == "" && c.Key == "" && !https {
-		return nil, nil
-	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CACert != "" {
 		pem, err := os.ReadFile(c.CACert)
 		if err != nil {
-			return nil, fmt.Errorf("etcd CA: %w", err)
+			return nil, &ConfigError{"CACert", fmt.Errorf("etcd CA: %w", err)}
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd CA %s: no PEM certificate", c.CACert)
+			return nil, &ConfigError{"CACert", fmt.Errorf("etcd CA %s: no PEM certificate", c.CACert)}
 		}
 	}
 	if (c.Cert == "") != (c.Key == "") {
-		return nil, errors.New("an etcd client certificate and key go together")
+		missing := "Key"
+		if c.Cert == "" {
+			missing = "Cert"
+		}
+		return nil, &ConfigError{missing, errors.New("an etcd client certificate and key go together")}
 	}
 	if c.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
 		if err != nil {
-			return nil, fmt.Errorf("etcd client certificate: %w", err)
+			return nil, &ConfigError{"Cert", fmt.Errorf("etcd client certificate: %w", err)}
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
@@ -132,8 +236,8 @@ func (c ClientConfig) tlsConfig() (*tls.Config, error) {
 // UnreachableError is the error of an etcd call whose context ended
 // while no endpoint could be reached: the context's error, and grpc's
 // last connection error, which says why (a refused connection, a
-// certificate etcd or the client does not trust). The etcd client alone
-// returns only the context's error.
+// certificate etcd or the client does not trust); grpc alone returns
+// only the context's error.
 type UnreachableError struct {
 	Err    error  // the context's error: context.DeadlineExceeded or context.Canceled
 	Reason string // grpc's last connection error, as text
@@ -145,12 +249,9 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// explainTimeout is a grpc interceptor of each unary call (inside the
-// etcd client's retries) that turns a call that timed out while waiting
-// for a connection into an UnreachableError with grpc's reason. It
-// returns no grpc status, so the etcd client passes it on as it is.
-func explainTimeout(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
+// explain turns the error of a call that timed out while waiting for a
+// connection into an UnreachableError with grpc's reason.
+func explain(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}

@@ -1,15 +1,10 @@
 package fleet
 
 import (
-	"bytes"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-
-	"go.uber.org/zap"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
@@ -28,6 +23,12 @@ func TestParseEndpoints(t *testing.T) {
 		{in: "unix:///x", wantErr: true},
 		{in: "http://a:1/path", wantErr: true},
 		{in: "etcd://", wantErr: true},
+		{in: "a", wantErr: true},
+		{in: "a:0", wantErr: true},
+		{in: "a:x", wantErr: true},
+		{in: "[::1]:2379", want: []string{"[::1]:2379"}},
+		{in: "http://u:p@a:1", wantErr: true},
+		{in: "u@a:1", wantErr: true},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseEndpoints(tc.in)
@@ -35,31 +36,6 @@ func TestParseEndpoints(t *testing.T) {
 				t.Errorf("ParseEndpoints(%q) = %q, %v; want %q, error %v", tc.in, got, err, tc.want, tc.wantErr)
 			}
 		})
-	}
-}
-
-// TestZapToSlog checks that the etcd client's zap entries reach the slog
-// handler at debug level, with their fields, and nothing at info.
-func TestZapToSlog(t *testing.T) {
-	for _, tc := range []struct {
-		level slog.Level
-		want  string // "" for no output
-	}{
-		{slog.LevelDebug, `level=DEBUG msg="etcd client" etcd_msg="retrying of unary invoker failed" etcd_level=warn etcd_target=t1 etcd_attempt=3`},
-		{slog.LevelInfo, ""},
-	} {
-		var b bytes.Buffer
-		h := slog.NewTextHandler(&b, &slog.HandlerOptions{Level: tc.level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}})
-		zl := zapLogger(slog.New(h)).With(zap.String("target", "t1"))
-		zl.Warn("retrying of unary invoker failed", zap.Int("attempt", 3))
-		if got := strings.TrimSpace(b.String()); got != tc.want {
-			t.Errorf("at %v: got %q, want %q", tc.level, got, tc.want)
-		}
 	}
 }
 

@@ -1,7 +1,10 @@
 /*
 Package fleet publishes a node's registry to etcd and reads the fleet of
 nodes back: `plugreg run --publish` runs a [Publisher], and `plugreg
-fleet list|watch|forget` call [List], [Watch] and [Forget].
+fleet list|watch|forget` call [List], [Watch] and [Forget]. It speaks
+etcd's v3 wire protocol through a [Client] of its own, over grpc and
+protobuf only (messages in proto/etcd/v3, called by etcd's method names),
+not through etcd's client library.
 
 # Key layout
 
@@ -44,19 +47,26 @@ registry, including keys someone else wrote under the node's prefix.
 
 Publishing never delays the registry: Registry.Watch never blocks
 Registry.Apply, and a publisher that falls behind gets a Resync at no
-cost. [Publisher.Status] and [Status.Health] report whether etcd holds
-the registry; the publisher logs the first failure of an outage (Warn, or
-Error for permission denied), and the end of it (Info), not every retry.
-The etcd client's own log goes to the agent's logger at debug level.
+cost. Nothing etcd does stops it: unreachable at start, a wrong
+password, auth enabled later, every member restarted; it retries until
+it can publish. [Publisher.Status] and [Status.Health] report whether
+etcd holds the registry; the publisher logs the first failure of an
+outage and each change of its kind (Warn, or Error when etcd refuses the
+user, its password or a key), and the end of it (Info), not every retry.
+The client's own log (authentication, resumed watches) goes to the
+agent's logger at debug level.
 
-Lease: one per node, granted with the TTL, kept alive by the etcd
-client (one keepalive every TTL/3). The publisher records the lease in
+Lease: one per node, granted with the TTL, kept alive by the publisher
+(one keepalive every TTL/3). The publisher records the lease in
 the Registry ([plugins.Registry.SetFleetLease]) with the etcd cluster
 ID, the key prefix and the node name, so the agent's state file keeps it.
 A restarted agent continues that lease if it is of the same node, prefix
-and cluster and etcd still holds it (LeaseTimeToLive): no key vanishes
-across a restart. Otherwise, and when the lease expired while the agent
-ran, it takes a new one. Without a state file the lease lives in memory
+and cluster, etcd still holds it, and etcd shows this node's key
+attached to it (LeaseTimeToLive with its keys): no key vanishes across a
+restart. Otherwise (a state file copied from another node: etcd checks
+no permission on a keepalive, so continuing that node's lease would keep
+its keys alive after it stopped), and when the lease expired while the
+agent ran, it takes a new one. Without a state file the lease lives in memory
 only: a restarted agent takes a new lease and starts from an empty
 registry, so its plugins leave the view and come back as they register
 again. The agent never revokes its lease when it stops; `plugreg fleet
@@ -64,12 +74,36 @@ forget NODE` revokes it for operators who know the node is gone. One
 agent publishes one node name: two agents with one --node overwrite
 each other.
 
-Errors: the etcd client returns only "context deadline exceeded" for a
-call that timed out while no endpoint could be reached. A client of
-[ClientConfig.New] returns an [UnreachableError] instead (of any call
-but a watch), which adds grpc's last connection error: a refused connection, or a certificate
-that the client does not trust ("x509: certificate signed by unknown
-authority" for a wrong --etcd-cacert).
+# Client
+
+A [Client] of [ClientConfig.New] holds one gRPC connection to all the
+endpoints (round robin over those that are up: a dead member costs no
+timeout) and connects on its first call. Every call asks for a member
+with a leader (metadata hasleader): a member that lost its leader
+answers "no leader" at once, and a call answered Unavailable is sent
+again to the next endpoint, unavailableRetries times. A call that may be
+applied twice (a read, a transaction of this package) is also sent again
+when a member leaves it unanswered for firstAttempt (1 s, etcd's default
+election timeout): a write forwarded to a leader that was killed is never
+answered, so a leader kill costs an election, not the publisher's 5 s
+timeout; while etcd elects a leader the publisher retries every
+electionRetry. With a user, the client authenticates
+on its first call and again when etcd says the token is invalid or
+missing (simple tokens die with a restarted member; auth enabled later),
+then retries the call once; a password etcd refused is tried again at
+most every authRetry (30 s). A watch resumes on its own, on a member
+with a leader, from the revision after the last one delivered when its
+stream ends; a compacted revision ends it
+([WatchCanceledError], [ErrCompacted] from [Watch]). A call that timed
+out while no endpoint could be reached returns an [UnreachableError]
+(of any call but a watch), with grpc's last connection error: a refused
+connection, or a certificate that the client does not trust ("x509:
+certificate signed by unknown authority" for a wrong --etcd-cacert).
+Settings that can never work are a [ConfigError] from New: a malformed
+endpoint, a user or password in an endpoint, a TLS file with an http://
+endpoint, an unreadable CA, certificate or password file, and a user on a
+plain endpoint other than a loopback address (the password would cross
+the network in clear).
 
 # Credentials
 
@@ -82,8 +116,19 @@ Each node can be confined to its own keys. The role of node N (PREFIX
 	etcdctl role grant-permission plugreg-node-N readwrite --prefix=true /plugreg/v1/names/
 	etcdctl user add node-N && etcdctl user grant-role node-N plugreg-node-N
 
-The name index is shared by all nodes; a node that writes index keys for
-another only makes List read a plugin key that is not there. Readers
+The name index is shared by all nodes, so a node's role still lets it
+write and delete other nodes' index keys. Writing index keys for another
+only makes List read a plugin key that is not there (a read per forged
+key). Deleting or replacing another's index keys hides that node's
+plugins from `fleet list --name` until the node checks its index: each
+node rewrites its missing index keys after every full read and every
+--publish-ttl (one transaction per 128 plugins that compares the keys'
+leases and writes only when one differs), so the cost to the node is at
+most one TTL of absence from --name, and one rewrite. A node's plugin and
+node keys are its own: no other node's role reaches them. etcd checks no
+permission on a lease keepalive, so a node that learns another's lease ID
+could keep it alive; a publisher continues a saved lease only if etcd
+shows its own node key on it. Readers
 need read on /plugreg/v1/ with --prefix=true; forget needs readwrite on
 it and the right to revoke leases. A node that writes outside its keys
 gets "permission denied": the publisher reports it in Status and its log

@@ -3,7 +3,10 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,13 +89,14 @@ func keyEvents(t *testing.T, w clientv3.WatchChan, end int64) (deletes []string,
 func TestRestartContinuesLease(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	state := filepath.Join(sockettest.Dir(t), "state.json")
 	reg := plugins.NewRegistry()
 	for i := range 3 {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
 	}
 	stopSaver := saveUntilStopped(t, reg, state)
-	p1, stop1 := start(t, cl, reg, "n", 5*time.Second)
+	p1, stop1 := start(t, fc, reg, "n", 5*time.Second)
 	st1 := waitSynced(t, p1, reg)
 	wantLease := plugins.FleetLease{ID: st1.Lease, Cluster: clusterID(t, cl), Prefix: "/test/v1/", Node: "n"}
 	if l, ok := reg.FleetLease(); !ok || l != wantLease {
@@ -109,7 +113,7 @@ func TestRestartContinuesLease(t *testing.T) {
 	}
 
 	reg2 := restored(t, state)
-	p2, _ := start(t, cl, reg2, "n", 5*time.Second)
+	p2, _ := start(t, fc, reg2, "n", 5*time.Second)
 	st2 := waitSynced(t, p2, reg2)
 	if st2.Lease != st1.Lease {
 		t.Errorf("restarted publisher's lease = %x, want %x", st2.Lease, st1.Lease)
@@ -139,6 +143,7 @@ func TestRestartContinuesLease(t *testing.T) {
 func TestRestartLeaseNotContinued(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	cluster := clusterID(t, cl)
 	other := fleet.Layout{Prefix: "/other"}
 	tests := []struct {
@@ -162,7 +167,7 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 			first, node := fmt.Sprint("n", i), tc.node+fmt.Sprint(i)
 			reg := plugins.NewRegistry()
 			reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-			p1, stop1 := start(t, cl, reg, first, 5*time.Second)
+			p1, stop1 := start(t, fc, reg, first, 5*time.Second)
 			st1 := waitSynced(t, p1, reg)
 			stop1()
 			st := reg.State()
@@ -174,7 +179,7 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 			}
 
 			reg2 := plugins.NewRegistryFrom(st)
-			p2, _ := runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg2, Layout: tc.layout, Node: node, TTL: 5 * time.Second})
+			p2, _ := runPublisher(t, &fleet.Publisher{Store: fc, Registry: reg2, Layout: tc.layout, Node: node, TTL: 5 * time.Second})
 			st2 := waitSynced(t, p2, reg2)
 			if st2.Lease == st1.Lease {
 				t.Errorf("restarted publisher continued lease %x", st1.Lease)
@@ -197,14 +202,92 @@ func TestRestartLeaseNotContinued(t *testing.T) {
 // memory, and a publisher restarted on the same Registry continues it.
 func TestPublishWithoutState(t *testing.T) {
 	srv := etcdtest.Start(t)
-	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-	p1, stop1 := start(t, cl, reg, "mem", 5*time.Second)
+	p1, stop1 := start(t, fc, reg, "mem", 5*time.Second)
 	st1 := waitSynced(t, p1, reg)
 	stop1()
-	p2, _ := start(t, cl, reg, "mem", 5*time.Second)
+	p2, _ := start(t, fc, reg, "mem", 5*time.Second)
 	if st2 := waitSynced(t, p2, reg); st2.Lease != st1.Lease {
 		t.Errorf("publisher restarted on the same Registry: lease %x, want %x", st2.Lease, st1.Lease)
 	}
 }
+
+// TestForeignLeaseNotContinued gives node a's publisher a Registry whose
+// saved lease is node b's (a state file copied from b): a takes a new
+// lease at once, says so once in its log, and never keeps b's alive, so
+// b's keys vanish one TTL after b stopped. With auth on, a may not even
+// read b's lease, and does the same.
+func TestForeignLeaseNotContinued(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		t.Run(fmt.Sprint("auth=", auth), func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			cl := etcdtest.Client(t, srv, "", "")
+			fa, fb := fleetClient(t, srv, "", ""), fleetClient(t, srv, "", "")
+			if auth {
+				cl = enableAuth(t, srv, cl, "a", "b")
+				fa, fb = fleetClient(t, srv, "a", "a-pw"), fleetClient(t, srv, "b", "b-pw")
+			}
+			const ttl = 2 * time.Second
+			regB := plugins.NewRegistry()
+			regB.Apply(plugins.Registered, plugin("T", "y", "y.sock", time.Now()), "", time.Now())
+			pb, stopB := start(t, fb, regB, "b", ttl)
+			stB := waitSynced(t, pb, regB)
+			resp, err := cl.Get(t.Context(), layout.Node("b"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := cl.Watch(t.Context(), layout.Node("b"), clientv3.WithRev(resp.Header.Revision+1))
+			stopB()
+			stopped := time.Now()
+
+			regA := plugins.NewRegistry()
+			regA.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+			foreign := plugins.FleetLease{ID: stB.Lease, Cluster: resp.Header.ClusterId, Prefix: "/test/v1/", Node: "a"}
+			if err := regA.SetFleetLease(foreign); err != nil {
+				t.Fatal(err)
+			}
+			var logs lockedBuffer
+			pa := &fleet.Publisher{Store: fa, Registry: regA, Layout: layout, Node: "a", TTL: ttl,
+				Log: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))}
+			runPublisher(t, pa)
+			stA := waitSynced(t, pa, regA)
+			if stA.Lease == stB.Lease {
+				t.Fatalf("node a continued node b's lease %x", stB.Lease)
+			}
+			if n := strings.Count(logs.String(), "not continued"); n != 1 {
+				t.Errorf("foreign lease logged %d times, want once:\n%s", n, logs.String())
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 3*ttl)
+			defer cancel()
+			for gone := false; !gone; {
+				select {
+				case r := <-w:
+					for _, ev := range r.Events {
+						gone = gone || ev.Type == clientv3.EventTypeDelete
+					}
+				case <-ctx.Done():
+					t.Fatalf("node b's key still there %s after b stopped (lease %x kept alive)", 3*ttl, stB.Lease)
+				}
+			}
+			if d := time.Since(stopped); d > ttl+2*time.Second {
+				t.Errorf("node b's keys vanished %s after b stopped, want within TTL+2s", d)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a log's output that a test reads while it is written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }

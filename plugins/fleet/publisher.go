@@ -10,19 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
 )
-
-// Store is the part of etcd a Publisher uses: keys and leases. A
-// *clientv3.Client is one, and so is a pair of clientv3/namespace
-// wrappers.
-type Store interface {
-	clientv3.KV
-	clientv3.Lease
-}
 
 // DefaultTTL is the lease's time to live unless configured: a stopped
 // node's keys vanish within it.
@@ -57,7 +46,7 @@ type NodeJSON struct {
 // and etcd cluster and etcd still holds it, so the node's keys stay in
 // place while the agent restarts.
 type Publisher struct {
-	Store    Store
+	Store    *Client // etcd
 	Registry *plugins.Registry
 	Layout   Layout
 	Node     string        // the node's name; must not be empty
@@ -88,6 +77,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 	defer cancel()
 	r := &run{p: p, log: p.Log, ttl: int64(ttl / time.Second), started: time.Now(), kaTimer: time.NewTimer(0)}
 	r.kaTimer.Stop()
+	indexCheck := time.NewTicker(ttl)
+	defer indexCheck.Stop()
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +87,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.update(func(s *Status) { s.Running = true })
 	defer p.update(func(s *Status) { s.Running, s.LeaseAlive = false, false })
 	defer r.kaTimer.Stop()
-	return r.loop(ctx, changes)
+	return r.loop(ctx, changes, indexCheck.C)
 }
 
 // syncGap is the least time between the starts of two syncs: the changes
@@ -107,8 +98,9 @@ const syncGap = 50 * time.Millisecond
 // loop syncs whenever the registry changed or the lease was lost, at most
 // once per syncGap, and retries a failed sync after a delay that doubles
 // up to maxRetryDelay. An event that the last sync already covered (its
-// revision is not above the one the sync read) makes no sync.
-func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
+// revision is not above the one the sync read) makes no sync. Between
+// syncs, indexCheck makes it check the node's name index (checkIndex).
+func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck <-chan time.Time) error {
 	dirty, fails := true, 0
 	var retry <-chan time.Time // a failed sync's delay, or the rest of syncGap
 	var synced uint64          // the registry revision the last sync wrote
@@ -125,7 +117,7 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
 					return nil
 				case err != nil:
 					r.failed(err)
-					retry = time.After(min(250*time.Millisecond<<min(fails, 8), maxRetryDelay))
+					retry = time.After(retryDelay(err, fails))
 					fails++
 				default:
 					dirty, fails, synced = false, 0, rev
@@ -145,10 +137,34 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event) error {
 			if !r.keepAlive(ctx) {
 				dirty = true
 			}
+		case <-indexCheck:
+			if dirty || r.published == nil {
+				break // the next sync checks it
+			}
+			if err := r.checkIndex(ctx); err != nil && ctx.Err() == nil {
+				r.failed(err)
+				dirty, r.published = true, nil
+			}
 		case <-retry:
 			retry = nil
 		}
 	}
+}
+
+// electionRetry bounds the delay before a sync that failed because etcd
+// was electing a leader is tried again: the election ends within a few
+// election timeouts, and the change should follow it, not a backoff.
+const electionRetry = 500 * time.Millisecond
+
+// retryDelay returns the delay before the next try of a sync that failed
+// fails times before with err: doubling from 250 ms up to maxRetryDelay,
+// and at most electionRetry while etcd elects a leader.
+func retryDelay(err error, fails int) time.Duration {
+	d := min(250*time.Millisecond<<min(fails, 8), maxRetryDelay)
+	if errors.Is(err, errNoLeader) || errors.Is(err, errLeaderChanged) || errors.Is(err, errLeaderFailTimeout) {
+		d = min(d, electionRetry)
+	}
+	return d
 }
 
 // run is the state of one Run, owned by its goroutine.
@@ -158,19 +174,21 @@ type run struct {
 	ttl     int64 // seconds
 	started time.Time
 
-	lease   clientv3.LeaseID
+	lease   int64
 	cluster uint64 // ID of the etcd cluster that granted lease
+	ours    bool   // this run granted lease or found this node's key on it
 	// alive says that the lease is kept alive: kaTimer fires when its next
 	// keepalive is due. The publisher sends them itself, one per TTL/3,
-	// rather than through clientv3's KeepAlive, whose loops wake the agent
-	// three times a second whatever the TTL.
+	// each on a stream of its own (Client.KeepAliveOnce), so that nothing
+	// wakes the agent between two.
 	alive   bool
 	kaTimer *time.Timer
 	// published is what etcd holds under the node's plugin prefix, by
 	// key: the digest of its JSON value, or otherLease for a key on another lease. Nil:
 	// not known, read it before the next write.
 	published map[string]valueDigest
-	down      bool // the last sync failed
+	down      bool   // the last sync failed
+	fault     string // the faultKind of the last failed sync
 }
 
 // call returns a context for one etcd call.
@@ -216,7 +234,8 @@ func (r *run) sync(ctx context.Context) (uint64, error) {
 	return rev, nil
 }
 
-// failed records a failed sync, logging the first of an outage.
+// failed records a failed sync, logging the first of an outage and each
+// change of its kind (faultKind).
 func (r *run) failed(err error) {
 	now := time.Now()
 	r.p.update(func(s *Status) {
@@ -227,16 +246,38 @@ func (r *run) failed(err error) {
 			s.Down = now
 		}
 	})
-	if r.down {
+	kind := faultKind(err)
+	if r.down && kind == r.fault {
 		r.log.Debug("fleet publish failed", "node", r.p.Node, "err", err)
 		return
 	}
-	r.down = true
-	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) {
+	r.down, r.fault = true, kind
+	if kind == faultRefused {
 		r.log.Error("fleet publish refused by etcd", "node", r.p.Node, "err", err)
 		return
 	}
 	r.log.Warn("fleet publish failing, view stale", "node", r.p.Node, "err", err)
+}
+
+// Kinds of a failed sync, for the log: one line per change of kind.
+const (
+	faultRefused     = "refused"     // etcd refused the user, its password or a key
+	faultUnreachable = "unreachable" // no endpoint answered, or none had a leader
+	faultOther       = "other"
+)
+
+// faultKind returns the kind of err.
+func faultKind(err error) string {
+	switch {
+	case errors.Is(err, errPermissionDenied), errors.Is(err, errAuthFailed), errors.Is(err, errUserEmpty):
+		return faultRefused
+	case unavailable(err):
+		return faultUnreachable
+	}
+	if _, ok := errors.AsType[*UnreachableError](err); ok {
+		return faultUnreachable
+	}
+	return faultOther
 }
 
 // desired returns the plugin keys of the registry with their values. Of

@@ -28,19 +28,38 @@ func plugin(typ, name, sock string, at time.Time) plugins.Plugin {
 	}
 }
 
+// fleetClient returns a client of package fleet's own, the one the agent
+// and `plugreg fleet` use, of s as user (none if ""), closed when the
+// test ends.
+func fleetClient(t testing.TB, s *etcdtest.Server, user, password string) *fleet.Client {
+	t.Helper()
+	c, err := fleet.ClientConfig{Endpoints: []string{s.Endpoint}, User: user, Password: password}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // start runs a publisher of reg as node until the test ends, and returns
 // it and a func that stops it and waits until Run returned.
-func start(t *testing.T, cl *clientv3.Client, reg *plugins.Registry, node string, ttl time.Duration) (*fleet.Publisher, func()) {
+func start(t *testing.T, cl *fleet.Client, reg *plugins.Registry, node string, ttl time.Duration) (*fleet.Publisher, func()) {
 	t.Helper()
 	return runPublisher(t, &fleet.Publisher{Store: cl, Registry: reg, Layout: layout, Node: node, TTL: ttl})
 }
 
-// runPublisher runs p, with a version, a timeout of one second and the
-// test's log, until the test ends, and returns it and a func that stops
+// runPublisher runs p, with a version, a timeout of one second (unless p
+// has one) and the test's log (unless p has a log), until the test ends, and returns it and a func that stops
 // it and waits until Run returned.
 func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
 	t.Helper()
-	p.Version, p.Timeout, p.Log = "test", time.Second, slog.New(slog.NewTextHandler(t.Output(), nil))
+	p.Version = "test"
+	if p.Timeout == 0 {
+		p.Timeout = time.Second
+	}
+	if p.Log == nil {
+		p.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -120,9 +139,10 @@ func published(t *testing.T, cl *clientv3.Client, node string) (map[string]strin
 func TestPublishMatchesRegistry(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	p, _ := start(t, cl, reg, "node/1", 10*time.Second)
+	p, _ := start(t, fc, reg, "node/1", 10*time.Second)
 	steps := []struct {
 		name  string
 		kind  plugins.EventKind
@@ -163,12 +183,13 @@ func TestPublishMatchesRegistry(t *testing.T) {
 func TestReconcileAfterOutage(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	t0 := time.Now()
 	for i := range 50 {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprint("p", i), fmt.Sprint(i, ".sock"), t0), "", t0)
 	}
-	p, _ := start(t, cl, reg, "n1", 10*time.Second)
+	p, _ := start(t, fc, reg, "n1", 10*time.Second)
 	waitSynced(t, p, reg)
 	stray := layout.Plugin("n1", "T", "stray")
 	if _, err := cl.Put(t.Context(), stray, "{}"); err != nil {
@@ -212,7 +233,7 @@ func TestReconcileAfterOutage(t *testing.T) {
 func TestKilledPublisherKeysVanish(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
-	agent := etcdtest.Client(t, srv, "", "")
+	agent := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
 	const ttl = time.Second
@@ -255,6 +276,7 @@ func TestKilledPublisherKeysVanish(t *testing.T) {
 func TestBurstCoalesced(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
 	for _, tc := range []struct {
 		node  string
@@ -266,7 +288,7 @@ func TestBurstCoalesced(t *testing.T) {
 	} {
 		t.Run(tc.node, func(t *testing.T) {
 			reg := plugins.NewRegistry()
-			p, _ := start(t, cl, reg, tc.node, 10*time.Second)
+			p, _ := start(t, fc, reg, tc.node, 10*time.Second)
 			before := waitSynced(t, p, reg).Syncs
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
@@ -310,9 +332,10 @@ func TestBurstCoalesced(t *testing.T) {
 func TestLeaseKeptAlive(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
-	p, _ := start(t, cl, reg, "alive", time.Second)
+	p, _ := start(t, fc, reg, "alive", time.Second)
 	st := waitSynced(t, p, reg)
 	w := cl.Watch(t.Context(), layout.Node("alive"), clientv3.WithRev(int64(0)))
 	ctx, cancel := context.WithTimeout(t.Context(), 3500*time.Millisecond)

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // Entry is one plugin of the fleet view: the keys of `plugreg list -o
@@ -36,7 +33,7 @@ const PageSize = 1000
 // returns. It reads in pages of PageSize keys, so its memory does not
 // grow with the fleet. With a name it reads that name's index keys and
 // then the plugins they point at, so it does not read the whole fleet.
-func List(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry) error) (int64, error) {
+func List(ctx context.Context, kv *Client, l Layout, f Filter, fn func(Entry) error) (int64, error) {
 	if f.Name != "" {
 		return listByName(ctx, kv, l, f, fn)
 	}
@@ -47,7 +44,7 @@ func List(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry
 			prefix += esc(f.Type) + "/"
 		}
 	}
-	return pages(ctx, kv, prefix, func(k *mvccpb.KeyValue) error {
+	return pages(ctx, kv, prefix, func(k *etcdv3.KeyValue) error {
 		e, err := decodeEntry(l, k)
 		if err != nil || !f.match(e.Node, e.Type, e.Name) {
 			return nil // not a plugin key: skip it
@@ -58,20 +55,16 @@ func List(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry
 
 // pages calls fn for every key under prefix, in pages, at the revision of
 // the first page, which it returns.
-func pages(ctx context.Context, kv clientv3.KV, prefix string, fn func(*mvccpb.KeyValue) error) (int64, error) {
-	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+func pages(ctx context.Context, kv *Client, prefix string, fn func(*etcdv3.KeyValue) error) (int64, error) {
+	from, end := prefix, PrefixEnd(prefix)
 	var rev int64
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(PageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := kv.Get(ctx, from, opts...)
+		resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(from), RangeEnd: []byte(end), Limit: PageSize, Revision: rev})
 		if err != nil {
 			return rev, fmt.Errorf("read fleet: %w", err)
 		}
 		if rev == 0 {
-			rev = resp.Header.Revision
+			rev = resp.GetHeader().GetRevision()
 		}
 		for _, k := range resp.Kvs {
 			if err := fn(k); err != nil {
@@ -89,9 +82,9 @@ func pages(ctx context.Context, kv clientv3.KV, prefix string, fn func(*mvccpb.K
 // they name, in transactions of maxTxnOps reads, readsInFlight at once. An index key whose
 // plugin key is gone or says otherwise is skipped: only the plugin key is
 // trusted.
-func listByName(ctx context.Context, kv clientv3.KV, l Layout, f Filter, fn func(Entry) error) (int64, error) {
+func listByName(ctx context.Context, kv *Client, l Layout, f Filter, fn func(Entry) error) (int64, error) {
 	var keys []string
-	rev, err := pages(ctx, kv, l.NameIndex(f.Name), func(k *mvccpb.KeyValue) error {
+	rev, err := pages(ctx, kv, l.NameIndex(f.Name), func(k *etcdv3.KeyValue) error {
 		node, typ, name, err := l.ParseIndex(string(k.Key))
 		if err == nil && f.match(node, typ, name) {
 			keys = append(keys, l.Plugin(node, typ, name))
@@ -131,18 +124,18 @@ const readsInFlight = 8
 
 // readPlugins reads the plugin keys in one transaction, at rev, and
 // returns the entries f selects.
-func readPlugins(ctx context.Context, kv clientv3.KV, l Layout, f Filter, keys []string, rev int64) ([]Entry, error) {
-	ops := make([]clientv3.Op, len(keys))
+func readPlugins(ctx context.Context, kv *Client, l Layout, f Filter, keys []string, rev int64) ([]Entry, error) {
+	ops := make([]*etcdv3.RequestOp, len(keys))
 	for i, k := range keys {
-		ops[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
+		ops[i] = opGet(k, rev)
 	}
-	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	resp, err := kv.Txn(ctx, &etcdv3.TxnRequest{Success: ops})
 	if err != nil {
 		return nil, fmt.Errorf("read fleet: %w", err)
 	}
 	var es []Entry
 	for _, r := range resp.Responses {
-		for _, k := range r.GetResponseRange().Kvs {
+		for _, k := range r.GetResponseRange().GetKvs() {
 			if e, err := decodeEntry(l, k); err == nil && f.match(e.Node, e.Type, e.Name) {
 				es = append(es, e)
 			}
@@ -153,7 +146,7 @@ func readPlugins(ctx context.Context, kv clientv3.KV, l Layout, f Filter, keys [
 
 // decodeEntry decodes a plugin key and its value. The node, type and
 // name come from the key, which only the node's credentials can write.
-func decodeEntry(l Layout, k *mvccpb.KeyValue) (Entry, error) {
+func decodeEntry(l Layout, k *etcdv3.KeyValue) (Entry, error) {
 	node, typ, name, err := l.ParsePlugin(string(k.Key))
 	if err != nil {
 		return Entry{}, err
@@ -170,54 +163,64 @@ func decodeEntry(l Layout, k *mvccpb.KeyValue) (Entry, error) {
 // revision to resume from: list again, and watch from the list's revision.
 var ErrCompacted = errors.New("fleet: revision compacted")
 
+// Kinds of a Change. Watch makes puts and deletes; `plugreg fleet watch`
+// frames a listing of the whole fleet with a resync and an end (the
+// resync protocol of `plugreg watch`).
+const (
+	ChangePut    = "put"
+	ChangeDelete = "delete"
+	ChangeResync = "resync" // forget every plugin: the ones put until the end are the fleet
+	ChangeEnd    = "end"    // the listing since the resync is complete, as of Revision
+)
+
 // Change is one change of the fleet view.
 type Change struct {
 	Revision int64  `json:"revision"`
-	Kind     string `json:"event"` // "put" or "delete"
-	Node     string `json:"node"`
-	Type     string `json:"type"`
-	Name     string `json:"name"`
+	Kind     string `json:"event"` // ChangePut, ChangeDelete, ChangeResync or ChangeEnd
+	Node     string `json:"node,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Name     string `json:"name,omitempty"`
 	// Plugin is the plugin's value after a put; nil after a delete.
 	Plugin *plugins.PluginJSON `json:"plugin,omitempty"`
 }
 
 // Watch calls fn for every change of a plugin key after revision since,
 // in order, until ctx is done (it returns nil then) or fn or the watch
-// fails. A since older than etcd's last compaction returns an error
-// wrapping ErrCompacted.
-func Watch(ctx context.Context, w clientv3.Watcher, l Layout, since int64, fn func(Change) error) error {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wc := w.Watch(ctx, l.PluginsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(since+1))
-	for resp := range wc {
-		if err := resp.Err(); err != nil {
-			if errors.Is(err, rpctypes.ErrCompacted) || resp.CompactRevision != 0 {
-				return fmt.Errorf("%w: revision %d is older than etcd's oldest, %d", ErrCompacted, since, resp.CompactRevision)
-			}
-			return fmt.Errorf("watch fleet: %w", err)
-		}
+// fails. It rides out members that go away or lose their leader (see
+// Client.Watch). A since older than etcd's last compaction returns an
+// error wrapping ErrCompacted.
+func Watch(ctx context.Context, w *Client, l Layout, since int64, fn func(Change) error) error {
+	prefix := l.PluginsPrefix()
+	req := &etcdv3.WatchCreateRequest{Key: []byte(prefix), RangeEnd: []byte(PrefixEnd(prefix)), StartRevision: since + 1}
+	err := w.Watch(ctx, req, func(resp *etcdv3.WatchResponse) error {
 		for _, ev := range resp.Events {
 			c, err := toChange(l, ev)
 			if err != nil {
 				continue // not a plugin key
 			}
-			since = c.Revision
 			if err := fn(c); err != nil {
 				return err
 			}
 		}
+		return nil
+	})
+	if ce, ok := errors.AsType[*WatchCanceledError](err); ok && ce.CompactRevision != 0 {
+		return fmt.Errorf("%w: revision %d is older than etcd's oldest: %w", ErrCompacted, since, ce)
 	}
-	return ctx.Err()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("watch fleet: %w", err)
 }
 
-func toChange(l Layout, ev *clientv3.Event) (Change, error) {
+func toChange(l Layout, ev *etcdv3.Event) (Change, error) {
 	node, typ, name, err := l.ParsePlugin(string(ev.Kv.Key))
 	if err != nil {
 		return Change{}, err
 	}
-	c := Change{Revision: ev.Kv.ModRevision, Kind: "delete", Node: node, Type: typ, Name: name}
-	if ev.Type == clientv3.EventTypePut {
-		c.Kind = "put"
+	c := Change{Revision: ev.Kv.ModRevision, Kind: ChangeDelete, Node: node, Type: typ, Name: name}
+	if ev.Type == etcdv3.Event_PUT {
+		c.Kind = ChangePut
 		var p plugins.PluginJSON
 		if err := json.Unmarshal(ev.Kv.Value, &p); err == nil {
 			p.Type, p.Name = typ, name
@@ -232,8 +235,8 @@ func toChange(l Layout, ev *clientv3.Event) (Change, error) {
 // on it, then deletes what is left of the node key, plugin keys and
 // index keys. An agent that still publishes the node loses its lease and
 // publishes the node again under a new one.
-func Forget(ctx context.Context, kv Store, l Layout, node string) (int64, error) {
-	resp, err := kv.Get(ctx, l.Node(node))
+func Forget(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
+	resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(l.Node(node))})
 	if err != nil {
 		return 0, fmt.Errorf("forget node: %w", err)
 	}
@@ -243,8 +246,8 @@ func Forget(ctx context.Context, kv Store, l Layout, node string) (int64, error)
 		if err != nil {
 			return 0, err
 		}
-		_, err = kv.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		err = kv.Revoke(ctx, resp.Kvs[0].Lease)
+		if err != nil && !errors.Is(err, errLeaseNotFound) {
 			return 0, fmt.Errorf("forget node: revoke its lease: %w", err)
 		}
 		after, err := count(ctx, kv, l, node)
@@ -258,14 +261,14 @@ func Forget(ctx context.Context, kv Store, l Layout, node string) (int64, error)
 }
 
 // count returns how many plugin keys node has, with its node key.
-func count(ctx context.Context, kv clientv3.KV, l Layout, node string) (int64, error) {
+func count(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
 	var n int64
 	for _, k := range []string{l.NodePlugins(node), l.Node(node)} {
-		opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+		req := &etcdv3.RangeRequest{Key: []byte(k), CountOnly: true}
 		if k == l.NodePlugins(node) {
-			opts = append(opts, clientv3.WithPrefix())
+			req.RangeEnd = []byte(PrefixEnd(k))
 		}
-		resp, err := kv.Get(ctx, k, opts...)
+		resp, err := kv.Range(ctx, req)
 		if err != nil {
 			return 0, fmt.Errorf("forget node: %w", err)
 		}
@@ -276,11 +279,11 @@ func count(ctx context.Context, kv clientv3.KV, l Layout, node string) (int64, e
 
 // deleteNode deletes node's keys: index keys first, then plugin keys and
 // the node key, and returns how many plugin and node keys it deleted.
-func deleteNode(ctx context.Context, kv clientv3.KV, l Layout, node string) (int64, error) {
-	var ops []clientv3.Op
-	_, err := pages(ctx, kv, l.NodePlugins(node), func(k *mvccpb.KeyValue) error {
+func deleteNode(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
+	var ops []*etcdv3.RequestOp
+	_, err := pages(ctx, kv, l.NodePlugins(node), func(k *etcdv3.KeyValue) error {
 		if n, typ, name, err := l.ParsePlugin(string(k.Key)); err == nil && n == node {
-			ops = append(ops, clientv3.OpDelete(l.Index(node, typ, name)))
+			ops = append(ops, opDelete(l.Index(node, typ, name), ""))
 		}
 		return nil
 	})
@@ -289,15 +292,15 @@ func deleteNode(ctx context.Context, kv clientv3.KV, l Layout, node string) (int
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), maxTxnOps)
-		if _, err := kv.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+		if _, err := kv.Txn(ctx, &etcdv3.TxnRequest{Success: ops[:n]}); err != nil {
 			return 0, fmt.Errorf("forget node: %w", err)
 		}
 		ops = ops[n:]
 	}
-	resp, err := kv.Txn(ctx).Then(
-		clientv3.OpDelete(l.NodePlugins(node), clientv3.WithPrefix()),
-		clientv3.OpDelete(l.Node(node)),
-	).Commit()
+	resp, err := kv.Txn(ctx, &etcdv3.TxnRequest{Success: []*etcdv3.RequestOp{
+		opDelete(l.NodePlugins(node), PrefixEnd(l.NodePlugins(node))),
+		opDelete(l.Node(node), ""),
+	}})
 	if err != nil {
 		return 0, fmt.Errorf("forget node: %w", err)
 	}

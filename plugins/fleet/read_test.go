@@ -27,14 +27,14 @@ func twoNodes(t *testing.T, srv *etcdtest.Server) {
 		for _, p := range ps {
 			reg.Apply(plugins.Registered, p, "", now)
 		}
-		p, _ := start(t, etcdtest.Client(t, srv, "", ""), reg, node, 10*time.Second)
+		p, _ := start(t, fleetClient(t, srv, "", ""), reg, node, 10*time.Second)
 		waitSynced(t, p, reg)
 	}
 }
 
 func TestList(t *testing.T) {
 	srv := etcdtest.Start(t)
-	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	twoNodes(t, srv)
 	for _, tc := range []struct {
 		name string
@@ -52,7 +52,7 @@ func TestList(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			_, err := fleet.List(t.Context(), cl, layout, tc.f, func(e fleet.Entry) error {
+			_, err := fleet.List(t.Context(), fc, layout, tc.f, func(e fleet.Entry) error {
 				got = append(got, e.Node+" "+e.Type+" "+e.Name)
 				if e.SocketPath == "" || e.RegisteredAt == "" {
 					t.Errorf("entry %+v lacks its plugin's fields", e)
@@ -74,22 +74,23 @@ func TestList(t *testing.T) {
 func TestListPages(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	reg := plugins.NewRegistry()
 	n := fleet.PageSize + 300
 	for i := range n {
 		reg.Apply(plugins.Registered, plugin("T", fmt.Sprintf("p%05d", i), fmt.Sprint(i, ".sock"), time.Now()), "", time.Now())
 	}
-	p, _ := start(t, cl, reg, "big", 10*time.Second)
+	p, _ := start(t, fc, reg, "big", 10*time.Second)
 	waitSynced(t, p, reg)
 	if _, err := cl.Put(t.Context(), layout.Index("other", "T", "p00001"), ""); err != nil {
 		t.Fatal(err)
 	}
 	count := 0
-	if _, err := fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(fleet.Entry) error { count++; return nil }); err != nil || count != n {
+	if _, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(fleet.Entry) error { count++; return nil }); err != nil || count != n {
 		t.Errorf("List over %d plugins gave %d (%v)", n, count, err)
 	}
 	count = 0
-	if _, err := fleet.List(t.Context(), cl, layout, fleet.Filter{Name: "p00001"}, func(fleet.Entry) error { count++; return nil }); err != nil || count != 1 {
+	if _, err := fleet.List(t.Context(), fc, layout, fleet.Filter{Name: "p00001"}, func(fleet.Entry) error { count++; return nil }); err != nil || count != 1 {
 		t.Errorf("List by name gave %d (%v), want 1", count, err)
 	}
 }
@@ -97,18 +98,19 @@ func TestListPages(t *testing.T) {
 func TestWatchAndForget(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
 	twoNodes(t, srv)
-	rev, err := fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
+	rev, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := fleet.Forget(t.Context(), cl, layout, "n1")
+	n, err := fleet.Forget(t.Context(), fc, layout, "n1")
 	if err != nil || n != 4 {
 		t.Fatalf("Forget(n1) = %d, %v; want 4 keys (3 plugins and the node)", n, err)
 	}
 	var got []string
 	errDone := errors.New("done")
-	err = fleet.Watch(t.Context(), cl, layout, rev, func(c fleet.Change) error {
+	err = fleet.Watch(t.Context(), fc, layout, rev, func(c fleet.Change) error {
 		got = append(got, c.Kind+" "+c.Node+" "+c.Type+" "+c.Name)
 		if len(got) == 3 {
 			return errDone
@@ -123,7 +125,7 @@ func TestWatchAndForget(t *testing.T) {
 		t.Errorf("Watch after Forget (-want +got):\n%s", diff)
 	}
 	var left []string
-	fleet.List(t.Context(), cl, layout, fleet.Filter{}, func(e fleet.Entry) error { left = append(left, e.Node); return nil })
+	fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(e fleet.Entry) error { left = append(left, e.Node); return nil })
 	if diff := cmp.Diff([]string{"n2"}, left); diff != "" {
 		t.Errorf("after Forget(n1) (-want +got):\n%s", diff)
 	}
@@ -137,8 +139,77 @@ func TestWatchAndForget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	err = fleet.Watch(ctx, cl, layout, 1, func(fleet.Change) error { return nil })
+	err = fleet.Watch(ctx, fc, layout, 1, func(fleet.Change) error { return nil })
 	if !errors.Is(err, fleet.ErrCompacted) {
 		t.Errorf("Watch from a compacted revision = %v, want ErrCompacted", err)
+	}
+}
+
+// TestWatchRidesOutRestart watches the fleet while etcd stops and starts
+// again: the watch resumes on its own, and delivers every change after
+// the restart once, and none twice.
+func TestWatchRidesOutRestart(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
+	changes := make(chan fleet.Change, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- fleet.Watch(ctx, fc, layout, 0, func(c fleet.Change) error { changes <- c; return nil })
+		close(stopped)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+	next := func() fleet.Change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case err := <-done:
+			t.Fatalf("Watch returned %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no change within 20s")
+		}
+		return fleet.Change{}
+	}
+	if _, err := cl.Put(t.Context(), layout.Plugin("n", "T", "before"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Name != "before" {
+		t.Fatalf("first change %+v, want plugin before", c)
+	}
+	srv.Stop()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	cl2 := etcdtest.Client(t, srv, "", "")
+	if _, err := cl2.Put(t.Context(), layout.Plugin("n", "T", "after"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Name != "after" || c.Kind != "put" {
+		t.Fatalf("change after the restart %+v, want a put of plugin after", c)
+	}
+}
+
+// TestFailover gives the client a dead endpoint first and a live one
+// second: lists and the publisher work through the live one.
+func TestFailover(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dead := etcdtest.Start(t)
+	dead.Stop()
+	fc, err := fleet.ClientConfig{Endpoints: []string{dead.Endpoint, srv.Endpoint}}.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fc.Close() })
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	p, _ := start(t, fc, reg, "n", 5*time.Second)
+	waitSynced(t, p, reg)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	n := 0
+	if _, err := fleet.List(ctx, fc, layout, fleet.Filter{}, func(fleet.Entry) error { n++; return nil }); err != nil || n != 1 {
+		t.Errorf("List with a dead endpoint first = %d plugins, %v; want 1", n, err)
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // restoreLease takes up the lease the Registry holds (restored from the
@@ -29,31 +27,22 @@ func (r *run) restoreLease() {
 			"node", r.p.Node, "lease_node", l.Node, "lease_prefix", l.Prefix)
 		return
 	}
-	r.lease, r.cluster = clientv3.LeaseID(l.ID), l.Cluster
+	r.lease, r.cluster = l.ID, l.Cluster
 }
 
 // ensureLease makes sure the node has a lease kept alive: the one it had
-// (or the Registry held when Run started) if etcd still holds it and is
-// the cluster that granted it, else a new one, which it records in the
-// Registry. A lease taken up again leaves what etcd holds unknown, to be
-// read.
+// (or the Registry held when Run started) if etcd still holds it, is the
+// cluster that granted it and, for a lease from the Registry, shows this
+// node's key attached to it (checkLease); else a new one, which it
+// records in the Registry. A lease taken up again leaves what etcd holds
+// unknown, to be read.
 func (r *run) ensureLease(ctx context.Context) error {
 	if r.alive {
 		return nil
 	}
 	if r.lease != 0 {
-		c, cancel := r.call(ctx)
-		resp, err := r.p.Store.TimeToLive(c, r.lease)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("lease %x time to live: %w", int64(r.lease), err)
-		}
-		if cluster := resp.ResponseHeader.GetClusterId(); cluster != r.cluster {
-			r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node,
-				"lease", fmt.Sprintf("%x", int64(r.lease)), "cluster", fmt.Sprintf("%x", cluster), "lease_cluster", fmt.Sprintf("%x", r.cluster))
-			r.lease = 0
-		} else if resp.TTL <= 0 {
-			r.lease = 0
+		if err := r.checkLease(ctx); err != nil {
+			return err
 		}
 	}
 	if r.lease == 0 {
@@ -61,15 +50,45 @@ func (r *run) ensureLease(ctx context.Context) error {
 			return err
 		}
 	}
-	r.alive, r.published = true, nil
+	r.alive, r.published, r.ours = true, nil, true
 	r.kaTimer.Reset(r.kaEvery())
-	id := int64(r.lease)
+	id := r.lease
 	r.p.update(func(s *Status) { s.Lease, s.LeaseAlive = id, true })
 	return nil
 }
 
+// checkLease asks etcd about the lease and drops it (r.lease 0) if it
+// is not to be continued: expired, of another cluster, or, unless this
+// run already kept it alive, without this node's key attached (a state
+// file of another node's, or from before the node key was written). etcd
+// checks no permission on a keepalive, so a node that kept another's
+// lease alive would keep that node's keys in the view after it stopped.
+func (r *run) checkLease(ctx context.Context) error {
+	c, cancel := r.call(ctx)
+	resp, err := r.p.Store.TimeToLive(c, r.lease, !r.ours)
+	cancel()
+	lease := fmt.Sprintf("%x", r.lease)
+	switch {
+	case errors.Is(err, errPermissionDenied) && !r.ours: // its keys are not this node's to read
+		r.log.Warn("saved fleet lease holds keys this node may not read, not continued", "node", r.p.Node, "lease", lease)
+		r.lease = 0
+	case err != nil:
+		return fmt.Errorf("lease %s time to live: %w", lease, err)
+	case resp.GetHeader().GetClusterId() != r.cluster:
+		r.log.Info("fleet lease is of another etcd cluster, not continued", "node", r.p.Node, "lease", lease,
+			"cluster", fmt.Sprintf("%x", resp.GetHeader().GetClusterId()), "lease_cluster", fmt.Sprintf("%x", r.cluster))
+		r.lease = 0
+	case resp.TTL <= 0:
+		r.lease = 0
+	case !r.ours && !slices.ContainsFunc(resp.Keys, func(k []byte) bool { return string(k) == r.p.Layout.Node(r.p.Node) }):
+		r.log.Warn("saved fleet lease does not hold this node's key, not continued", "node", r.p.Node, "lease", lease)
+		r.lease = 0
+	}
+	return nil
+}
+
 // kaEvery is the time between two keepalives of the lease: a third of the
-// TTL, as clientv3 does, so that two may fail before it expires.
+// TTL, as etcd's own client does, so that two may fail before it expires.
 func (r *run) kaEvery() time.Duration {
 	return time.Duration(r.ttl) * time.Second / 3
 }
@@ -91,8 +110,8 @@ func (r *run) keepAlive(ctx context.Context) bool {
 	}
 	r.alive, r.published = false, nil
 	r.p.update(func(s *Status) { s.LeaseAlive, s.InSync = false, false })
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) && !r.down {
-		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", int64(r.lease)))
+	if errors.Is(err, errLeaseNotFound) && !r.down {
+		r.log.Warn("fleet lease lost, publishing again", "node", r.p.Node, "lease", fmt.Sprintf("%x", r.lease))
 	}
 	return false
 }
@@ -106,9 +125,9 @@ func (r *run) grant(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
-	r.lease, r.cluster = resp.ID, resp.ResponseHeader.GetClusterId()
+	r.lease, r.cluster = resp.ID, resp.GetHeader().GetClusterId()
 	err = r.p.Registry.SetFleetLease(plugins.FleetLease{
-		ID: int64(r.lease), Cluster: r.cluster, Prefix: r.p.Layout.root(), Node: r.p.Node,
+		ID: r.lease, Cluster: r.cluster, Prefix: r.p.Layout.root(), Node: r.p.Node,
 	})
 	if err != nil {
 		r.log.Warn("fleet lease not kept in the state file, a restart takes a new one", "node", r.p.Node, "err", err)
@@ -120,14 +139,15 @@ func (r *run) grant(ctx context.Context) error {
 func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	c, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.p.Store.Get(c, r.p.Layout.NodePlugins(r.p.Node), clientv3.WithPrefix())
+	prefix := r.p.Layout.NodePlugins(r.p.Node)
+	resp, err := r.p.Store.Range(c, &etcdv3.RangeRequest{Key: []byte(prefix), RangeEnd: []byte(PrefixEnd(prefix))})
 	if err != nil {
 		return nil, fmt.Errorf("read node's keys: %w", err)
 	}
 	got := make(map[string]valueDigest, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		d := sha256.Sum256(kv.Value)
-		if clientv3.LeaseID(kv.Lease) != r.lease {
+		if kv.Lease != r.lease {
 			d = otherLease
 		}
 		got[string(kv.Key)] = d
@@ -189,16 +209,16 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 		n := min(len(cs), maxTxnOps/2-1)
 		batch := cs[:n]
 		cs = cs[n:]
-		ops := make([]clientv3.Op, 0, 2*n+1)
+		ops := make([]*etcdv3.RequestOp, 0, 2*n+1)
 		for _, c := range batch {
 			ops = append(ops, r.ops(c)...)
 		}
 		if len(cs) == 0 {
-			ops = append(ops, clientv3.OpPut(r.p.Layout.Node(r.p.Node), node, clientv3.WithLease(r.lease)))
+			ops = append(ops, opPut(r.p.Layout.Node(r.p.Node), node, r.lease))
 			node = ""
 		}
 		c, cancel := r.call(ctx)
-		_, err := r.p.Store.Txn(c).Then(ops...).Commit()
+		_, err := r.p.Store.Txn(c, &etcdv3.TxnRequest{Success: ops})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("write node's keys: %w", err)
@@ -217,20 +237,19 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 
 // ops returns the operations of one change: the plugin key and its index
 // key.
-func (r *run) ops(c change) []clientv3.Op {
+func (r *run) ops(c change) []*etcdv3.RequestOp {
 	node, typ, name, err := r.p.Layout.ParsePlugin(c.key)
 	if err != nil || node != r.p.Node { // a key this publisher did not make
 		if c.del {
-			return []clientv3.Op{clientv3.OpDelete(c.key)}
+			return []*etcdv3.RequestOp{opDelete(c.key, "")}
 		}
 		panic("fleet: desired key outside the layout: " + c.key)
 	}
 	index := r.p.Layout.Index(node, typ, name)
 	if c.del {
-		return []clientv3.Op{clientv3.OpDelete(c.key), clientv3.OpDelete(index)}
+		return []*etcdv3.RequestOp{opDelete(c.key, ""), opDelete(index, "")}
 	}
-	lease := clientv3.WithLease(r.lease)
-	return []clientv3.Op{clientv3.OpPut(c.key, c.value, lease), clientv3.OpPut(index, "", lease)}
+	return []*etcdv3.RequestOp{opPut(c.key, c.value, r.lease), opPut(index, "", r.lease)}
 }
 
 // nodeValue returns the node key's value.
@@ -289,4 +308,45 @@ func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, err
 			return st, ctx.Err()
 		}
 	}
+}
+
+// checkIndex makes sure that etcd holds the index key of every plugin key
+// the node published, on the node's lease: another node's role may write
+// the shared index, and delete this node's keys there. It sends one
+// transaction per maxTxnOps index keys that compares each key's lease and,
+// if any differs (a key deleted, or put on another lease), writes the
+// batch's index keys again. It runs after every full read and every TTL.
+func (r *run) checkIndex(ctx context.Context) error {
+	var keys []string
+	for k, d := range r.published {
+		if node, typ, name, err := r.p.Layout.ParsePlugin(k); err == nil && node == r.p.Node && d != otherLease {
+			keys = append(keys, r.p.Layout.Index(node, typ, name))
+		}
+	}
+	slices.Sort(keys)
+	repaired := 0
+	for batch := range slices.Chunk(keys, maxTxnOps) {
+		txn := &etcdv3.TxnRequest{}
+		for _, k := range batch {
+			txn.Compare = append(txn.Compare, &etcdv3.Compare{
+				Key: []byte(k), Target: etcdv3.Compare_LEASE, Result: etcdv3.Compare_EQUAL,
+				TargetUnion: &etcdv3.Compare_Lease{Lease: r.lease},
+			})
+			txn.Failure = append(txn.Failure, opPut(k, "", r.lease))
+		}
+		c, cancel := r.call(ctx)
+		resp, err := r.p.Store.Txn(c, txn)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("check name index: %w", err)
+		}
+		if !resp.Succeeded {
+			repaired += len(batch)
+			r.p.update(func(s *Status) { s.Writes += uint64(len(batch)) })
+		}
+	}
+	if repaired > 0 {
+		r.log.Info("fleet name index repaired: index keys of this node were missing or on another lease", "node", r.p.Node, "rewritten", repaired)
+	}
+	return nil
 }

@@ -11,11 +11,14 @@
 package etcdtest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +37,9 @@ type Options struct {
 	PeerPort   int       // 0: a free port
 	Fast       bool      // 10 ms heartbeats and no fsync: for tests
 	Log        io.Writer // etcd's errors; nil: none
+	// Name and InitialCluster make the server a member of a cluster
+	// (see StartCluster); "" for a cluster of its own, named etcdtest.
+	Name, InitialCluster string
 	// TLS, when set, makes the server serve clients over TLS with
 	// ServerCert, and accept only clients with a certificate that CA
 	// signed (see WriteCerts).
@@ -69,13 +75,13 @@ func New(o Options) (*Server, error) {
 
 func (s *Server) start() error {
 	cfg := embed.NewConfig()
-	cfg.Name = "etcdtest"
+	cfg.Name = cmp.Or(s.opts.Name, "etcdtest")
 	cfg.Dir = s.opts.Dir
 	cu, _ := url.Parse(s.Endpoint)
 	pu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", s.opts.PeerPort))
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.InitialCluster = cmp.Or(s.opts.InitialCluster, cfg.InitialClusterFromName(cfg.Name))
 	if c := s.opts.TLS; c != nil {
 		info := &cfg.ClientTLSInfo
 		info.CertFile, info.KeyFile, info.TrustedCAFile, info.ClientCertAuth = c.ServerCert, c.ServerKey, c.CA, true
@@ -111,11 +117,70 @@ func (s *Server) Stop() {
 	}
 }
 
+// Kill stops the server at once, as kill -9 does: it hands nothing over
+// to the other members, not even its leadership.
+func (s *Server) Kill() {
+	if s.e != nil {
+		s.e.Server.HardStop()
+		s.e.Close()
+		s.e = nil
+	}
+}
+
+// IsLeader reports whether the server is its cluster's leader.
+func (s *Server) IsLeader() bool {
+	return s.e != nil && s.e.Server.Leader() == s.e.Server.MemberID()
+}
+
+// LeaderChanged returns a channel closed when the server sees a new
+// leader elected.
+func (s *Server) LeaderChanged() <-chan struct{} { return s.e.Server.LeaderChangedNotify() }
+
+// StartCluster starts a cluster of n members for t, each in a temporary
+// directory, at etcd's default timing (100 ms heartbeats, 1 s election
+// timeout), stopped when the test ends.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	opts := make([]Options, n)
+	var peers []string
+	for i := range opts {
+		o := &opts[i]
+		var err error
+		if o.ClientPort, err = freePort(); err == nil {
+			o.PeerPort, err = freePort()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Dir, o.Name, o.Log = sockettest.Dir(t), fmt.Sprint("m", i), t.Output()
+		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", o.Name, o.PeerPort))
+	}
+	ms := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range opts {
+		opts[i].InitialCluster = strings.Join(peers, ",")
+		wg.Go(func() { ms[i], errs[i] = New(opts[i]) })
+	}
+	wg.Wait()
+	for i, m := range ms {
+		if m != nil {
+			t.Cleanup(m.Stop)
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	return ms
+}
+
 // Restart starts a stopped server again.
 func (s *Server) Restart() error { return s.start() }
 
-// Client returns a plain client of the server, as user (none if ""); a
-// TLS server's clients come from fleet.ClientConfig.
+// Client returns a plain client of etcd's own (clientv3) of the server,
+// as user (none if ""), for a test to set etcd up (users, roles) and to
+// check what a client of package fleet did; a TLS server's clients come
+// from fleet.ClientConfig.
 func (s *Server) Client(user, password string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second,

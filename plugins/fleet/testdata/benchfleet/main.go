@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
@@ -57,9 +55,9 @@ func main() {
 		log.Fatal(err)
 	}
 	defer srv.Stop()
-	clients := make([]*clientv3.Client, (*nodes+*perClient-1) / *perClient)
+	clients := make([]*fleet.Client, (*nodes+*perClient-1) / *perClient)
 	for i := range clients {
-		if clients[i], err = srv.Client("", ""); err != nil {
+		if clients[i], err = (fleet.ClientConfig{Endpoints: []string{srv.Endpoint}}).New(nil); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -99,7 +97,7 @@ func newNode(i int) *node {
 	return n
 }
 
-func (n *node) run(cl *clientv3.Client) {
+func (n *node) run(cl *fleet.Client) {
 	p := &fleet.Publisher{Store: cl, Registry: n.reg, Layout: n.pub.Layout, Node: n.name, TTL: n.pub.TTL,
 		Timeout: n.pub.Timeout}
 	n.pub = p
@@ -120,7 +118,7 @@ func waitAll(ns []*node) {
 	wg.Wait()
 }
 
-func listTimes(cl *clientv3.Client) {
+func listTimes(cl *fleet.Client) {
 	ctx := context.Background()
 	for _, f := range []fleet.Filter{{Name: "csi-07.example.com"}, {}} {
 		start, count := time.Now(), 0

@@ -2,18 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/plugreg/plugreg/plugins/fleet"
+	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // received returns the requests etcd received, by method, from its
 // server metrics: the calls started. A publisher makes each keepalive a
-// call of its own (clientv3's KeepAliveOnce: one request on a stream of
+// call of its own (fleet.Client.KeepAliveOnce: one request on a stream of
 // its own, whose end the metrics also count as a message received), and
 // every other request is a unary call.
 func received() map[string]float64 {
@@ -37,15 +40,15 @@ func received() map[string]float64 {
 	return m
 }
 
-func revision(cl *clientv3.Client) int64 {
-	resp, err := cl.Get(context.Background(), "\x00", clientv3.WithCountOnly())
+func revision(cl *fleet.Client) int64 {
+	resp, err := cl.Range(context.Background(), &etcdv3.RangeRequest{Key: []byte("\x00"), CountOnly: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	return resp.Header.Revision
+	return resp.GetHeader().GetRevision()
 }
 
-func idleRate(cl *clientv3.Client) {
+func idleRate(cl *fleet.Client) {
 	before, rev := received(), revision(cl)
 	time.Sleep(*idle)
 	after, rev2 := received(), revision(cl)
@@ -61,34 +64,43 @@ func idleRate(cl *clientv3.Client) {
 		*idle, total/idle.Seconds(), strings.Join(parts, ", "), float64(*nodes)/(ttl.Seconds()/3), rev2-rev)
 }
 
-func killOne(cl *clientv3.Client, n *node) {
-	w := cl.Watch(context.Background(), layout.Node(n.name))
+// errSeen ends a watch that saw what it waited for.
+var errSeen = errors.New("seen")
+
+func killOne(cl *fleet.Client, n *node) {
+	req := &etcdv3.WatchCreateRequest{Key: []byte(layout.Node(n.name)), StartRevision: revision(cl) + 1}
 	n.stop()
 	start := time.Now()
-	for resp := range w {
+	err := cl.Watch(context.Background(), req, func(resp *etcdv3.WatchResponse) error {
 		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypeDelete {
+			if ev.Type == etcdv3.Event_DELETE {
 				fmt.Printf("killed node: keys gone %.1f s after the stop (TTL %s)\n", time.Since(start).Seconds(), *ttl)
-				return
+				return errSeen
 			}
 		}
+		return nil
+	})
+	if !errors.Is(err, errSeen) {
+		log.Fatal(err)
 	}
 }
 
-func restartMany(cl *clientv3.Client, ns []*node, clients []*clientv3.Client) {
+func restartMany(cl *fleet.Client, ns []*node, clients []*fleet.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := cl.Watch(ctx, layout.PluginsPrefix(), clientv3.WithPrefix(), clientv3.WithRev(revision(cl)+1))
+	prefix := layout.PluginsPrefix()
+	req := &etcdv3.WatchCreateRequest{Key: []byte(prefix), RangeEnd: []byte(fleet.PrefixEnd(prefix)), StartRevision: revision(cl) + 1}
 	deletes := make(chan int)
 	go func() {
 		d := 0
-		for resp := range w {
+		cl.Watch(ctx, req, func(resp *etcdv3.WatchResponse) error {
 			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
+				if ev.Type == etcdv3.Event_DELETE {
 					d++
 				}
 			}
-		}
+			return nil
+		})
 		deletes <- d
 	}()
 	leases := make([]int64, len(ns))
