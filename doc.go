@@ -615,6 +615,119 @@ local user can then neither plant a state file, take the API socket's
 path between two runs of the agent, nor swap a handler or a password of
 their own in (see plugins.CheckPrivate).
 
+# Threat model
+
+What each surface that reaches the agent can do, what it cannot, and the
+bound on it. The agent trusts root and its own user; everything below is
+bounded before the agent does work for it.
+
+A plugin directory (anyone who may create a socket in it) can register a
+plugin of any type and name, as with the kubelet: the directory's
+permissions are the first protection (a missing --dir is created 0750;
+run warns about a --dir its group or others may write to), and --allow-uid
+also requires the socket file's owner and the serving process (peer
+credentials) to have an allowed uid before anything is sent. It cannot:
+make the agent dial another socket than the one the scan saw (before and
+after each connect every directory below the plugin dir must still be a
+directory and the socket the one the scan saw, taken by the one call
+scan.StatSocket: device, inode and times; otherwise "socket refused: path
+changed between scan and dial"); break the API or the state file with a
+name (a path that is not valid UTF-8 is never dialled, and counted);
+grow the agent past --max-plugins (the rest are not dialled, one warning
+a minute, no memory per path); or stop the agent with a file system that
+does not answer (a FUSE or NFS mount under or over a plugin dir, before or
+while the agent runs): that dir's scan waits, at most one second per scan,
+and keeps its last entries; other dirs are scanned and registered, the API
+answers, the state is saved, each connect there is given up after
+--dial-timeout with at most one hung call per directory, and /healthz names
+the dir (see package scan, Settled and StallError). A raw system call, which
+holds the agent's thread while it runs, is made only below dirs whose
+mounts are all local file systems, checked against /proc/self/mountinfo
+before each scan and connect.
+
+A plugin can send anything. A GetInfo reply over 64 KiB is a rejection;
+every string is validated (UTF-8, no control characters) and bounded (name
+and type 253 bytes, endpoint 1,024, 16 versions of 64) before its handler
+judges it, and cut to 512 bytes in logs, events and messages. One
+state-file record is at most plugins.MaxRecordBytes (22 KB), so the
+largest state has a size limit that Save and Load share.
+
+A handler (an exec program or a grpc service the operator configured) is
+trusted to judge plugins, not to behave: replies and annotations are
+bounded (32 keys, 4 KiB), stderr is one line of 512 bytes, a hung call is
+cut by --handler-timeout, and a program that cannot start is "handler
+unavailable", retried, never a refusal. For an API registration, the
+DeRegister owed should the agent die during the handler's Register or
+DeRegister is on disk before the call, so after a kill -9 the handler and
+the registry agree.
+
+An API reader (mode 0600 socket, 0660 with --api-group; Windows:
+Administrators and SYSTEM) may list, get and watch. It is bounded before
+any work (see package plugins/api): a request larger than
+api.MaxRequestBytes (22 KB, the largest valid one) is refused on its
+length prefix, unread; every stream's and connection's flow-control window
+is a fixed 64 KiB; Register and Deregister from a reader are refused on
+their headers; at most --api-max-streams (16) streams per connection and
+--api-max-conns (256) connections, lowered to RLIMIT_NOFILE less
+api.DescriptorReserve (128) kept for scans, plugins, handlers, etcd and
+the state file, of which readers hold all but api.TrustedConns (8), kept
+for root and the agent's uid; a connection over the limit is closed at
+once, one without a stream after a minute; at most --max-watchers (64)
+watch streams, a quarter of them per uid other than root's and the
+agent's. A watcher that stops reading costs what gRPC buffers for its
+stream: a snapshot is encoded once per revision and its bytes shared by
+every watcher it is sent to. Measured (TestEndToEndAPIBounds: loads from
+processes of other uids, the agent's RSS before the load and its peak
+under it, against a bound of twice the first plus 32 MB; before these
+bounds in brackets): 150 concurrent 4 MiB Register requests, 13 -> 24 MB
+(12 -> 730 MB); 64 watchers that never read, 16 per uid, on 10,000
+plugins of the largest info, 112 -> 135 MB (111 -> 909 MB); 1,000
+connections held open, 12 -> 20 MB, 248 kept; 300 held under a
+256-descriptor limit, 120 kept (before: scans failed with EMFILE and
+root's list got no answer). Under each, root's list answered and a new
+plugin registered in under 0.1 s. The most a reader can make the agent
+buffer at once is 64 KiB per stream, 16 streams per connection over 248
+connections (~250 MB if every stream trickles a request it never
+finishes), plus one snapshot per revision its stalled watchers started at.
+
+An API writer (root, the agent's uid, or a uid of --api-register-uid, told
+by the connection's peer credentials; Windows: SYSTEM, the agent's user,
+elevated Administrators; illumos, Solaris and AIX tell no peer, so nobody
+registers there) may register and deregister. Each instance records the
+uid that registered it; only that uid, root or the agent's uid may replace
+or deregister an owner's instances (others: PERMISSION_DENIED naming both
+uids). A uid holds at most 1,000 API registrations, whatever the owner
+names, and --max-plugins in all. An endpoint must be an absolute path of a
+unix socket that the caller's uid owns, or root, or (with --allow-uid) an
+allowed uid, which must serve it too when it is checked; any path the
+caller may not use gets one message, whether it is missing, not a socket
+or another's, and --no-check skips only the liveness checks. register and
+deregister return once the state file holds the change, fsynced.
+
+etcd, and the other nodes that share it (run --publish, plugreg fleet),
+cannot stop the agent: unreachable at start, a wrong password (retried at
+most every 30 s), auth enabled later or every member restarted, the agent
+serves its registry and API, reports the fault once per change (log,
+/healthz body, plugreg_publish_* metrics) and publishes once it can. A
+password goes only over TLS or to a loopback endpoint. A node's role lets
+it write and delete other nodes' name index keys, which each node rewrites
+within a --publish-ttl; a node continues a saved lease only if etcd shows
+its own node key on it (see package plugins/fleet).
+
+The metrics endpoint (--metrics) is off by default, loopback-only unless
+--metrics-allow-remote, holds at most 64 connections, closes idle ones
+after 60 s, and renders /metrics once for concurrent scrapes.
+
+The agent's own files: whatever --state, --api, --handler and
+--etcd-password-file say, run refuses to start when another user could
+replace them (see Default paths).
+
+Not protected against: root or the agent's user; a process running as an
+allowed uid; anyone who can write to a plugin directory without
+--allow-uid; a symlink swapped in and back out between the two checks
+around one connect; a mount made under a local plugin dir in the
+microseconds between the mount-table check and an idle scan's stat.
+
 # Containers
 
 The linux binary is static and needs nothing from the file system but its
