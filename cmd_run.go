@@ -290,11 +290,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	if a.saver != nil {
 		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
 	}
-	apiServer := c.apiServer(a.registry, rec, a.saver)
-	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
-	plugregv1.RegisterRegistryServer(a.api, apiServer)
-	maxConns := api.MaxConns(int(c.apiMaxConns))
-	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()
+	maxConns := c.serveAPI(a, rec, lis)
 	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
@@ -320,6 +316,17 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	log.Info("agent started", started...)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
+}
+
+// serveAPI serves the agent's API on lis, bounded by the flags, and
+// returns the most connections it holds at once (see api.MaxConns).
+func (c *runConfig) serveAPI(a *agent, rec *register.Reconciler, lis net.Listener) int {
+	apiServer := c.apiServer(a.registry, rec, a.saver)
+	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
+	plugregv1.RegisterRegistryServer(a.api, apiServer)
+	maxConns := api.MaxConns(int(c.apiMaxConns))
+	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()
+	return maxConns
 }
 
 // reconciler returns the reconciler of the agent, configured by the flags.
