@@ -240,7 +240,8 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 // event (forget what you know), a put of every plugin of the fleet now,
 // and an end event with the revision of that listing, which it returns:
 // a consumer that applies the stream holds what `fleet list` shows,
-// without the plugins that left while the watch could not follow.
+// without the plugins that left while the watch could not follow. It
+// says on stderr how many values over fleet.MaxValueBytes it skipped.
 func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, print func(fleet.Change) error, stderr io.Writer) (int64, error) {
 	if err := print(fleet.Change{Kind: fleet.ChangeResync}); err != nil {
 		return 0, err
