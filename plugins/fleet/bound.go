@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/plugreg/plugreg/plugins"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
@@ -12,13 +11,9 @@ import (
 // view take: List, Watch and a publisher's read of its node's keys skip a
 // longer value, and count it. A publisher's largest value, the JSON of a
 // plugin with every field at its limit and every character one that JSON
-// escapes into six bytes, is smaller ([TestLargestValueFits]), and a
+// escapes into six bytes, is smaller (TestLargestValueFits checks it), and a
 // value over it is no plugin this package wrote.
 const MaxValueBytes = 64 << 10
-
-// A plugin's record in the state file, a plugin with fewer bytes escaped,
-// fits in MaxValueBytes: this fails to compile if it does not.
-const _ = uint(MaxValueBytes - plugins.MaxRecordBytes)
 
 // Bounds of one answer of etcd to a read, in bytes. The client refuses a
 // longer answer on its length prefix (grpc's MaxCallRecvMsgSize), before

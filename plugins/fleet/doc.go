@@ -136,8 +136,8 @@ up, as from an old --since) is refused unreceived: Watch returns
 (resync ... end) as after a compaction. A publisher's full read marks a
 key with a value over the bound as not its own, so the sync deletes it,
 and logs the count (Warn). With a node that wrote 60 values of 1 MB,
-`plugreg fleet list` peaks at about 23 MB RSS, and a publisher's full
-read allocates about 23 MB in all.
+`plugreg fleet list` peaks at under 23 MB RSS, and a publisher's full
+read adds 4 to 7 MB to the agent's peak RSS.
 
 # Credentials
 
