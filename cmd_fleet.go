@@ -92,10 +92,20 @@ func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	out := newEntryWriter(stdout, *output == "json")
-	if _, err := fleet.List(ctx, cl, layout, f, out.write); err != nil {
+	ls, err := fleet.List(ctx, cl, layout, f, out.write)
+	if err != nil {
 		return err
 	}
+	sayOversized(stderr, "fleet list", ls.Oversized)
 	return out.close()
+}
+
+// sayOversized says on stderr how many values over fleet.MaxValueBytes a
+// listing skipped, if any.
+func sayOversized(stderr io.Writer, what string, n int) {
+	if n > 0 {
+		fmt.Fprintf(stderr, "plugreg: %s: skipped %d keys with values over %d bytes (no plugin's)\n", what, n, fleet.MaxValueBytes)
+	}
 }
 
 // entryWriter prints fleet entries as they come: a JSON array, or a
@@ -198,7 +208,13 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer cl.Close()
-	print := func(c fleet.Change) error { return printChange(stdout, c, *output == "json") }
+	print := func(c fleet.Change) error {
+		if c.Oversized > 0 {
+			fmt.Fprintf(stderr, "plugreg: fleet watch: %s %s %s: value of %d bytes, over %d: shown as a delete\n",
+				printable(c.Node), printable(c.Type), printable(c.Name), c.Oversized, fleet.MaxValueBytes)
+		}
+		return printChange(stdout, c, *output == "json")
+	}
 	rev := *since
 	if rev == 0 {
 		if rev, err = currentRevision(ctx, cl); err != nil {
@@ -210,11 +226,11 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if _, canceled := errors.AsType[*fleet.WatchCanceledError](err); !canceled {
+		if _, canceled := errors.AsType[*fleet.WatchCanceledError](err); !canceled && !errors.Is(err, fleet.ErrTooLarge) {
 			return err
 		}
 		fmt.Fprintf(stderr, "plugreg: %v; the fleet follows again from a listing (resync ... end)\n", err)
-		if rev, err = resyncFleet(ctx, cl, layout, print); err != nil {
+		if rev, err = resyncFleet(ctx, cl, layout, print, stderr); err != nil {
 			return err
 		}
 	}
@@ -224,21 +240,23 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 // event (forget what you know), a put of every plugin of the fleet now,
 // and an end event with the revision of that listing, which it returns:
 // a consumer that applies the stream holds what `fleet list` shows,
-// without the plugins that left while the watch could not follow.
-func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, print func(fleet.Change) error) (int64, error) {
+// without the plugins that left while the watch could not follow. It
+// says on stderr how many values over fleet.MaxValueBytes it skipped.
+func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, print func(fleet.Change) error, stderr io.Writer) (int64, error) {
 	if err := print(fleet.Change{Kind: fleet.ChangeResync}); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	rev, err := fleet.List(ctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
+	ls, err := fleet.List(ctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
 		p := e.PluginJSON
 		return print(fleet.Change{Kind: fleet.ChangePut, Node: e.Node, Type: e.Type, Name: e.Name, Plugin: &p})
 	})
 	if err != nil {
 		return 0, err
 	}
-	return rev, print(fleet.Change{Revision: rev, Kind: fleet.ChangeEnd})
+	sayOversized(stderr, "fleet watch", ls.Oversized)
+	return ls.Revision, print(fleet.Change{Revision: ls.Revision, Kind: fleet.ChangeEnd})
 }
 
 func currentRevision(ctx context.Context, cl *fleet.Client) (int64, error) {

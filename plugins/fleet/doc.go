@@ -41,7 +41,8 @@ difference in transactions (at most 128 operations each, etcd's default
 etcd is down, slow or refusing, it retries with a delay that doubles up
 to 5 s, and its memory is the registry's size however much churn there
 is. Whenever a write failed, or the lease was lost or taken up again, it
-first reads the node's subtree from etcd (one range read) and then
+first reads the node's subtree from etcd (at one revision, in pages
+bounded in bytes) and then
 writes what differs and deletes what is stale, so etcd ends equal to the
 registry, including keys someone else wrote under the node's prefix.
 
@@ -104,6 +105,39 @@ endpoint, a user or password in an endpoint, a TLS file with an http://
 endpoint, an unreadable CA, certificate or password file, and a user on a
 plain endpoint other than a loopback address (the password would cross
 the network in clear).
+
+# Bounded reads
+
+A node's role lets it write values of any size under its own prefix
+(etcd bounds a request, 1.5 MiB by default, not a key's count). Every
+read of the view is bounded in bytes, so such values cost a reader
+little: [List], [Watch] and a publisher's read of its node's keys skip a
+value over [MaxValueBytes] (64 KiB; a plugin's value is smaller: the
+largest the rules allow, every character escaped, is about 60 KB) and
+count it. They read pages of at most [PageSize] keys whose answer is at
+most maxAnswerBytes (4 MiB): the client refuses a longer answer on its
+length prefix (grpc's MaxCallRecvMsgSize) without receiving it, and the
+page is read again as pages of fallbackPage keys, and one of those that
+is still too long key by key (its keys alone, then each value bounded by
+maxOneBytes): a value over the bound is never received. etcd has no
+filter by size, so these retries cost etcd the reading of the values the
+client refused, not the client. A list by name reads its plugin keys in
+transactions that together answer at most maxAnswerBytes, key by key
+when one is over.
+
+List returns the count in [Listing]; `plugreg fleet list` says it on
+stderr. Watch reports a put of a value over MaxValueBytes as a delete,
+with [Change.Oversized] set (List skips the value, so a consumer that
+applies the changes holds what List shows), which `plugreg fleet watch`
+says on stderr. A watch response over maxAnswerBytes (etcd sends the
+events of up to a thousand revisions together to a watch that catches
+up, as from an old --since) is refused unreceived: Watch returns
+[ErrTooLarge], and `plugreg fleet watch` follows again from a listing
+(resync ... end) as after a compaction. A publisher's full read marks a
+key with a value over the bound as not its own, so the sync deletes it,
+and logs the count (Warn). With a node that wrote 60 values of 1 MB,
+`plugreg fleet list` peaks at under 23 MB RSS, and a publisher's full
+read adds 4 to 7 MB to the agent's peak RSS.
 
 # Credentials
 

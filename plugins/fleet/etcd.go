@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,7 +231,7 @@ func (c *Client) forget(tok string) {
 // answered within its own timeout (firstAttempt twice, then doubling) is sent again
 // within ctx: a write that a member forwarded to a leader that died is
 // never answered, and waiting for ctx would cost the whole timeout.
-func (c *Client) call(ctx context.Context, method string, req, resp proto.Message, retry bool) error {
+func (c *Client) call(ctx context.Context, method string, req, resp proto.Message, retry bool, opts ...grpc.CallOption) error {
 	ctx = requireLeader(ctx)
 	reauthed, unavail, timeouts, timeout := false, 0, 0, firstAttempt
 	for {
@@ -242,7 +243,7 @@ func (c *Client) call(ctx context.Context, method string, req, resp proto.Messag
 		if retry {
 			cctx, cancel = context.WithTimeout(cctx, timeout)
 		}
-		err = c.conn.Invoke(cctx, method, req, resp)
+		err = c.conn.Invoke(cctx, method, req, resp, opts...)
 		attemptTimedOut := cctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		err = etcdError(explain(ctx, err))
@@ -288,6 +289,28 @@ func pause(ctx context.Context, d time.Duration) error {
 func (c *Client) Range(ctx context.Context, req *etcdv3.RangeRequest) (*etcdv3.RangeResponse, error) {
 	resp := new(etcdv3.RangeResponse)
 	return resp, c.call(ctx, methodRange, req, resp, true)
+}
+
+// rangeWithin is Range with an answer of at most maxBytes: a longer one
+// fails (tooLarge) before it is received.
+func (c *Client) rangeWithin(ctx context.Context, req *etcdv3.RangeRequest, maxBytes int) (*etcdv3.RangeResponse, error) {
+	resp := new(etcdv3.RangeResponse)
+	return resp, c.call(ctx, methodRange, req, resp, true, grpc.MaxCallRecvMsgSize(maxBytes))
+}
+
+// txnWithin is Txn with an answer of at most maxBytes, as rangeWithin.
+func (c *Client) txnWithin(ctx context.Context, req *etcdv3.TxnRequest, maxBytes int) (*etcdv3.TxnResponse, error) {
+	resp := new(etcdv3.TxnResponse)
+	return resp, c.call(ctx, methodTxn, req, resp, true, grpc.MaxCallRecvMsgSize(maxBytes))
+}
+
+// tooLarge reports whether err is an answer that the client refused
+// because it was over the call's bound (grpc's MaxCallRecvMsgSize: it
+// reads the message's length prefix and no further), not one of etcd's
+// ResourceExhausted errors ("etcdserver: too many requests").
+func tooLarge(err error) bool {
+	e, ok := errors.AsType[*Error](err)
+	return ok && e.Code == codes.ResourceExhausted && !strings.HasPrefix(e.Msg, "etcdserver: ")
 }
 
 // Txn applies a transaction (etcd's KV.Txn). It is retried on
@@ -366,14 +389,14 @@ func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, method strin
 
 // streamOnce opens one stream with the token and runs fn on it; a stale
 // token is forgotten.
-func (c *Client) streamOnce(ctx context.Context, desc *grpc.StreamDesc, method string, fn func(grpc.ClientStream) error) error {
+func (c *Client) streamOnce(ctx context.Context, desc *grpc.StreamDesc, method string, fn func(grpc.ClientStream) error, opts ...grpc.CallOption) error {
 	ctx, cancel := context.WithCancel(requireLeader(ctx))
 	defer cancel()
 	sctx, tok, err := c.withToken(ctx)
 	if err != nil {
 		return err
 	}
-	s, err := c.conn.NewStream(sctx, desc, method)
+	s, err := c.conn.NewStream(sctx, desc, method, opts...)
 	if err == nil {
 		err = fn(s)
 	}
@@ -393,8 +416,9 @@ const maxWatchPause = time.Second
 
 // Watch streams the changes of the keys of req from req.StartRevision on
 // and calls fn with each response that has events, in order, until ctx
-// is done (it returns ctx's error), fn fails, or etcd cancels the watch
-// (it returns a *WatchCanceledError). A stream that ends otherwise (a
+// is done (it returns ctx's error), fn fails, etcd cancels the watch
+// (it returns a *WatchCanceledError), or a response is over
+// maxAnswerBytes (refused unreceived: tooLarge). A stream that ends otherwise (a
 // member went away, lost its leader, or forgot the token) is opened again
 // from the revision after the last one fn saw, on any member that has a
 // leader, so fn misses no event and sees none twice.
@@ -408,7 +432,7 @@ func (c *Client) Watch(ctx context.Context, req *etcdv3.WatchCreateRequest, fn f
 				progressed, wait = true, retryPause
 				return fn(r)
 			})
-		})
+		}, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 			<-ctx.Done() // etcd ended the stream at ctx's deadline, a moment before ctx did
 		}

@@ -100,7 +100,7 @@ func TestWatchAndForget(t *testing.T) {
 	cl := etcdtest.Client(t, srv, "", "")
 	fc := fleetClient(t, srv, "", "")
 	twoNodes(t, srv)
-	rev, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
+	ls, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(fleet.Entry) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestWatchAndForget(t *testing.T) {
 	}
 	var got []string
 	errDone := errors.New("done")
-	err = fleet.Watch(t.Context(), fc, layout, rev, func(c fleet.Change) error {
+	err = fleet.Watch(t.Context(), fc, layout, ls.Revision, func(c fleet.Change) error {
 		got = append(got, c.Kind+" "+c.Node+" "+c.Type+" "+c.Name)
 		if len(got) == 3 {
 			return errDone

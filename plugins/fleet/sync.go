@@ -135,22 +135,32 @@ func (r *run) grant(ctx context.Context) error {
 	return nil
 }
 
-// read returns what etcd holds under the node's plugin prefix.
+// read returns what etcd holds under the node's plugin prefix, in pages
+// bounded in bytes (see pages). A value over MaxValueBytes is no plugin
+// of this publisher's: it is skipped unreceived and stands as otherLease,
+// so the sync deletes it; the read logs how many it found.
 func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	c, cancel := r.call(ctx)
 	defer cancel()
-	prefix := r.p.Layout.NodePlugins(r.p.Node)
-	resp, err := r.p.Store.Range(c, &etcdv3.RangeRequest{Key: []byte(prefix), RangeEnd: []byte(PrefixEnd(prefix))})
-	if err != nil {
-		return nil, fmt.Errorf("read node's keys: %w", err)
-	}
-	got := make(map[string]valueDigest, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	got := make(map[string]valueDigest)
+	oversized := 0
+	_, err := pages(c, r.p.Store, r.p.Layout.NodePlugins(r.p.Node), func(kv *etcdv3.KeyValue, big bool) error {
 		d := sha256.Sum256(kv.Value)
-		if kv.Lease != r.lease {
+		if big {
+			oversized++
+		}
+		if big || kv.Lease != r.lease {
 			d = otherLease
 		}
 		got[string(kv.Key)] = d
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read node's keys: %w", err)
+	}
+	if oversized > 0 {
+		r.log.Warn("fleet keys with values over the read bound under this node's prefix, deleting them",
+			"node", r.p.Node, "keys", oversized, "max_value_bytes", MaxValueBytes)
 	}
 	return got, nil
 }

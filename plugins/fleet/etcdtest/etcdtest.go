@@ -265,3 +265,23 @@ func (q *quiet) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Checke
 	}
 	return ce
 }
+
+// PutLarge puts at each key the JSON of a plugin padded to size bytes by
+// an annotation, as a node whose role allows it may write under its own
+// prefix: for the tests of the bounds of reads. It returns the revision
+// of the last put.
+func PutLarge(t testing.TB, s *Server, size int, keys ...string) int64 {
+	t.Helper()
+	c := Client(t, s, "", "")
+	head := `{"name":"big","type":"T","annotations":{"pad":"`
+	value := head + strings.Repeat("x", max(size-len(head)-3, 0)) + `"}}`
+	var rev int64
+	for _, k := range keys {
+		resp, err := c.Put(t.Context(), k, value)
+		if err != nil {
+			t.Fatalf("put %d bytes at %s: %v", len(value), k, err)
+		}
+		rev = resp.Header.Revision
+	}
+	return rev
+}
