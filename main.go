@@ -54,10 +54,12 @@ commands:
   list             list the registered plugins
   get TYPE NAME    show one registered plugin
   watch            stream registry events
+  wait             wait until a plugin is registered, healthy or gone
+                   (--type T --name N [--for C] [--timeout D])
   register         register a plugin that serves no pluginregistration v1
                    (--type T --name N --endpoint PATH)
   deregister       deregister a plugin registered with 'register'
-  fleet list|watch|forget
+  fleet list|watch|wait|forget
                    the fleet view in etcd, published by 'run --publish'
   example-plugin   serve an example plugin on DIR/NAME.sock
   service ACTION   install plugreg as a system service (systemd, rc.d, launchd,
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, rest, stdout, stderr)
 	case "watch":
 		return runWatch(ctx, rest, stdout, stderr)
+	case "wait":
+		return runWait(ctx, rest, stderr)
 	case "register":
 		return runRegister(ctx, rest, stdout, stderr)
 	case "deregister":
