@@ -175,7 +175,7 @@ func runWait(ctx context.Context, args []string, stderr io.Writer) error {
 	apiPath := flags.String("api", defaultAPI(), "unix socket `path` of the agent's API")
 	var f waitFlags
 	f.register(flags, waitConditions)
-	flags.String("owner", "", "wait for the instance that this `ID` registered through the API (\"\": the one registered without an owner), not any instance")
+	flags.String("owner", "", "count only the instances that this `ID` registered through the API (\"\": the ones registered without an owner)")
 	if err := parse(flags, args); err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func TestDocFlags(t *testing.T) {
 		{cmd: "list", hasFlags: true},
 		{cmd: "get", hasFlags: true},
 		{cmd: "watch", hasFlags: true},
+		{cmd: "wait", hasFlags: true},
 		{cmd: "register", hasFlags: true},
 		{cmd: "deregister", hasFlags: true},
 		{cmd: "fleet"},
