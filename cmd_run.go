@@ -282,7 +282,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns}
+	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns, publisher: pub}
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 	}
@@ -294,7 +294,9 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
 	plugregv1.RegisterRegistryServer(a.api, apiServer)
 	maxConns := api.MaxConns(int(c.apiMaxConns))
-	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()
+	limited := api.LimitConns(lis, maxConns)
+	apiServer.ServeStatus((&statusSource{cfg: c, started: time.Now(), stale: c.healthStale(), agent: rec.Status, types: rec.Types, dirs: scanner.Dirs(), registry: a.registry, saver: a.saver, pub: pub, conns: limited}).status)
+	go func() { a.served <- a.api.Serve(limited) }()
 	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
@@ -304,11 +306,9 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			}
 		})
 	}
-	a.publisher = pub
 	pub.start(ctx, a.registry, log)
 	if ml != nil {
-		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
-		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), stale, time.Now), metrics.DefaultLimits())
+		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), c.healthStale(), time.Now), metrics.DefaultLimits())
 		go a.metrics.Serve()
 	}
 
@@ -365,6 +365,12 @@ func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconcil
 		s.ConfirmAfter(saver.Sync)
 	}
 	return s
+}
+
+// healthStale is the age beyond which /healthz, and `plugreg status`,
+// take the loop's heartbeat or a scan for stuck.
+func (c *runConfig) healthStale() time.Duration {
+	return max(healthStale*time.Duration(c.interval), healthStaleMin)
 }
 
 // stateLimit is the size bound of the state file: it holds up to

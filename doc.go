@@ -12,6 +12,7 @@ Usage:
 	plugreg get [flags] TYPE NAME          show one registered plugin
 	plugreg watch [flags]                  stream registry events
 	plugreg wait [flags]                   wait until a plugin is registered, healthy or gone
+	plugreg status [flags]                 the running agent on one screen; exit status 1 when unhealthy
 	plugreg register [flags]               register a plugin through the API
 	plugreg deregister [flags]             deregister a plugin registered through the API
 	plugreg fleet list|watch|wait|forget [flags] the fleet view in etcd (run --publish)
@@ -35,7 +36,8 @@ plugins (the registry, its events and the state file) and proto/plugreg/v1
 	1  a runtime failure: no agent listening, the API socket already in use,
 	   a state file that cannot be read, a service command that failed, a
 	   register or deregister that the agent refused or did not permit, or
-	   that found no plugin, a wait that timed out
+	   that found no plugin, a wait that timed out, a status of an agent
+	   that is not healthy
 	2  bad usage: an unknown command or flag, or a bad value; the one-line
 	   message names the flag or value
 
@@ -449,6 +451,50 @@ RegisterPlugin error -- ...", or ": not seen (no agent is listening on
 		Give up after D; positive. Default 1m0s.
 	--api PATH
 		Unix socket of the agent's API. Default: see Default paths.
+
+# plugreg status
+
+	plugreg status [--api PATH] [-o text|json]
+
+Shows the running agent on one screen, from its API (the Status RPC of
+plugreg.v1, which any caller that may read the API may call): its
+version and uptime; its health, by the judgement of /healthz
+(register/metrics), and whether it is ready; the last scan (when, how
+long it took, the sockets it saw) and when the reconcile loop last ran;
+each plugin dir, and the ones whose read is stalled, with since when;
+the plugins by type: registered, unhealthy (deregistered as unhealthy
+while their socket or API registration stays, waiting to answer),
+deregistrations pending, and the registrations rejected and failed since
+the start, with the last rejection (the plugin, its socket and the
+message it was sent); the unhealthy plugins and the pending
+deregistrations one a line; each type's handler (a version check, or an
+exec program or gRPC socket, with whether the program is a regular file,
+or the socket accepts a connection, at that moment); the state file
+(size, last save as its modification time, writes and failed writes since
+the start); the API (watch streams and connections, of their limits);
+and the publishing to etcd, when --publish is on (endpoints, node, in
+sync or stale since when and why, and the node's lease: its TTL and what
+etcd says is left of it).
+
+It exits with status 0 when the agent is healthy, and 1, after the
+screen, with "plugreg: agent unhealthy: REASON" when it is not, as
+/healthz answers 503 with the same REASON: the loop has not started or
+stopped running, a scan has run too long, or a plugin dir's read is
+stalled (10 intervals, and 10 s at least). So it can back a monitoring
+check. Failed state file writes, an unavailable handler and a stale fleet
+view show on the screen but do not make the agent unhealthy, as they do
+not fail /healthz.
+
+	--api PATH
+		Unix socket of the agent's API. Default: see Default paths.
+	-o text|json
+		Output format. Default text. json: one object with the keys
+		version, startedAt, now, uptimeSeconds, healthy, unhealthy (the
+		reason, "" when healthy), ready, dirs, scan, types,
+		unhealthyPlugins, pendingDeregistrations, handlers, stateFile
+		(null without a state file), api and publish (null without
+		--publish); plugins in them are objects of list -o json, times
+		RFC 3339 in UTC ("" for none), durations in seconds.
 
 # plugreg register
 

@@ -37,6 +37,7 @@ func TestDocFlags(t *testing.T) {
 		{cmd: "get", hasFlags: true},
 		{cmd: "watch", hasFlags: true},
 		{cmd: "wait", hasFlags: true},
+		{cmd: "status", hasFlags: true},
 		{cmd: "register", hasFlags: true},
 		{cmd: "deregister", hasFlags: true},
 		{cmd: "fleet"},

@@ -56,6 +56,7 @@ commands:
   watch            stream registry events
   wait             wait until a plugin is registered, healthy or gone
                    (--type T --name N [--for C] [--timeout D])
+  status           the running agent on one screen; exit status 1 when unhealthy
   register         register a plugin that serves no pluginregistration v1
                    (--type T --name N --endpoint PATH)
   deregister       deregister a plugin registered with 'register'
@@ -85,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runWatch(ctx, rest, stdout, stderr)
 	case "wait":
 		return runWait(ctx, rest, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
 	case "register":
 		return runRegister(ctx, rest, stdout, stderr)
 	case "deregister":
