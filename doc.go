@@ -18,6 +18,7 @@ Usage:
 	plugreg fleet list|watch|wait|forget [flags] the fleet view in etcd (run --publish)
 	plugreg example-plugin [flags]         serve an example plugin
 	plugreg service ACTION [run flags]     install and manage plugreg as a system service
+	plugreg completion bash|zsh|fish       print a shell completion script
 	plugreg version                        print the version
 	plugreg help                           print the list of commands
 
@@ -672,6 +673,27 @@ prints what each action runs on this system.
 Under a service manager stderr is not a terminal, so --log-format auto logs
 JSON; SIGTERM, or the Windows stop request, stops the agent with status 0,
 which the service files do not count as a failure.
+
+# plugreg completion
+
+	plugreg completion bash|zsh|fish
+
+Prints a script that completes plugreg's commands, subcommands and flags
+in the shell; the values of the flags that take one of a fixed set (-o,
+--for, --log-format, --log-level); and the types and names of the
+running agent's plugins where an argument is a plugin: TYPE and NAME of
+get, and --type and --name of list, watch, wait and deregister, from the
+agent on the --api of the command line (or the default one), which must
+answer within 1 s. Elsewhere, such as a flag that takes a path, the shell
+completes file names. Load it with
+
+	source <(plugreg completion bash)    # in ~/.bashrc
+	source <(plugreg completion zsh)     # in ~/.zshrc, after compinit
+	plugreg completion fish | source     # in ~/.config/fish/config.fish
+
+The script asks `plugreg __complete WORD...` for the words, a hidden
+command that prints one a line; flags complete in the --name form, and
+flag values after a space, not after '='.
 
 # plugreg version
 

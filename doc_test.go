@@ -38,6 +38,7 @@ func TestDocFlags(t *testing.T) {
 		{cmd: "watch", hasFlags: true},
 		{cmd: "wait", hasFlags: true},
 		{cmd: "status", hasFlags: true},
+		{cmd: "completion"},
 		{cmd: "register", hasFlags: true},
 		{cmd: "deregister", hasFlags: true},
 		{cmd: "fleet"},

@@ -65,6 +65,7 @@ commands:
   example-plugin   serve an example plugin on DIR/NAME.sock
   service ACTION   install plugreg as a system service (systemd, rc.d, launchd,
                    Windows) and start, stop or query it
+  completion SHELL print a completion script for bash, zsh or fish
   version          print the version
 
 Run 'plugreg <command> -h' for the flags of a command.
@@ -98,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runExample(ctx, rest, stderr)
 	case "service":
 		return runService(ctx, rest, stdout, stderr)
+	case "completion":
+		return runCompletion(rest, stdout, stderr)
+	case completeCommand:
+		return runComplete(ctx, rest, stdout)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
