@@ -312,14 +312,21 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		go a.metrics.Serve()
 	}
 
-	started := []any{"dirs", scanner.Dirs(), "api", c.api, "api_max_conns", maxConns, "state", c.state,
-		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len()}
-	if ml != nil {
-		started = append(started, "metrics", ml.Addr().String()) // the port bound, for --metrics HOST:0
-	}
-	log.Info("agent started", started...)
+	c.logStarted(log, scanner.Dirs(), maxConns, handlers.Types(), a.registry.Len(), ml)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
+}
+
+// logStarted logs "agent started" with what the agent serves and reads,
+// and the metrics' address if ml is not nil: the port bound, for --metrics
+// HOST:0.
+func (c *runConfig) logStarted(log *slog.Logger, dirs []string, maxConns int, types []string, restored int, ml net.Listener) {
+	started := []any{"dirs", dirs, "api", c.api, "api_max_conns", maxConns, "state", c.state,
+		"interval", time.Duration(c.interval), "types", types, "restored", restored}
+	if ml != nil {
+		started = append(started, "metrics", ml.Addr().String())
+	}
+	log.Info("agent started", started...)
 }
 
 // reconciler returns the reconciler of the agent, configured by the flags.
