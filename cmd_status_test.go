@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	plugapi "github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/fleet"
+	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
 	"github.com/plugreg/plugreg/plugins/handler"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
@@ -169,5 +172,51 @@ func TestStatusUsage(t *testing.T) {
 		if code := exitCode(run(t.Context(), args, &stdout, &stderr), &stderr); code != 2 {
 			t.Errorf("plugreg %q: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestStatusPublish: with a publisher, status shows the etcd endpoints,
+// the node, whether etcd holds the registry, and what etcd says is left of
+// the node's lease.
+func TestStatusPublish(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := fleetClient(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	pub := &fleet.Publisher{Store: cl, Registry: reg, Node: "n1", TTL: 30 * time.Second}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { pub.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer wcancel()
+	if _, err := pub.Wait(wctx, func(s fleet.Status) bool { return s.InSync && s.LeaseAlive }); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := runFlags(io.Discard)
+	cfg.publish.endpoints = srv.Endpoint
+	now := time.Now()
+	src := &statusSource{cfg: cfg, started: now, stale: 10 * time.Second, registry: reg,
+		pub: &publisher{pub: pub, client: cl}, agent: func() register.Status { return register.Status{LastTick: now} }}
+	api := serveStatus(t, src)
+
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"status", "--api", api, "-o", "json"}, &stdout, &stderr); err != nil {
+		t.Fatalf("status: %v: %s", err, stderr.String())
+	}
+	var got statusJSON
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	p := got.Publish
+	if p == nil || p.Node != "n1" || !p.InSync || p.Lease == 0 || p.LeaseTTLSeconds != 30 || p.LeaseTTLLeftSeconds == nil ||
+		*p.LeaseTTLLeftSeconds <= 0 || *p.LeaseTTLLeftSeconds > 30 || len(p.Endpoints) != 1 || p.Endpoints[0] != srv.Endpoint {
+		t.Errorf("status -o json publish = %s", stdout.String())
+	}
+	stdout.Reset()
+	if err := run(t.Context(), []string{"status", "--api", api}, &stdout, &stderr); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if want := "publish   etcd " + srv.Endpoint + " as node n1: in sync, last sync "; !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "s left") {
+		t.Errorf("status screen lacks %q and the lease's time left:\n%s", want, stdout.String())
 	}
 }
