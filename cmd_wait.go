@@ -235,7 +235,13 @@ func waitAgent(ctx context.Context, apiPath string, w *waitTarget) (held bool, e
 		return false, err
 	}
 	defer closeConn()
-	stream, err := client.Watch(ctx, &plugregv1.WatchRequest{Type: w.typ})
+	// The stream ends when ctx does, but gets no deadline of its own: the
+	// agent would end it a moment before ctx's (the deadline travels in
+	// the request), and that end would read as a failure of the agent.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	stream, err := client.Watch(sctx, &plugregv1.WatchRequest{Type: w.typ})
 	if err != nil {
 		return false, fmt.Errorf("watch: %s", status.Convert(err).Message())
 	}
