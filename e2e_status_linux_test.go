@@ -22,13 +22,17 @@ func TestEndToEndStatus(t *testing.T) {
 	plugin := examplePlugin(t, e.dir, "csi.example.com")
 	examplePlugin(t, e.dir, "gpu", "--type", "GPUPlugin")
 	eventually(t, waitTimeout, "csi.example.com registered", func() bool { return len(list(t, e.api)) == 1 })
-
-	out, errOut, code := plugreg(t, "status", "--api", e.api)
+	var out, errOut string
+	var code int
+	eventually(t, waitTimeout, "status showing gpu rejected", func() bool {
+		out, errOut, code = plugreg(t, "status", "--api", e.api)
+		return strings.Contains(out, "GPUPlugin: 0 registered, 0 unhealthy, 0 pending deregistrations, ")
+	})
 	for _, want := range []string{
 		"health    ok; ready: true",
 		"dirs      " + e.dir,
 		"CSIPlugin: 1 registered",
-		"GPUPlugin: 0 registered, 0 unhealthy, 0 pending deregistrations, 1 rejections",
+		" rejections, 0 failures; last rejected ",
 		"gpu " + filepath.Join(e.dir, "gpu.sock") + ": RegisterPlugin error -- no handler registered for plugin type: GPUPlugin",
 		"state     " + e.state + ": ",
 		"api       " + e.api + ": 0/64 watchers, 1/",
