@@ -21,6 +21,7 @@ const fleetUsage = `usage: plugreg fleet <command> --etcd ENDPOINTS [flags]
 commands:
   list          list the plugins of every node that publishes to etcd
   watch         stream changes of the fleet view, with etcd revisions
+  wait          wait until a node publishes a plugin, or stops publishing it
   forget NODE   delete a node's keys at once
 
 Run 'plugreg fleet <command> -h' for the flags of a command.
@@ -36,6 +37,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runFleetList(ctx, rest, stdout, stderr)
 	case "watch":
 		return runFleetWatch(ctx, rest, stdout, stderr)
+	case "wait":
+		return runFleetWait(ctx, rest, stderr)
 	case "forget":
 		return runFleetForget(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

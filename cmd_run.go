@@ -282,7 +282,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		}
 		return err
 	}
-	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns}
+	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns, publisher: pub}
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 	}
@@ -290,7 +290,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	if a.saver != nil {
 		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
 	}
-	maxConns := c.serveAPI(a, rec, lis)
+	maxConns := c.serveAPI(a, rec, lis, scanner, pub)
 	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
@@ -300,33 +300,41 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			}
 		})
 	}
-	a.publisher = pub
 	pub.start(ctx, a.registry, log)
 	if ml != nil {
-		stale := max(healthStale*time.Duration(c.interval), healthStaleMin)
-		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), stale, time.Now), metrics.DefaultLimits())
+		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), c.healthStale(), time.Now), metrics.DefaultLimits())
 		go a.metrics.Serve()
 	}
 
-	started := []any{"dirs", scanner.Dirs(), "api", c.api, "api_max_conns", maxConns, "state", c.state,
-		"interval", time.Duration(c.interval), "types", handlers.Types(), "restored", a.registry.Len()}
-	if ml != nil {
-		started = append(started, "metrics", ml.Addr().String()) // the port bound, for --metrics HOST:0
-	}
-	log.Info("agent started", started...)
+	c.logStarted(log, scanner.Dirs(), maxConns, handlers.Types(), a.registry.Len(), ml)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
 }
 
-// serveAPI serves the agent's API on lis, bounded by the flags, and
-// returns the most connections it holds at once (see api.MaxConns).
-func (c *runConfig) serveAPI(a *agent, rec *register.Reconciler, lis net.Listener) int {
+// serveAPI serves the agent's API on lis, bounded by the flags, with the
+// Status RPC reading the agent's parts, and returns the most connections
+// it holds at once (see api.MaxConns).
+func (c *runConfig) serveAPI(a *agent, rec *register.Reconciler, lis net.Listener, scanner *scan.Scanner, pub *publisher) int {
 	apiServer := c.apiServer(a.registry, rec, a.saver)
 	a.api = grpc.NewServer(apiServer.ServerOptions(api.Limits{MaxStreams: int(c.apiMaxStreams)})...)
 	plugregv1.RegisterRegistryServer(a.api, apiServer)
 	maxConns := api.MaxConns(int(c.apiMaxConns))
-	go func() { a.served <- a.api.Serve(api.LimitConns(lis, maxConns)) }()
+	limited := api.LimitConns(lis, maxConns)
+	apiServer.ServeStatus((&statusSource{cfg: c, started: time.Now(), stale: c.healthStale(), agent: rec.Status, types: rec.Types, dirs: scanner.Dirs(), registry: a.registry, saver: a.saver, pub: pub, conns: limited}).status)
+	go func() { a.served <- a.api.Serve(limited) }()
 	return maxConns
+}
+
+// logStarted logs "agent started" with what the agent serves and reads,
+// and the metrics' address if ml is not nil: the port bound, for --metrics
+// HOST:0.
+func (c *runConfig) logStarted(log *slog.Logger, dirs []string, maxConns int, types []string, restored int, ml net.Listener) {
+	started := []any{"dirs", dirs, "api", c.api, "api_max_conns", maxConns, "state", c.state,
+		"interval", time.Duration(c.interval), "types", types, "restored", restored}
+	if ml != nil {
+		started = append(started, "metrics", ml.Addr().String())
+	}
+	log.Info("agent started", started...)
 }
 
 // reconciler returns the reconciler of the agent, configured by the flags.
@@ -372,6 +380,12 @@ func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconcil
 		s.ConfirmAfter(saver.Sync)
 	}
 	return s
+}
+
+// healthStale is the age beyond which /healthz, and `plugreg status`,
+// take the loop's heartbeat or a scan for stuck.
+func (c *runConfig) healthStale() time.Duration {
+	return max(healthStale*time.Duration(c.interval), healthStaleMin)
 }
 
 // stateLimit is the size bound of the state file: it holds up to

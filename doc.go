@@ -11,11 +11,14 @@ Usage:
 	plugreg list [flags]                   list the registered plugins
 	plugreg get [flags] TYPE NAME          show one registered plugin
 	plugreg watch [flags]                  stream registry events
+	plugreg wait [flags]                   wait until a plugin is registered, healthy or gone
+	plugreg status [flags]                 the running agent on one screen; exit status 1 when unhealthy
 	plugreg register [flags]               register a plugin through the API
 	plugreg deregister [flags]             deregister a plugin registered through the API
-	plugreg fleet list|watch|forget [flags] the fleet view in etcd (run --publish)
+	plugreg fleet list|watch|wait|forget [flags] the fleet view in etcd (run --publish)
 	plugreg example-plugin [flags]         serve an example plugin
 	plugreg service ACTION [run flags]     install and manage plugreg as a system service
+	plugreg completion bash|zsh|fish       print a shell completion script
 	plugreg version                        print the version
 	plugreg help                           print the list of commands
 
@@ -34,7 +37,8 @@ plugins (the registry, its events and the state file) and proto/plugreg/v1
 	1  a runtime failure: no agent listening, the API socket already in use,
 	   a state file that cannot be read, a service command that failed, a
 	   register or deregister that the agent refused or did not permit, or
-	   that found no plugin
+	   that found no plugin, a wait that timed out, a status of an agent
+	   that is not healthy
 	2  bad usage: an unknown command or flag, or a bad value; the one-line
 	   message names the flag or value
 
@@ -408,6 +412,91 @@ resumes after the last revision it printed, so it loses nothing. If it never
 reached an agent, or the agent refused the stream because it serves
 --max-watchers already ("too many watchers"), it exits with status 1 at once.
 
+# plugreg wait
+
+	plugreg wait --type TYPE --name NAME [--for registered|healthy|gone] [--owner ID] [--timeout D] [--api PATH]
+
+Waits until a condition of plugin TYPE/NAME holds, then exits with status
+0 at once, for a script or a service that must not start before its
+plugin (see the README for a systemd ExecStartPre= and a container
+entrypoint). It follows the agent's watch stream of TYPE: the snapshot
+first, then every event, so it ends as soon as the registry changes, and it
+holds one of the agent's --max-watchers streams while it waits; it never
+polls the agent. Until an agent listens on --api (not started yet,
+restarting), it tries to connect again after 50 ms, then twice as long
+each time, up to 1 s: that waits for a socket, not for the plugin. A
+stream that ends (the agent stopped) is followed again the same way.
+
+If the condition does not hold within --timeout, wait exits with status 1
+and says what it saw of the plugin last, and why it could not follow the
+agent, if it could not: "plugreg: timed out after 1m0s waiting for
+CSIPlugin csi.example.com to be registered: csi.example.com: rejected:
+RegisterPlugin error -- ...", or ": not seen (no agent is listening on
+...)". SIGINT or SIGTERM end it with status 1 as well.
+
+	--type TYPE, --name NAME
+		The plugin; both required.
+	--for registered|healthy|gone
+		registered (the default): at least one instance of the plugin is
+		listed, as list would show it. healthy: the same in what the agent
+		knows, since a plugin that stops answering its liveness checks is
+		removed from the registry (event unhealthy) and listed again when it
+		answers (event healthy): a plugin listed is one the agent found
+		answering. gone: no instance is listed (deregistered, replaced,
+		unhealthy, or never registered).
+	--owner ID
+		Only the instances that `plugreg register --owner ID` registered
+		count, as with get; --owner "" names the ones registered without an
+		owner. Default: every instance of TYPE/NAME.
+	--timeout D
+		Give up after D; positive. Default 1m0s.
+	--api PATH
+		Unix socket of the agent's API. Default: see Default paths.
+
+# plugreg status
+
+	plugreg status [--api PATH] [-o text|json]
+
+Shows the running agent on one screen, from its API (the Status RPC of
+plugreg.v1, which any caller that may read the API may call): its
+version and uptime; its health, by the judgement of /healthz
+(register/metrics), and whether it is ready; the last scan (when, how
+long it took, the sockets it saw) and when the reconcile loop last ran;
+each plugin dir, and the ones whose read is stalled, with since when;
+the plugins by type: registered, unhealthy (deregistered as unhealthy
+while their socket or API registration stays, waiting to answer),
+deregistrations pending, and the registrations rejected and failed since
+the start, with the last rejection (the plugin, its socket and the
+message it was sent); the unhealthy plugins and the pending
+deregistrations one a line; each type's handler (a version check, or an
+exec program or gRPC socket, with whether the program is a regular file,
+or the socket accepts a connection, at that moment); the state file
+(size, last save as its modification time, writes and failed writes since
+the start); the API (watch streams and connections, of their limits);
+and the publishing to etcd, when --publish is on (endpoints, node, in
+sync or stale since when and why, and the node's lease: its TTL and what
+etcd says is left of it).
+
+It exits with status 0 when the agent is healthy, and 1, after the
+screen, with "plugreg: agent unhealthy: REASON" when it is not, as
+/healthz answers 503 with the same REASON: the loop has not started or
+stopped running, a scan has run too long, or a plugin dir's read is
+stalled (10 intervals, and 10 s at least). So it can back a monitoring
+check. Failed state file writes, an unavailable handler and a stale fleet
+view show on the screen but do not make the agent unhealthy, as they do
+not fail /healthz.
+
+	--api PATH
+		Unix socket of the agent's API. Default: see Default paths.
+	-o text|json
+		Output format. Default text. json: one object with the keys
+		version, startedAt, now, uptimeSeconds, healthy, unhealthy (the
+		reason, "" when healthy), ready, dirs, scan, types,
+		unhealthyPlugins, pendingDeregistrations, handlers, stateFile
+		(null without a state file), api and publish (null without
+		--publish); plugins in them are objects of list -o json, times
+		RFC 3339 in UTC ("" for none), durations in seconds.
+
 # plugreg register
 
 	plugreg register --type TYPE --name NAME --endpoint PATH [--version V]...
@@ -488,6 +577,7 @@ of the same names, and is allowed to the same callers.
 
 	plugreg fleet list --etcd ENDPOINTS [--type T] [--name N] [--node N] [-o table|json]
 	plugreg fleet watch --etcd ENDPOINTS [--since REV] [-o text|json]
+	plugreg fleet wait --etcd ENDPOINTS --node NODE --type T --name N [--for registered|gone] [--timeout D]
 	plugreg fleet forget --etcd ENDPOINTS NODE
 
 Reads the fleet view that agents publish with run --publish. Every fleet
@@ -510,6 +600,14 @@ keys revision, event, node, type, name and plugin (for a put). Resume with
 --since set to the last revision printed. If etcd has compacted that
 revision, watch says so on stderr, lists the fleet again (as put lines
 with revision "-") and watches from the listing's revision.
+
+wait is `plugreg wait` against the fleet view: it exits with status 0 as
+soon as NODE publishes plugin T/N (--for registered, the default) or no
+longer does (--for gone), and with status 1 after --timeout (default 1m0s)
+with what it saw last ("N on node NODE: published", "not seen"). It lists
+the plugin once, then follows etcd's watch of the plugin keys from that
+listing's revision; while etcd cannot be reached, or after its watch ends,
+it lists again after 50 ms, then twice as long each time, up to 1 s.
 
 forget deletes NODE's keys at once: it revokes the node's lease and
 deletes what is left of its node, plugin and index keys, for a node an
@@ -575,6 +673,27 @@ prints what each action runs on this system.
 Under a service manager stderr is not a terminal, so --log-format auto logs
 JSON; SIGTERM, or the Windows stop request, stops the agent with status 0,
 which the service files do not count as a failure.
+
+# plugreg completion
+
+	plugreg completion bash|zsh|fish
+
+Prints a script that completes plugreg's commands, subcommands and flags
+in the shell; the values of the flags that take one of a fixed set (-o,
+--for, --log-format, --log-level); and the types and names of the
+running agent's plugins where an argument is a plugin: TYPE and NAME of
+get, and --type and --name of list, watch, wait and deregister, from the
+agent on the --api of the command line (or the default one), which must
+answer within 1 s. Elsewhere, such as a flag that takes a path, the shell
+completes file names. Load it with
+
+	source <(plugreg completion bash)    # in ~/.bashrc
+	source <(plugreg completion zsh)     # in ~/.zshrc, after compinit
+	plugreg completion fish | source     # in ~/.config/fish/config.fish
+
+The script asks `plugreg __complete WORD...` for the words, a hidden
+command that prints one a line; flags complete in the --name form, and
+flag values after a space, not after '='.
 
 # plugreg version
 

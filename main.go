@@ -54,14 +54,18 @@ commands:
   list             list the registered plugins
   get TYPE NAME    show one registered plugin
   watch            stream registry events
+  wait             wait until a plugin is registered, healthy or gone
+                   (--type T --name N [--for C] [--timeout D])
+  status           the running agent on one screen; exit status 1 when unhealthy
   register         register a plugin that serves no pluginregistration v1
                    (--type T --name N --endpoint PATH)
   deregister       deregister a plugin registered with 'register'
-  fleet list|watch|forget
+  fleet list|watch|wait|forget
                    the fleet view in etcd, published by 'run --publish'
   example-plugin   serve an example plugin on DIR/NAME.sock
   service ACTION   install plugreg as a system service (systemd, rc.d, launchd,
                    Windows) and start, stop or query it
+  completion SHELL print a completion script for bash, zsh or fish
   version          print the version
 
 Run 'plugreg <command> -h' for the flags of a command.
@@ -81,6 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, rest, stdout, stderr)
 	case "watch":
 		return runWatch(ctx, rest, stdout, stderr)
+	case "wait":
+		return runWait(ctx, rest, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
 	case "register":
 		return runRegister(ctx, rest, stdout, stderr)
 	case "deregister":
@@ -91,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runExample(ctx, rest, stderr)
 	case "service":
 		return runService(ctx, rest, stdout, stderr)
+	case "completion":
+		return runCompletion(rest, stdout, stderr)
+	case completeCommand:
+		return runComplete(ctx, rest, stdout)
 	case "version":
 		return runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

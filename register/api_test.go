@@ -652,6 +652,9 @@ func TestAPIPluginLiveness(t *testing.T) {
 	if _, err := r.registry.GetOwned("CSIPlugin", "a", "o"); !errors.Is(err, plugins.ErrNotFound) {
 		t.Errorf("GetOwned of the unhealthy plugin = %v, want ErrNotFound", err)
 	}
+	if u := r.rec.Status().Unhealthy; len(u) != 1 || u[0].Plugin.Name != "a" || u[0].Plugin.Endpoint != ep || u[0].Since.IsZero() {
+		t.Errorf("Status.Unhealthy = %+v, want a, since its deregistration", u)
+	}
 
 	serveHealth(t, ep)
 	res = r.awaitApplied("the registration of a", func(res Result) bool {
@@ -662,6 +665,9 @@ func TestAPIPluginLiveness(t *testing.T) {
 	}
 	r.handler.expect("validate a", "register a "+ep)
 	r.expectEvents(plugins.Unhealthy, plugins.Healthy)
+	if u := r.rec.Status().Unhealthy; len(u) != 0 {
+		t.Errorf("Status.Unhealthy = %+v once a is healthy again, want none", u)
+	}
 	if _, err := r.registry.GetOwned("CSIPlugin", "nc", "o"); err != nil {
 		t.Errorf("GetOwned of the plugin with no check = %v, want it registered", err)
 	}

@@ -87,6 +87,10 @@ func (l *loop) registered(res *Result) {
 		dropOwed()
 	}
 	delete(l.reported, op.Path)
+	if _, was := l.unhealthy[op.Path]; was {
+		delete(l.unhealthy, op.Path)
+		l.refreshUnhealthy()
+	}
 	kind, msg := plugins.Registered, "plugin registered"
 	if op.Recovering {
 		kind, msg = plugins.Healthy, "plugin healthy again"
@@ -119,6 +123,7 @@ func (l *loop) registerFailed(res *Result) {
 	var rej *RejectError
 	if errors.As(err, &rej) {
 		l.r.countOp(false, p.Type, "rejected")
+		l.r.rejected(p, rej.Msg, time.Now())
 		if !l.reportFirst(op, reportedRejected) {
 			l.log.Debug("plugin rejected", a...)
 			return
@@ -166,7 +171,10 @@ func (l *loop) deregistered(res *Result) {
 	case op.Reason == statecache.Unhealthy:
 		kind, msg = plugins.Unhealthy, "plugin unhealthy"
 	}
-	l.r.Registry.Apply(kind, p, "", time.Now())
+	if ev, ok := l.r.Registry.Apply(kind, p, "", time.Now()); ok && kind == plugins.Unhealthy {
+		l.unhealthy[op.Path] = UnhealthyPlugin{Plugin: ev.Plugin, Since: ev.Time}
+		l.refreshUnhealthy()
+	}
 	l.r.countOp(true, p.Type, op.Reason.String())
 	a := attrs(res)
 	if err != nil {

@@ -112,6 +112,9 @@ func TestHungScan(t *testing.T) {
 		if got := get("/healthz"); got != "200 ok" {
 			t.Errorf("/healthz once the scan returned = %q, want 200 ok", got)
 		}
+		if st, want := rec.Status(), time.Since(started); st.LastScanDuration != want || !st.LastScan.Equal(started) {
+			t.Errorf("Status: LastScan %v, LastScanDuration %v; want the hung scan, %v at %v", st.LastScan, st.LastScanDuration, want, started)
+		}
 		// A follow-up of the burst the scan was part of, then the scan of
 		// the next interval, the fourth, which hangs.
 		time.Sleep(time.Second)

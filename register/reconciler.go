@@ -331,14 +331,15 @@ type loop struct {
 	api         apiSet // the plugins registered through the API
 	results     chan Result
 	inFlight    int
-	prev        scan.Snapshot  // the last scan, limited to maxPlugins
-	raw         scan.Snapshot  // the last scan as the scanner returned it
-	scanFault   bool           // scans fail; logged once, until a scan succeeds
-	reported    map[string]int // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
-	fdFault     bool           // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
-	scanFailed  bool           // the last scan failed
-	observed    bool           // a scan was observed
-	ready       bool           // the first scan's operations have completed
+	prev        scan.Snapshot              // the last scan, limited to maxPlugins
+	raw         scan.Snapshot              // the last scan as the scanner returned it
+	scanFault   bool                       // scans fail; logged once, until a scan succeeds
+	reported    map[string]int             // socket path -> what was last reported of its registration: reportedRejected or reportedFailed
+	unhealthy   map[string]UnhealthyPlugin // cache key (socket path or API key) -> the plugin deregistered as unhealthy, until registered again
+	fdFault     bool                       // out of file descriptors; logged once, until a scan succeeds and no registration waits for a retry
+	scanFailed  bool                       // the last scan failed
+	observed    bool                       // a scan was observed
+	ready       bool                       // the first scan's operations have completed
 
 	// The sockets refused beyond maxPlugins (see reportRefused): how many the
 	// last scan refused and the first few of them, and the count the last
@@ -394,6 +395,7 @@ func (r *Reconciler) newLoop() *loop {
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
 		cache:       statecache.New[plugins.Plugin](cfg),
 		reported:    make(map[string]int),
+		unhealthy:   make(map[string]UnhealthyPlugin),
 	}
 	l.results = make(chan Result, l.maxInFlight)
 	for _, pd := range r.Registry.Pending() {
@@ -427,9 +429,9 @@ func (r *Reconciler) newLoop() *loop {
 // or a scan, and logs the end of a file-descriptor fault: every socket
 // registered, none waiting for a retry.
 func (l *loop) publish() {
-	st := l.cache.Stats()
+	st, unhealthy := l.cache.Stats(), l.unhealthyNow()
 	l.r.update(func(s *Status) {
-		s.Stats, s.InFlightOps, s.Sockets, s.Ready = st, l.inFlight, l.prev.Entries, l.ready
+		s.Stats, s.InFlightOps, s.Sockets, s.Ready, s.Unhealthy = st, l.inFlight, l.prev.Entries, l.ready, unhealthy
 		s.PendingDeregistrations = st.Pending
 	})
 	if l.fdFault && !l.scanFailed && st.Backoff == 0 && st.Registered == st.Desired {

@@ -83,7 +83,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		stalled := stalledDirs(err, nil)
 		r.update(func(s *Status) {
 			s.Scans.observe(d)
-			s.ScanStarted, s.LastScan, s.ScanEntries = time.Time{}, t0, len(snap.Entries)
+			s.ScanStarted, s.LastScan, s.LastScanDuration, s.ScanEntries = time.Time{}, t0, d, len(snap.Entries)
 			s.Stalled = stalled
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot

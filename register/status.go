@@ -1,10 +1,12 @@
 package register
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -53,13 +55,36 @@ type Status struct {
 	Stalled []scan.StallError
 	// LastScan is when the last completed scan started. Zero before the
 	// first scan completes.
-	LastScan    time.Time
-	ScanEntries int       // sockets the last completed scan saw, refused ones included
-	Scans       ScanTimes // how long the scans took
+	LastScan         time.Time
+	LastScanDuration time.Duration // how long the last completed scan took
+	ScanEntries      int           // sockets the last completed scan saw, refused ones included
+	Scans            ScanTimes     // how long the scans took
+
+	// Unhealthy lists the plugins that stopped answering their liveness
+	// checks and are not registered again yet, while their socket stays
+	// (or, for an API plugin, its registration does), sorted by type,
+	// name and instance. Do not modify.
+	Unhealthy []UnhealthyPlugin
+	// Rejected holds the last rejection of each plugin type (or OtherType,
+	// as the counters).
+	Rejected map[string]Rejection
 
 	Registrations   map[TypeOutcome]uint64 // registration attempts
 	Deregistrations map[TypeOutcome]uint64
 	Refused         map[string]uint64 // sockets refused, by reason: "max_plugins"
+}
+
+// UnhealthyPlugin is a plugin that the registry dropped as unhealthy.
+type UnhealthyPlugin struct {
+	Plugin plugins.Plugin // as it was registered
+	Since  time.Time      // when it was deregistered as unhealthy
+}
+
+// Rejection is a registration that a plugin was told no to.
+type Rejection struct {
+	Plugin plugins.Plugin // what it reported, bounded (plugins.BoundPlugin)
+	Msg    string         // the message it was sent, bounded (plugins.BoundText)
+	At     time.Time
 }
 
 // ScanTimes counts scan durations in buckets with inclusive upper bounds.
@@ -98,6 +123,7 @@ func (r *Reconciler) Status() Status {
 	s.Registrations = maps.Clone(s.Registrations)
 	s.Deregistrations = maps.Clone(s.Deregistrations)
 	s.Refused = maps.Clone(s.Refused)
+	s.Rejected = maps.Clone(s.Rejected)
 	return s
 }
 
@@ -125,4 +151,53 @@ func (r *Reconciler) countOp(deregistration bool, typ, outcome string) {
 		m = r.st.Deregistrations
 	}
 	m[TypeOutcome{typ, outcome}]++
+}
+
+// rejected records the last rejection of a plugin of type typ, bounded
+// in its types as countOp counts them, after countOp counted it.
+func (r *Reconciler) rejected(p plugins.Plugin, msg string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	typ := p.Type
+	if _, known := r.types[typ]; !known {
+		typ = OtherType
+	}
+	if r.st.Rejected == nil {
+		r.st.Rejected = make(map[string]Rejection)
+	}
+	r.st.Rejected[typ] = Rejection{Plugin: plugins.BoundPlugin(p), Msg: plugins.BoundText(msg), At: at}
+}
+
+// unhealthyNow returns the plugins of l.unhealthy that are still owed a
+// registration, sorted, and forgets the others: a socket the last scan no
+// longer saw, an API instance no longer registered.
+func (l *loop) unhealthyNow() []UnhealthyPlugin {
+	if len(l.unhealthy) == 0 {
+		return nil
+	}
+	list := make([]UnhealthyPlugin, 0, len(l.unhealthy))
+	for key, u := range l.unhealthy {
+		if in := l.apiInst(key); isAPIKey(key) && (in == nil || !in.desired) || !isAPIKey(key) && !l.sees(key) {
+			delete(l.unhealthy, key)
+			continue
+		}
+		list = append(list, u)
+	}
+	slices.SortFunc(list, func(a, b UnhealthyPlugin) int {
+		return cmp.Or(cmp.Compare(a.Plugin.Type, b.Plugin.Type), cmp.Compare(a.Plugin.Name, b.Plugin.Name), cmp.Compare(a.Plugin.Instance(), b.Plugin.Instance()))
+	})
+	return list
+}
+
+// refreshUnhealthy brings Status.Unhealthy up to date at once, after a
+// plugin went unhealthy or was registered again.
+func (l *loop) refreshUnhealthy() {
+	u := l.unhealthyNow()
+	l.r.update(func(s *Status) { s.Unhealthy = u })
+}
+
+// sees reports whether the last scan saw a socket at path.
+func (l *loop) sees(path string) bool {
+	_, found := slices.BinarySearchFunc(l.prev.Entries, path, func(e scan.Entry, p string) int { return cmp.Compare(e.Path, p) })
+	return found
 }

@@ -1,6 +1,7 @@
 package register
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,6 +37,9 @@ func TestStatus(t *testing.T) {
 		st := e.rec.Status()
 		if !st.Ready || st.Registered != 1 || st.Desired != 3 || !st.LastScan.Equal(t0) || st.ScanEntries != 4 || st.Scans.Count != 1 {
 			t.Errorf("after the first pass: %+v, want ready, 1 of 3 registered, one scan of 4 sockets at %v", st, t0)
+		}
+		if rej, ok := st.Rejected["T"]; !ok || rej.Msg != "no" || !rej.At.Equal(t0) || len(st.Rejected) != 1 {
+			t.Errorf("Rejected = %+v, want T's rejection \"no\" at %v", st.Rejected, t0)
 		}
 		// /p/a goes: the scan that follows the first one sees it gone and
 		// /p/d takes its place; at the next tick the rejected and failed
@@ -128,6 +132,32 @@ func TestStatusStalled(t *testing.T) {
 		synctest.Wait()
 		if got := e.rec.Status().Stalled; got != nil {
 			t.Errorf("after a scan with no stall: Stalled = %v, want none", got)
+		}
+	})
+}
+
+// TestStatusUnhealthy: a plugin deregistered as unhealthy is listed in
+// Status.Unhealthy while its socket stays, and no longer once its socket
+// is gone.
+func TestStatusUnhealthy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startWith(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.ProbeInterval, r.ProbeFailures = 3*time.Second, 2
+		})
+		e.next("register", "/p/a").reply <- nil
+		e.await("ping", "/p/a").reply <- context.DeadlineExceeded
+		e.await("ping", "/p/a").reply <- context.DeadlineExceeded
+		e.next("deregister", "/p/a").reply <- nil
+		synctest.Wait()
+		since := time.Now()
+		if u := e.rec.Status().Unhealthy; len(u) != 1 || u[0].Plugin.SocketPath != "/p/a" || !u[0].Since.Equal(since) {
+			t.Errorf("Status.Unhealthy = %+v, want /p/a since %v", u, since)
+		}
+		e.dir.set("/p/a", 0)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if u := e.rec.Status().Unhealthy; len(u) != 0 {
+			t.Errorf("Status.Unhealthy = %+v after the socket went, want none", u)
 		}
 	})
 }

@@ -37,6 +37,8 @@ type APIServer struct {
 	// durable confirms a registration change (see ConfirmAfter); nil:
 	// nothing to wait for.
 	durable func(context.Context) error
+	// status answers Status (see ServeStatus); nil: Unimplemented.
+	status func(context.Context) (*plugregv1.StatusResponse, error)
 
 	mu sync.Mutex
 	// watchesOf counts the Watch streams of each caller that is not

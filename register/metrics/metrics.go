@@ -82,7 +82,7 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 		w.Write(body)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if reason := unhealthy(src.agent(), stale, now()); reason != "" {
+		if reason := Unhealthy(src.agent(), stale, now()); reason != "" {
 			writePlain(w, http.StatusServiceUnavailable, "unhealthy: "+reason)
 			return
 		}
@@ -98,7 +98,7 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 			writePlain(w, http.StatusServiceUnavailable, "not ready: first scan pending")
 			return
 		}
-		if reason := unhealthy(st, stale, now()); reason != "" {
+		if reason := Unhealthy(st, stale, now()); reason != "" {
 			writePlain(w, http.StatusServiceUnavailable, "not ready: "+reason)
 			return
 		}
@@ -107,10 +107,11 @@ func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handle
 	return mux
 }
 
-// unhealthy returns why the agent is not alive at now, or "": the loop
+// Unhealthy returns why the agent is not alive at now, or "": the loop
 // has not started or stopped ticking, a scan has run for more than stale,
-// or the read of a plugin dir has been stalled for more than stale.
-func unhealthy(st register.Status, stale time.Duration, now time.Time) string {
+// or the read of a plugin dir has been stalled for more than stale. It is
+// the judgement of /healthz, and of `plugreg status`.
+func Unhealthy(st register.Status, stale time.Duration, now time.Time) string {
 	if st.LastTick.IsZero() {
 		return "reconcile loop has not started"
 	}

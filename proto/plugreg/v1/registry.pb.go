@@ -15,6 +15,7 @@ package plugregv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -789,12 +790,967 @@ func (x *Event) GetPlugins() []*Plugin {
 	return nil
 }
 
+// StatusRequest asks for the agent's status.
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{10}
+}
+
+// StatusResponse is the running agent as `plugreg status` shows it. Times
+// are the agent's clock; now is when it answered, to measure ages against.
+type StatusResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Version   string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	Now       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=now,proto3" json:"now,omitempty"`
+	// Why the agent is not healthy, in the words of its /healthz (the same
+	// judgement); empty when it is healthy.
+	Unhealthy string `protobuf:"bytes,4,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	// The operations of the first scan have completed (/readyz).
+	Ready bool `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
+	// The plugin directories, as --dir gave them (resolved).
+	Dirs []*DirStatus `protobuf:"bytes,6,rep,name=dirs,proto3" json:"dirs,omitempty"`
+	Scan *ScanStatus  `protobuf:"bytes,7,opt,name=scan,proto3" json:"scan,omitempty"`
+	// Plugins by type, sorted by type: every type registered, configured,
+	// rejected, unhealthy or with a deregistration pending.
+	Types []*TypeStatus `protobuf:"bytes,8,rep,name=types,proto3" json:"types,omitempty"`
+	// Plugins deregistered as unhealthy whose socket (or API registration)
+	// stays, waiting to answer again.
+	UnhealthyPlugins []*UnhealthyPlugin `protobuf:"bytes,9,rep,name=unhealthy_plugins,json=unhealthyPlugins,proto3" json:"unhealthy_plugins,omitempty"`
+	// Handler deregistrations not delivered yet, retried.
+	Pending  []*PendingDeregistration `protobuf:"bytes,10,rep,name=pending,proto3" json:"pending,omitempty"`
+	Handlers []*HandlerStatus         `protobuf:"bytes,11,rep,name=handlers,proto3" json:"handlers,omitempty"`
+	// Absent when the agent keeps no state file (--state "").
+	StateFile *StateFileStatus `protobuf:"bytes,12,opt,name=state_file,json=stateFile,proto3" json:"state_file,omitempty"`
+	Api       *APIStatus       `protobuf:"bytes,13,opt,name=api,proto3" json:"api,omitempty"`
+	// Absent when the agent does not publish (--publish).
+	Publish       *PublishStatus `protobuf:"bytes,14,opt,name=publish,proto3" json:"publish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetNow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetUnhealthy() string {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *StatusResponse) GetDirs() []*DirStatus {
+	if x != nil {
+		return x.Dirs
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetScan() *ScanStatus {
+	if x != nil {
+		return x.Scan
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetTypes() []*TypeStatus {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetUnhealthyPlugins() []*UnhealthyPlugin {
+	if x != nil {
+		return x.UnhealthyPlugins
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetPending() []*PendingDeregistration {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetHandlers() []*HandlerStatus {
+	if x != nil {
+		return x.Handlers
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetStateFile() *StateFileStatus {
+	if x != nil {
+		return x.StateFile
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetApi() *APIStatus {
+	if x != nil {
+		return x.Api
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetPublish() *PublishStatus {
+	if x != nil {
+		return x.Publish
+	}
+	return nil
+}
+
+// DirStatus is one plugin directory.
+type DirStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Set while a read of the directory has not returned for longer than a
+	// scan waits for it: the scans go on without it.
+	StalledSince  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=stalled_since,json=stalledSince,proto3" json:"stalled_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirStatus) Reset() {
+	*x = DirStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirStatus) ProtoMessage() {}
+
+func (x *DirStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirStatus.ProtoReflect.Descriptor instead.
+func (*DirStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DirStatus) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DirStatus) GetStalledSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StalledSince
+	}
+	return nil
+}
+
+// ScanStatus is the agent's scanning of its plugin directories.
+type ScanStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the last completed scan started, and how long it took.
+	LastStarted *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=last_started,json=lastStarted,proto3" json:"last_started,omitempty"`
+	LastTook    *durationpb.Duration   `protobuf:"bytes,2,opt,name=last_took,json=lastTook,proto3" json:"last_took,omitempty"`
+	// Set while a scan runs: when it started.
+	RunningSince *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=running_since,json=runningSince,proto3" json:"running_since,omitempty"`
+	// Sockets the last scan saw.
+	Sockets uint32 `protobuf:"varint,4,opt,name=sockets,proto3" json:"sockets,omitempty"`
+	Scans   uint64 `protobuf:"varint,5,opt,name=scans,proto3" json:"scans,omitempty"`
+	// When the reconcile loop last ran (its heartbeat).
+	LastTick      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_tick,json=lastTick,proto3" json:"last_tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanStatus) Reset() {
+	*x = ScanStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanStatus) ProtoMessage() {}
+
+func (x *ScanStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanStatus.ProtoReflect.Descriptor instead.
+func (*ScanStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ScanStatus) GetLastStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastStarted
+	}
+	return nil
+}
+
+func (x *ScanStatus) GetLastTook() *durationpb.Duration {
+	if x != nil {
+		return x.LastTook
+	}
+	return nil
+}
+
+func (x *ScanStatus) GetRunningSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RunningSince
+	}
+	return nil
+}
+
+func (x *ScanStatus) GetSockets() uint32 {
+	if x != nil {
+		return x.Sockets
+	}
+	return 0
+}
+
+func (x *ScanStatus) GetScans() uint64 {
+	if x != nil {
+		return x.Scans
+	}
+	return 0
+}
+
+func (x *ScanStatus) GetLastTick() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTick
+	}
+	return nil
+}
+
+// TypeStatus counts the plugins of one type.
+type TypeStatus struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Type                   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Registered             uint32                 `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
+	Unhealthy              uint32                 `protobuf:"varint,3,opt,name=unhealthy,proto3" json:"unhealthy,omitempty"`
+	PendingDeregistrations uint32                 `protobuf:"varint,4,opt,name=pending_deregistrations,json=pendingDeregistrations,proto3" json:"pending_deregistrations,omitempty"`
+	// Registration attempts since the agent started, by outcome.
+	Rejections uint64 `protobuf:"varint,5,opt,name=rejections,proto3" json:"rejections,omitempty"`
+	Failures   uint64 `protobuf:"varint,6,opt,name=failures,proto3" json:"failures,omitempty"`
+	// The last rejection: the plugin's name, its socket path (empty for an
+	// API plugin), the message it was sent and when.
+	LastRejectedName       string                 `protobuf:"bytes,7,opt,name=last_rejected_name,json=lastRejectedName,proto3" json:"last_rejected_name,omitempty"`
+	LastRejectedSocketPath string                 `protobuf:"bytes,8,opt,name=last_rejected_socket_path,json=lastRejectedSocketPath,proto3" json:"last_rejected_socket_path,omitempty"`
+	LastRejection          string                 `protobuf:"bytes,9,opt,name=last_rejection,json=lastRejection,proto3" json:"last_rejection,omitempty"`
+	LastRejectedAt         *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_rejected_at,json=lastRejectedAt,proto3" json:"last_rejected_at,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *TypeStatus) Reset() {
+	*x = TypeStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypeStatus) ProtoMessage() {}
+
+func (x *TypeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypeStatus.ProtoReflect.Descriptor instead.
+func (*TypeStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TypeStatus) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *TypeStatus) GetRegistered() uint32 {
+	if x != nil {
+		return x.Registered
+	}
+	return 0
+}
+
+func (x *TypeStatus) GetUnhealthy() uint32 {
+	if x != nil {
+		return x.Unhealthy
+	}
+	return 0
+}
+
+func (x *TypeStatus) GetPendingDeregistrations() uint32 {
+	if x != nil {
+		return x.PendingDeregistrations
+	}
+	return 0
+}
+
+func (x *TypeStatus) GetRejections() uint64 {
+	if x != nil {
+		return x.Rejections
+	}
+	return 0
+}
+
+func (x *TypeStatus) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *TypeStatus) GetLastRejectedName() string {
+	if x != nil {
+		return x.LastRejectedName
+	}
+	return ""
+}
+
+func (x *TypeStatus) GetLastRejectedSocketPath() string {
+	if x != nil {
+		return x.LastRejectedSocketPath
+	}
+	return ""
+}
+
+func (x *TypeStatus) GetLastRejection() string {
+	if x != nil {
+		return x.LastRejection
+	}
+	return ""
+}
+
+func (x *TypeStatus) GetLastRejectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRejectedAt
+	}
+	return nil
+}
+
+// UnhealthyPlugin is a plugin deregistered as unhealthy.
+type UnhealthyPlugin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Plugin        *Plugin                `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnhealthyPlugin) Reset() {
+	*x = UnhealthyPlugin{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnhealthyPlugin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnhealthyPlugin) ProtoMessage() {}
+
+func (x *UnhealthyPlugin) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnhealthyPlugin.ProtoReflect.Descriptor instead.
+func (*UnhealthyPlugin) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UnhealthyPlugin) GetPlugin() *Plugin {
+	if x != nil {
+		return x.Plugin
+	}
+	return nil
+}
+
+func (x *UnhealthyPlugin) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// PendingDeregistration is a handler deregistration owed to a plugin.
+type PendingDeregistration struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Plugin *Plugin                `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	// "removed", "replaced", "unhealthy" or "rolled back".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingDeregistration) Reset() {
+	*x = PendingDeregistration{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingDeregistration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingDeregistration) ProtoMessage() {}
+
+func (x *PendingDeregistration) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingDeregistration.ProtoReflect.Descriptor instead.
+func (*PendingDeregistration) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PendingDeregistration) GetPlugin() *Plugin {
+	if x != nil {
+		return x.Plugin
+	}
+	return nil
+}
+
+func (x *PendingDeregistration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// HandlerStatus is the handler of one plugin type.
+type HandlerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// "accept" (a version check only), "exec" or "grpc".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The program (exec) or the socket (grpc).
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// The program is a regular file, or the socket accepts a connection,
+	// at the time of the answer; always true for "accept".
+	Available bool `protobuf:"varint,4,opt,name=available,proto3" json:"available,omitempty"`
+	// Why it is not available.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandlerStatus) Reset() {
+	*x = HandlerStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandlerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandlerStatus) ProtoMessage() {}
+
+func (x *HandlerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandlerStatus.ProtoReflect.Descriptor instead.
+func (*HandlerStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HandlerStatus) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HandlerStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HandlerStatus) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *HandlerStatus) GetAvailable() bool {
+	if x != nil {
+		return x.Available
+	}
+	return false
+}
+
+func (x *HandlerStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// StateFileStatus is the state file.
+type StateFileStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size  int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The file's modification time: its last save.
+	LastSave *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_save,json=lastSave,proto3" json:"last_save,omitempty"`
+	// Writes since the agent started.
+	Writes      uint64 `protobuf:"varint,4,opt,name=writes,proto3" json:"writes,omitempty"`
+	WriteErrors uint64 `protobuf:"varint,5,opt,name=write_errors,json=writeErrors,proto3" json:"write_errors,omitempty"`
+	// Why the file cannot be read now, if it cannot.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateFileStatus) Reset() {
+	*x = StateFileStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateFileStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateFileStatus) ProtoMessage() {}
+
+func (x *StateFileStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateFileStatus.ProtoReflect.Descriptor instead.
+func (*StateFileStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StateFileStatus) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *StateFileStatus) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *StateFileStatus) GetLastSave() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSave
+	}
+	return nil
+}
+
+func (x *StateFileStatus) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *StateFileStatus) GetWriteErrors() uint64 {
+	if x != nil {
+		return x.WriteErrors
+	}
+	return 0
+}
+
+func (x *StateFileStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// APIStatus is the local API.
+type APIStatus struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Path           string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Watchers       uint32                 `protobuf:"varint,2,opt,name=watchers,proto3" json:"watchers,omitempty"`
+	MaxWatchers    uint32                 `protobuf:"varint,3,opt,name=max_watchers,json=maxWatchers,proto3" json:"max_watchers,omitempty"`
+	Connections    uint32                 `protobuf:"varint,4,opt,name=connections,proto3" json:"connections,omitempty"`
+	MaxConnections uint32                 `protobuf:"varint,5,opt,name=max_connections,json=maxConnections,proto3" json:"max_connections,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *APIStatus) Reset() {
+	*x = APIStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *APIStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*APIStatus) ProtoMessage() {}
+
+func (x *APIStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use APIStatus.ProtoReflect.Descriptor instead.
+func (*APIStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *APIStatus) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *APIStatus) GetWatchers() uint32 {
+	if x != nil {
+		return x.Watchers
+	}
+	return 0
+}
+
+func (x *APIStatus) GetMaxWatchers() uint32 {
+	if x != nil {
+		return x.MaxWatchers
+	}
+	return 0
+}
+
+func (x *APIStatus) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *APIStatus) GetMaxConnections() uint32 {
+	if x != nil {
+		return x.MaxConnections
+	}
+	return 0
+}
+
+// PublishStatus is the publishing of the registry to etcd.
+type PublishStatus struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Endpoints []string               `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Node      string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// etcd holds the registry as of the agent's revision.
+	InSync bool `protobuf:"varint,3,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	// Set during an outage: when it started, and its last error.
+	StaleSince *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=stale_since,json=staleSince,proto3" json:"stale_since,omitempty"`
+	Error      string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Registry revisions not in etcd yet.
+	Behind   uint64                 `protobuf:"varint,6,opt,name=behind,proto3" json:"behind,omitempty"`
+	LastSync *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"`
+	Lease    int64                  `protobuf:"varint,8,opt,name=lease,proto3" json:"lease,omitempty"`
+	LeaseTtl *durationpb.Duration   `protobuf:"bytes,9,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
+	// What etcd says is left of the lease's time to live; absent when it
+	// could not be asked (lease_error says why).
+	LeaseTtlLeft *durationpb.Duration `protobuf:"bytes,10,opt,name=lease_ttl_left,json=leaseTtlLeft,proto3" json:"lease_ttl_left,omitempty"`
+	LeaseError   string               `protobuf:"bytes,11,opt,name=lease_error,json=leaseError,proto3" json:"lease_error,omitempty"`
+	// The fleet publisher's one-line health, as /healthz shows it.
+	Health        string `protobuf:"bytes,12,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishStatus) Reset() {
+	*x = PublishStatus{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishStatus) ProtoMessage() {}
+
+func (x *PublishStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishStatus.ProtoReflect.Descriptor instead.
+func (*PublishStatus) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PublishStatus) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *PublishStatus) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *PublishStatus) GetInSync() bool {
+	if x != nil {
+		return x.InSync
+	}
+	return false
+}
+
+func (x *PublishStatus) GetStaleSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StaleSince
+	}
+	return nil
+}
+
+func (x *PublishStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *PublishStatus) GetBehind() uint64 {
+	if x != nil {
+		return x.Behind
+	}
+	return 0
+}
+
+func (x *PublishStatus) GetLastSync() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSync
+	}
+	return nil
+}
+
+func (x *PublishStatus) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *PublishStatus) GetLeaseTtl() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtl
+	}
+	return nil
+}
+
+func (x *PublishStatus) GetLeaseTtlLeft() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTtlLeft
+	}
+	return nil
+}
+
+func (x *PublishStatus) GetLeaseError() string {
+	if x != nil {
+		return x.LeaseError
+	}
+	return ""
+}
+
+func (x *PublishStatus) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
 var File_plugreg_v1_registry_proto protoreflect.FileDescriptor
 
 const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"\x19plugreg/v1/registry.proto\x12\n" +
-	"plugreg.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
+	"plugreg.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
 	"\x06Plugin\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -854,14 +1810,103 @@ const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12*\n" +
 	"\x06plugin\x18\x04 \x01(\v2\x12.plugreg.v1.PluginR\x06plugin\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12,\n" +
-	"\aplugins\x18\x06 \x03(\v2\x12.plugreg.v1.PluginR\aplugins2\xdc\x02\n" +
+	"\aplugins\x18\x06 \x03(\v2\x12.plugreg.v1.PluginR\aplugins\"\x0f\n" +
+	"\rStatusRequest\"\xa4\x05\n" +
+	"\x0eStatusResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
+	"\n" +
+	"started_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12,\n" +
+	"\x03now\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\x12\x1c\n" +
+	"\tunhealthy\x18\x04 \x01(\tR\tunhealthy\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\bR\x05ready\x12)\n" +
+	"\x04dirs\x18\x06 \x03(\v2\x15.plugreg.v1.DirStatusR\x04dirs\x12*\n" +
+	"\x04scan\x18\a \x01(\v2\x16.plugreg.v1.ScanStatusR\x04scan\x12,\n" +
+	"\x05types\x18\b \x03(\v2\x16.plugreg.v1.TypeStatusR\x05types\x12H\n" +
+	"\x11unhealthy_plugins\x18\t \x03(\v2\x1b.plugreg.v1.UnhealthyPluginR\x10unhealthyPlugins\x12;\n" +
+	"\apending\x18\n" +
+	" \x03(\v2!.plugreg.v1.PendingDeregistrationR\apending\x125\n" +
+	"\bhandlers\x18\v \x03(\v2\x19.plugreg.v1.HandlerStatusR\bhandlers\x12:\n" +
+	"\n" +
+	"state_file\x18\f \x01(\v2\x1b.plugreg.v1.StateFileStatusR\tstateFile\x12'\n" +
+	"\x03api\x18\r \x01(\v2\x15.plugreg.v1.APIStatusR\x03api\x123\n" +
+	"\apublish\x18\x0e \x01(\v2\x19.plugreg.v1.PublishStatusR\apublish\"`\n" +
+	"\tDirStatus\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12?\n" +
+	"\rstalled_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fstalledSince\"\xad\x02\n" +
+	"\n" +
+	"ScanStatus\x12=\n" +
+	"\flast_started\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlastStarted\x126\n" +
+	"\tlast_took\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\blastTook\x12?\n" +
+	"\rrunning_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\frunningSince\x12\x18\n" +
+	"\asockets\x18\x04 \x01(\rR\asockets\x12\x14\n" +
+	"\x05scans\x18\x05 \x01(\x04R\x05scans\x127\n" +
+	"\tlast_tick\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastTick\"\xa9\x03\n" +
+	"\n" +
+	"TypeStatus\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
+	"\n" +
+	"registered\x18\x02 \x01(\rR\n" +
+	"registered\x12\x1c\n" +
+	"\tunhealthy\x18\x03 \x01(\rR\tunhealthy\x127\n" +
+	"\x17pending_deregistrations\x18\x04 \x01(\rR\x16pendingDeregistrations\x12\x1e\n" +
+	"\n" +
+	"rejections\x18\x05 \x01(\x04R\n" +
+	"rejections\x12\x1a\n" +
+	"\bfailures\x18\x06 \x01(\x04R\bfailures\x12,\n" +
+	"\x12last_rejected_name\x18\a \x01(\tR\x10lastRejectedName\x129\n" +
+	"\x19last_rejected_socket_path\x18\b \x01(\tR\x16lastRejectedSocketPath\x12%\n" +
+	"\x0elast_rejection\x18\t \x01(\tR\rlastRejection\x12D\n" +
+	"\x10last_rejected_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0elastRejectedAt\"o\n" +
+	"\x0fUnhealthyPlugin\x12*\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x12.plugreg.v1.PluginR\x06plugin\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"[\n" +
+	"\x15PendingDeregistration\x12*\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x12.plugreg.v1.PluginR\x06plugin\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x83\x01\n" +
+	"\rHandlerStatus\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x1c\n" +
+	"\tavailable\x18\x04 \x01(\bR\tavailable\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc3\x01\n" +
+	"\x0fStateFileStatus\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x127\n" +
+	"\tlast_save\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\blastSave\x12\x16\n" +
+	"\x06writes\x18\x04 \x01(\x04R\x06writes\x12!\n" +
+	"\fwrite_errors\x18\x05 \x01(\x04R\vwriteErrors\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xa9\x01\n" +
+	"\tAPIStatus\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\bwatchers\x18\x02 \x01(\rR\bwatchers\x12!\n" +
+	"\fmax_watchers\x18\x03 \x01(\rR\vmaxWatchers\x12 \n" +
+	"\vconnections\x18\x04 \x01(\rR\vconnections\x12'\n" +
+	"\x0fmax_connections\x18\x05 \x01(\rR\x0emaxConnections\"\xc6\x03\n" +
+	"\rPublishStatus\x12\x1c\n" +
+	"\tendpoints\x18\x01 \x03(\tR\tendpoints\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x17\n" +
+	"\ain_sync\x18\x03 \x01(\bR\x06inSync\x12;\n" +
+	"\vstale_since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"staleSince\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
+	"\x06behind\x18\x06 \x01(\x04R\x06behind\x127\n" +
+	"\tlast_sync\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSync\x12\x14\n" +
+	"\x05lease\x18\b \x01(\x03R\x05lease\x126\n" +
+	"\tlease_ttl\x18\t \x01(\v2\x19.google.protobuf.DurationR\bleaseTtl\x12?\n" +
+	"\x0elease_ttl_left\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\fleaseTtlLeft\x12\x1f\n" +
+	"\vlease_error\x18\v \x01(\tR\n" +
+	"leaseError\x12\x16\n" +
+	"\x06health\x18\f \x01(\tR\x06health2\x9d\x03\n" +
 	"\bRegistry\x129\n" +
 	"\x04List\x12\x17.plugreg.v1.ListRequest\x1a\x18.plugreg.v1.ListResponse\x121\n" +
 	"\x03Get\x12\x16.plugreg.v1.GetRequest\x1a\x12.plugreg.v1.Plugin\x126\n" +
 	"\x05Watch\x12\x18.plugreg.v1.WatchRequest\x1a\x11.plugreg.v1.Event0\x01\x12Q\n" +
 	"\bRegister\x12!.plugreg.v1.RegisterPluginRequest\x1a\".plugreg.v1.RegisterPluginResponse\x12W\n" +
 	"\n" +
-	"Deregister\x12#.plugreg.v1.DeregisterPluginRequest\x1a$.plugreg.v1.DeregisterPluginResponseB7Z5github.com/plugreg/plugreg/proto/plugreg/v1;plugregv1b\x06proto3"
+	"Deregister\x12#.plugreg.v1.DeregisterPluginRequest\x1a$.plugreg.v1.DeregisterPluginResponse\x12?\n" +
+	"\x06Status\x12\x19.plugreg.v1.StatusRequest\x1a\x1a.plugreg.v1.StatusResponseB7Z5github.com/plugreg/plugreg/proto/plugreg/v1;plugregv1b\x06proto3"
 
 var (
 	file_plugreg_v1_registry_proto_rawDescOnce sync.Once
@@ -875,7 +1920,7 @@ func file_plugreg_v1_registry_proto_rawDescGZIP() []byte {
 	return file_plugreg_v1_registry_proto_rawDescData
 }
 
-var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_plugreg_v1_registry_proto_goTypes = []any{
 	(*Plugin)(nil),                   // 0: plugreg.v1.Plugin
 	(*ListRequest)(nil),              // 1: plugreg.v1.ListRequest
@@ -887,37 +1932,76 @@ var file_plugreg_v1_registry_proto_goTypes = []any{
 	(*DeregisterPluginRequest)(nil),  // 7: plugreg.v1.DeregisterPluginRequest
 	(*DeregisterPluginResponse)(nil), // 8: plugreg.v1.DeregisterPluginResponse
 	(*Event)(nil),                    // 9: plugreg.v1.Event
-	nil,                              // 10: plugreg.v1.Plugin.AnnotationsEntry
-	nil,                              // 11: plugreg.v1.Plugin.OptionsEntry
-	nil,                              // 12: plugreg.v1.RegisterPluginRequest.OptionsEntry
-	(*timestamppb.Timestamp)(nil),    // 13: google.protobuf.Timestamp
+	(*StatusRequest)(nil),            // 10: plugreg.v1.StatusRequest
+	(*StatusResponse)(nil),           // 11: plugreg.v1.StatusResponse
+	(*DirStatus)(nil),                // 12: plugreg.v1.DirStatus
+	(*ScanStatus)(nil),               // 13: plugreg.v1.ScanStatus
+	(*TypeStatus)(nil),               // 14: plugreg.v1.TypeStatus
+	(*UnhealthyPlugin)(nil),          // 15: plugreg.v1.UnhealthyPlugin
+	(*PendingDeregistration)(nil),    // 16: plugreg.v1.PendingDeregistration
+	(*HandlerStatus)(nil),            // 17: plugreg.v1.HandlerStatus
+	(*StateFileStatus)(nil),          // 18: plugreg.v1.StateFileStatus
+	(*APIStatus)(nil),                // 19: plugreg.v1.APIStatus
+	(*PublishStatus)(nil),            // 20: plugreg.v1.PublishStatus
+	nil,                              // 21: plugreg.v1.Plugin.AnnotationsEntry
+	nil,                              // 22: plugreg.v1.Plugin.OptionsEntry
+	nil,                              // 23: plugreg.v1.RegisterPluginRequest.OptionsEntry
+	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
 }
 var file_plugreg_v1_registry_proto_depIdxs = []int32{
-	13, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	10, // 1: plugreg.v1.Plugin.annotations:type_name -> plugreg.v1.Plugin.AnnotationsEntry
-	11, // 2: plugreg.v1.Plugin.options:type_name -> plugreg.v1.Plugin.OptionsEntry
+	24, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	21, // 1: plugreg.v1.Plugin.annotations:type_name -> plugreg.v1.Plugin.AnnotationsEntry
+	22, // 2: plugreg.v1.Plugin.options:type_name -> plugreg.v1.Plugin.OptionsEntry
 	0,  // 3: plugreg.v1.ListResponse.plugins:type_name -> plugreg.v1.Plugin
-	12, // 4: plugreg.v1.RegisterPluginRequest.options:type_name -> plugreg.v1.RegisterPluginRequest.OptionsEntry
+	23, // 4: plugreg.v1.RegisterPluginRequest.options:type_name -> plugreg.v1.RegisterPluginRequest.OptionsEntry
 	0,  // 5: plugreg.v1.RegisterPluginResponse.plugin:type_name -> plugreg.v1.Plugin
 	0,  // 6: plugreg.v1.DeregisterPluginResponse.plugins:type_name -> plugreg.v1.Plugin
-	13, // 7: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
+	24, // 7: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
 	0,  // 8: plugreg.v1.Event.plugin:type_name -> plugreg.v1.Plugin
 	0,  // 9: plugreg.v1.Event.plugins:type_name -> plugreg.v1.Plugin
-	1,  // 10: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
-	3,  // 11: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
-	4,  // 12: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
-	5,  // 13: plugreg.v1.Registry.Register:input_type -> plugreg.v1.RegisterPluginRequest
-	7,  // 14: plugreg.v1.Registry.Deregister:input_type -> plugreg.v1.DeregisterPluginRequest
-	2,  // 15: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
-	0,  // 16: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
-	9,  // 17: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
-	6,  // 18: plugreg.v1.Registry.Register:output_type -> plugreg.v1.RegisterPluginResponse
-	8,  // 19: plugreg.v1.Registry.Deregister:output_type -> plugreg.v1.DeregisterPluginResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	24, // 10: plugreg.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	24, // 11: plugreg.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	12, // 12: plugreg.v1.StatusResponse.dirs:type_name -> plugreg.v1.DirStatus
+	13, // 13: plugreg.v1.StatusResponse.scan:type_name -> plugreg.v1.ScanStatus
+	14, // 14: plugreg.v1.StatusResponse.types:type_name -> plugreg.v1.TypeStatus
+	15, // 15: plugreg.v1.StatusResponse.unhealthy_plugins:type_name -> plugreg.v1.UnhealthyPlugin
+	16, // 16: plugreg.v1.StatusResponse.pending:type_name -> plugreg.v1.PendingDeregistration
+	17, // 17: plugreg.v1.StatusResponse.handlers:type_name -> plugreg.v1.HandlerStatus
+	18, // 18: plugreg.v1.StatusResponse.state_file:type_name -> plugreg.v1.StateFileStatus
+	19, // 19: plugreg.v1.StatusResponse.api:type_name -> plugreg.v1.APIStatus
+	20, // 20: plugreg.v1.StatusResponse.publish:type_name -> plugreg.v1.PublishStatus
+	24, // 21: plugreg.v1.DirStatus.stalled_since:type_name -> google.protobuf.Timestamp
+	24, // 22: plugreg.v1.ScanStatus.last_started:type_name -> google.protobuf.Timestamp
+	25, // 23: plugreg.v1.ScanStatus.last_took:type_name -> google.protobuf.Duration
+	24, // 24: plugreg.v1.ScanStatus.running_since:type_name -> google.protobuf.Timestamp
+	24, // 25: plugreg.v1.ScanStatus.last_tick:type_name -> google.protobuf.Timestamp
+	24, // 26: plugreg.v1.TypeStatus.last_rejected_at:type_name -> google.protobuf.Timestamp
+	0,  // 27: plugreg.v1.UnhealthyPlugin.plugin:type_name -> plugreg.v1.Plugin
+	24, // 28: plugreg.v1.UnhealthyPlugin.since:type_name -> google.protobuf.Timestamp
+	0,  // 29: plugreg.v1.PendingDeregistration.plugin:type_name -> plugreg.v1.Plugin
+	24, // 30: plugreg.v1.StateFileStatus.last_save:type_name -> google.protobuf.Timestamp
+	24, // 31: plugreg.v1.PublishStatus.stale_since:type_name -> google.protobuf.Timestamp
+	24, // 32: plugreg.v1.PublishStatus.last_sync:type_name -> google.protobuf.Timestamp
+	25, // 33: plugreg.v1.PublishStatus.lease_ttl:type_name -> google.protobuf.Duration
+	25, // 34: plugreg.v1.PublishStatus.lease_ttl_left:type_name -> google.protobuf.Duration
+	1,  // 35: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
+	3,  // 36: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
+	4,  // 37: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
+	5,  // 38: plugreg.v1.Registry.Register:input_type -> plugreg.v1.RegisterPluginRequest
+	7,  // 39: plugreg.v1.Registry.Deregister:input_type -> plugreg.v1.DeregisterPluginRequest
+	10, // 40: plugreg.v1.Registry.Status:input_type -> plugreg.v1.StatusRequest
+	2,  // 41: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
+	0,  // 42: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
+	9,  // 43: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
+	6,  // 44: plugreg.v1.Registry.Register:output_type -> plugreg.v1.RegisterPluginResponse
+	8,  // 45: plugreg.v1.Registry.Deregister:output_type -> plugreg.v1.DeregisterPluginResponse
+	11, // 46: plugreg.v1.Registry.Status:output_type -> plugreg.v1.StatusResponse
+	41, // [41:47] is the sub-list for method output_type
+	35, // [35:41] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_plugreg_v1_registry_proto_init() }
@@ -933,7 +2017,7 @@ func file_plugreg_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugreg_v1_registry_proto_rawDesc), len(file_plugreg_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Registry_Watch_FullMethodName      = "/plugreg.v1.Registry/Watch"
 	Registry_Register_FullMethodName   = "/plugreg.v1.Registry/Register"
 	Registry_Deregister_FullMethodName = "/plugreg.v1.Registry/Deregister"
+	Registry_Status_FullMethodName     = "/plugreg.v1.Registry/Status"
 )
 
 // RegistryClient is the client API for Registry service.
@@ -66,6 +67,9 @@ type RegistryClient interface {
 	// NotFound when there are none, and PermissionDenied when another uid
 	// registered them (unless the caller is root or the agent's uid).
 	Deregister(ctx context.Context, in *DeregisterPluginRequest, opts ...grpc.CallOption) (*DeregisterPluginResponse, error)
+	// Status returns the running agent's status (`plugreg status`), to any
+	// caller that may read; Unimplemented when the server has none to give.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type registryClient struct {
@@ -135,6 +139,16 @@ func (c *registryClient) Deregister(ctx context.Context, in *DeregisterPluginReq
 	return out, nil
 }
 
+func (c *registryClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, Registry_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistryServer is the server API for Registry service.
 // All implementations must embed UnimplementedRegistryServer
 // for forward compatibility.
@@ -169,6 +183,9 @@ type RegistryServer interface {
 	// NotFound when there are none, and PermissionDenied when another uid
 	// registered them (unless the caller is root or the agent's uid).
 	Deregister(context.Context, *DeregisterPluginRequest) (*DeregisterPluginResponse, error)
+	// Status returns the running agent's status (`plugreg status`), to any
+	// caller that may read; Unimplemented when the server has none to give.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedRegistryServer()
 }
 
@@ -193,6 +210,9 @@ func (UnimplementedRegistryServer) Register(context.Context, *RegisterPluginRequ
 }
 func (UnimplementedRegistryServer) Deregister(context.Context, *DeregisterPluginRequest) (*DeregisterPluginResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Deregister not implemented")
+}
+func (UnimplementedRegistryServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedRegistryServer) mustEmbedUnimplementedRegistryServer() {}
 func (UnimplementedRegistryServer) testEmbeddedByValue()                  {}
@@ -298,6 +318,24 @@ func _Registry_Deregister_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registry_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registry_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Registry_ServiceDesc is the grpc.ServiceDesc for Registry service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -320,6 +358,10 @@ var Registry_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Deregister",
 			Handler:    _Registry_Deregister_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _Registry_Status_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
