@@ -21,9 +21,7 @@ const otherUID = 1001
 // etcd password file, naming the path, its owner and its mode; it starts
 // with the same inputs owned by root.
 func TestRunChecksInputs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give files to another user")
-	}
+	sockettest.NeedRoot(t, "to give files to another user")
 	plugregBin(t) // skips in -short mode
 	for _, tc := range []struct {
 		name string

@@ -9,15 +9,14 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/statecache"
 )
 
 // needRoot skips t unless it runs as root, which chown needs.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("giving a socket to another uid needs root")
-	}
+	sockettest.NeedRoot(t, "to give a socket to another uid")
 }
 
 // chown gives the file at path, not followed if a symlink, to uid.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/peer"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -43,9 +44,7 @@ func TestAPIRegisterPermission(t *testing.T) {
 	if !peer.Supported {
 		t.Skip("this system gives no peer credentials")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a client as another uid needs root")
-	}
+	sockettest.NeedRoot(t, "to run a client as another uid")
 	dir := nobodyDir(t)
 	for _, tc := range []struct {
 		name    string
