@@ -27,8 +27,9 @@ build: ## build bin/plugreg for this machine
 test: ## go vet + every test under the race detector, and the largest registry without it; then lists the access tests skipped (not root) and why
 	$(GO) vet ./...
 	@skips=$$(mktemp); trap 'rm -f "$$skips"' EXIT; export PLUGREG_ACCESS_SKIPS=$$skips; status=0; \
-	{ set -x; $(GO) test -race -shuffle=on -count=1 ./... && \
-	  $(GO) test -count=1 -run '^TestCLIReadsTheLargestRegistry$$' .; } || status=$$?; set +x; \
+	{ echo "$(GO) test -race -shuffle=on -count=1 ./..."; $(GO) test -race -shuffle=on -count=1 ./... && \
+	  echo "$(GO) test -count=1 -run '^TestCLIReadsTheLargestRegistry$$' ." && \
+	  $(GO) test -count=1 -run '^TestCLIReadsTheLargestRegistry$$' .; } || status=$$?; \
 	if [ -s "$$skips" ]; then \
 	  echo "access rules not tested here: $$(wc -l <"$$skips") tests skipped (run as root to test them):"; sort "$$skips" | sed 's/^/  /'; \
 	fi; exit $$status
