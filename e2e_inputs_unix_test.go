@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,7 @@ const otherUID = 1001
 // etcd password file, naming the path, its owner and its mode; it starts
 // with the same inputs owned by root.
 func TestRunChecksInputs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give files to another user")
-	}
+	sockettest.NeedRoot(t, "to give files to another user")
 	plugregBin(t) // skips in -short mode
 	for _, tc := range []struct {
 		name string
@@ -91,6 +90,47 @@ func TestRunChecksInputs(t *testing.T) {
 			}
 			if _, err := os.Lstat(e.api); err == nil {
 				t.Errorf("the refused agent created its API socket")
+			}
+		})
+	}
+}
+
+// TestRunChecksInputModes: whoever runs the agent, it refuses to start
+// when every user may write to a handler's program or to the etcd password
+// file, naming the path, its owner and its mode. It runs as any uid, on
+// files of its own.
+func TestRunChecksInputModes(t *testing.T) {
+	plugregBin(t) // skips in -short mode
+	uid := strconv.Itoa(os.Geteuid())
+	for _, tc := range []struct {
+		name  string
+		flags func(path string) []string
+		want  string // after the path
+	}{
+		{"program writable by every user", func(prog string) []string { return []string{"--handler", "CSIPlugin=exec:" + prog} },
+			"handler program of CSIPlugin PATH: PATH is writable by every user (owner uid " + uid + ", mode -rwxrwxrwx): make it writable by its owner only (chmod go-w)"},
+		{"password file writable by every user", func(pw string) []string {
+			return []string{"--publish", "127.0.0.1:1", "--etcd-user", "u", "--etcd-password-file", pw}
+		}, "etcd password file PATH: PATH is writable by every user (owner uid " + uid + ", mode -rwxrwxrwx): make it writable by its owner only (chmod go-w)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tmp, err := filepath.EvalSymlinks(sockettest.Dir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := tmp + "/input"
+			if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			e := agentEnv{tmp: tmp, dir: tmp + "/plugins", api: tmp + "/api.sock", state: tmp + "/state.json"}
+			args := e.runArgs(tc.flags(path)...)
+			code, stderr := exitOf(t, start(t, args...))
+			if want := "plugreg: refusing to start: " + strings.ReplaceAll(tc.want, "PATH", path) + "\n"; code != 1 || stderr != want {
+				t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1, stderr %q", strings.Join(args, " "), code, stderr, want)
 			}
 		})
 	}

@@ -32,9 +32,7 @@ const nobodyID = 65534
 // searchable by others.
 func nobodyTempDir(t *testing.T) (tmp, bin string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root: plugreg runs as another user (uid %d) so that permissions apply to it", nobodyID)
-	}
+	sockettest.NeedRoot(t, fmt.Sprintf("to run plugreg as another user (uid %d), so that permissions apply to it", nobodyID))
 	rootBin := plugregBin(t) // skips in -short mode
 	tmp = sockettest.Dir(t)
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -42,7 +40,7 @@ func nobodyTempDir(t *testing.T) (tmp, bin string) {
 	}
 	for d := filepath.Dir(tmp); ; d = filepath.Dir(d) {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
-			t.Skipf("%s is not searchable by uid %d (stat: %v); set TMPDIR to a directory whose parents are", d, nobodyID, err)
+			sockettest.SkipAccess(t, "%s is not searchable by uid %d (stat: %v); set TMPDIR to a directory whose parents are", d, nobodyID, err)
 		}
 		if d == filepath.Dir(d) {
 			break
@@ -61,6 +59,11 @@ func copyExecutable(t *testing.T, from, to string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	// No fork while the copy is open for writing: a process forked
+	// meanwhile by a parallel test would keep it open until it execs, and
+	// running the copy would then fail with ETXTBSY (text file busy).
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		t.Fatal(err)

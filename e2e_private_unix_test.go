@@ -17,9 +17,7 @@ import (
 // socket in a directory that another user could write to: it exits with
 // status 1, names the directory, and creates nothing.
 func TestRunRefusesSharedDirs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a directory to another user")
-	}
+	sockettest.NeedRoot(t, "to give a directory to another user")
 	plugregBin(t) // skips in -short mode
 	for _, tc := range []struct {
 		name        string

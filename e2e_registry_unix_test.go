@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
 // TestEndToEndLiveness stops a registered plugin's process (SIGSTOP): its
@@ -120,8 +122,8 @@ func TestEndToEndAPISocketMode(t *testing.T) {
 		{"group 0", []string{"--api-group", "0"}, true, 0o660, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.root && os.Geteuid() != 0 {
-				t.Skip("needs root to give the socket root's group")
+			if tc.root {
+				sockettest.NeedRoot(t, "to give the socket root's group")
 			}
 			e := newAgentEnv(t)
 			e.run(t, tc.args...)

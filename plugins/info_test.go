@@ -46,20 +46,27 @@ func TestValidateInfo(t *testing.T) {
 	}
 }
 
-// FuzzValidateInfo checks ValidateInfo against each field's own rules.
-// Whatever it accepts has a type of at most maxTypeBytes, a name of at
-// most maxNameBytes, an endpoint of at most MaxEndpointBytes, at most
-// MaxVersions versions of at most MaxVersionBytes each, and every one of
-// these strings non-empty, valid UTF-8 and free of control characters (C0,
-// DEL and C1). And an accepted input with one character of one of its
-// strings replaced by a control character is refused for that character.
-// The versions are versionList split at commas, repeated n times.
+// FuzzValidateInfo checks ValidateInfo against its documented rules, both
+// ways. The property: ValidateInfo accepts exactly the inputs whose type
+// is of at most maxTypeBytes, name of at most maxNameBytes, endpoint of at
+// most MaxEndpointBytes, and versions at most MaxVersions of at most
+// MaxVersionBytes each, every one of these strings non-empty, valid UTF-8
+// and free of control characters (C0, DEL and C1): it refuses any other
+// input, and accepts every such one. And an accepted input with one
+// character of one of its strings replaced by a control character is
+// refused for that character. The versions are versionList split at
+// commas, repeated n times.
 func FuzzValidateInfo(f *testing.F) {
 	f.Add("CSIPlugin", "hostpath.csi.k8s.io", "/run/csi.sock", "1.0.0", 1, uint(0))
 	f.Add("DRAPlugin", "gpu.example.com", "/x", "v1.DRAPlugin,v1beta1.DRAPlugin", 1, uint(7))
 	f.Add("DevicePlugin", "example.com/gpu", "/x", "v1beta1", MaxVersions, uint(3))
 	f.Add("T", "a\x7f", "/e", "", 0, uint(0))
 	f.Add("T", "é", "/é", "é", 1, uint(2))
+	f.Add("型", "名前 with spaces/and\u00a0symbols", "relative", "ünïcode", 2, uint(5))
+	// Each limit exactly, in bytes and in versions, and with multi-byte
+	// characters.
+	f.Add(strings.Repeat("t", maxTypeBytes), strings.Repeat("n", maxNameBytes), "/"+strings.Repeat("e", MaxEndpointBytes-1), strings.Repeat("v", MaxVersionBytes), MaxVersions, uint(1))
+	f.Add(strings.Repeat("é", maxTypeBytes/2), strings.Repeat("é", maxNameBytes/2), strings.Repeat("é", MaxEndpointBytes/2), strings.Repeat("é", MaxVersionBytes/2), MaxVersions, uint(9))
 	// One byte or one version over each limit.
 	f.Add(strings.Repeat("t", maxTypeBytes+1), "a", "/e", "1", 1, uint(0))
 	f.Add("T", strings.Repeat("n", maxNameBytes+1), "/e", "1", 1, uint(0))
@@ -71,12 +78,6 @@ func FuzzValidateInfo(f *testing.F) {
 		if versionList != "" {
 			versions = slices.Repeat(strings.Split(versionList, ","), min(max(n, 0), MaxVersions+1))
 		}
-		if ValidateInfo(typ, name, endpoint, versions) != nil {
-			return
-		}
-		if len(versions) > MaxVersions {
-			t.Fatalf("accepted %d versions, more than %d", len(versions), MaxVersions)
-		}
 		type field struct {
 			s     string
 			limit int
@@ -85,10 +86,19 @@ func FuzzValidateInfo(f *testing.F) {
 		for _, v := range versions {
 			fields = append(fields, field{v, MaxVersionBytes})
 		}
+		within := len(versions) <= MaxVersions
 		for _, fd := range fields {
 			if fd.s == "" || len(fd.s) > fd.limit || !utf8.ValidString(fd.s) || strings.ContainsFunc(fd.s, unicode.IsControl) {
-				t.Fatalf("accepted %q: want non-empty UTF-8 of at most %d bytes without control characters", fd.s, fd.limit)
+				within = false
 			}
+		}
+		switch err := ValidateInfo(typ, name, endpoint, versions); {
+		case err != nil && within:
+			t.Fatalf("ValidateInfo(%q, %q, %q, %q) = %v, want it accepted: every string is within its limit", typ, name, endpoint, versions, err)
+		case err == nil && !within:
+			t.Fatalf("ValidateInfo(%q, %q, %q, %q) accepted: want a string beyond its limits, or more than %d versions, refused", typ, name, endpoint, versions, MaxVersions)
+		case err != nil:
+			return
 		}
 		// One control character in one of the strings.
 		i := int(at % uint(len(fields)))

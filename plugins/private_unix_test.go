@@ -3,6 +3,7 @@
 package plugins
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,9 +44,7 @@ func writeOwned(t *testing.T, path string, uid int) string {
 }
 
 func TestCheckPrivateUnix(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give directories to another user")
-	}
+	sockettest.NeedRoot(t, "to give directories to another user")
 	for _, tc := range []struct {
 		name string
 		// setup makes the tree under base and returns the file to check
@@ -137,9 +136,7 @@ func TestCheckPrivateUnix(t *testing.T) {
 // root may write to: one that another user owns, or may write to, is
 // refused, and so is a symlink to such a file, which is followed.
 func TestCheckPrivateFileOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a file to another user")
-	}
+	sockettest.NeedRoot(t, "to give a file to another user")
 	for _, tc := range []struct {
 		name      string
 		uid, gid  int
@@ -189,9 +186,7 @@ func TestCheckPrivateFileOwner(t *testing.T) {
 // --api-group, left behind by a kill), is accepted: writing to a socket
 // does not replace it. One that another user owns is not.
 func TestCheckPrivateSocketWriters(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a socket to another user")
-	}
+	sockettest.NeedRoot(t, "to give a socket to another user")
 	for _, tc := range []struct {
 		name     string
 		uid, gid int
@@ -226,6 +221,123 @@ func TestCheckPrivateSocketWriters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckPrivateModes: the rules on who else may write, which hold
+// whoever runs the agent, and which a test of any uid can prove on what it
+// owns: a directory every user may write to is refused, where the file is
+// and above it, sticky or not where the file is; one the agent's group may
+// write to is refused where the file is, unless that group is root's; a
+// file every user or the group may write to is refused, a socket is not.
+func TestCheckPrivateModes(t *testing.T) {
+	for _, tc := range privateModeCases(os.Geteuid(), os.Getegid()) {
+		t.Run(tc.name, func(t *testing.T) {
+			path, want := tc.setup(t, privateTempDir(t))
+			switch err := CheckPrivate(path); {
+			case want == "" && err != nil:
+				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+			case want != "" && (err == nil || err.Error() != want):
+				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, want)
+			}
+		})
+	}
+}
+
+// privateModeCase is a case of TestCheckPrivateModes: setup makes the tree
+// under base and returns the path to check and the error wanted ("": none).
+type privateModeCase struct {
+	name  string
+	setup func(t *testing.T, base string) (path, want string)
+}
+
+// privateModeCases returns the cases of TestCheckPrivateModes for a test
+// of uid and gid.
+func privateModeCases(uid, gid int) []privateModeCase {
+	const dirAdvice, fileAdvice = "make it owned by root and not writable by other users", "make it writable by its owner only (chmod go-w)"
+	everyone := func(what, mode, advice string) string {
+		return fmt.Sprintf("%s is writable by every user (owner uid %d, mode %s): %s", what, uid, mode, advice)
+	}
+	group := func(what, mode, advice string) string {
+		if gid == 0 {
+			return "" // root's group may write
+		}
+		return fmt.Sprintf("%s is writable by group %d (owner uid %d, mode %s): %s", what, gid, uid, mode, advice)
+	}
+	return []privateModeCase{
+		{"directory 0755", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirMode(t, b+"/d", 0o755), "state.json"), ""
+		}},
+		{"directory writable by every user", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirMode(t, b+"/d", 0o777), "api.sock"), everyone("directory "+b+"/d", "drwxrwxrwx", dirAdvice)
+		}},
+		{"directory writable by every user, sticky", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirMode(t, b+"/d", 0o777|os.ModeSticky), "state.json"),
+				everyone("directory "+b+"/d", "dtrwxrwxrwx", "the sticky bit does not stop another user from creating the path first: "+dirAdvice)
+		}},
+		{"parent writable by every user", func(t *testing.T, b string) (string, string) {
+			mkdirMode(t, b+"/p", 0o777)
+			return filepath.Join(mkdirMode(t, b+"/p/d", 0o755), "state.json"), everyone("directory "+b+"/p", "drwxrwxrwx", dirAdvice)
+		}},
+		{"parent writable by every user, sticky", func(t *testing.T, b string) (string, string) {
+			mkdirMode(t, b+"/p", 0o777|os.ModeSticky)
+			return filepath.Join(mkdirMode(t, b+"/p/d", 0o755), "state.json"), ""
+		}},
+		{"directory writable by its group", func(t *testing.T, b string) (string, string) {
+			return filepath.Join(mkdirMode(t, b+"/d", 0o775), "state.json"), group("directory "+b+"/d", "drwxrwxr-x", dirAdvice)
+		}},
+		{"parent writable by its group", func(t *testing.T, b string) (string, string) {
+			mkdirMode(t, b+"/p", 0o775)
+			return filepath.Join(mkdirMode(t, b+"/p/d", 0o755), "state.json"), ""
+		}},
+		{"file writable by every user", func(t *testing.T, b string) (string, string) {
+			f := writeMode(t, filepath.Join(mkdirMode(t, b+"/d", 0o755), "file"), 0o757)
+			return f, everyone(f, "-rwxr-xrwx", fileAdvice)
+		}},
+		{"file writable by its group", func(t *testing.T, b string) (string, string) {
+			f := writeMode(t, filepath.Join(mkdirMode(t, b+"/d", 0o755), "file"), 0o775)
+			return f, group(f, "-rwxrwxr-x", fileAdvice)
+		}},
+		{"symlink to a file writable by every user", func(t *testing.T, b string) (string, string) {
+			f := writeMode(t, filepath.Join(mkdirMode(t, b+"/d", 0o755), "file"), 0o757)
+			if err := os.Symlink("file", b+"/d/link"); err != nil {
+				t.Fatal(err)
+			}
+			return b + "/d/link", everyone(f, "-rwxr-xrwx", fileAdvice)
+		}},
+		{"socket every user may connect to", func(t *testing.T, b string) (string, string) {
+			path := filepath.Join(mkdirMode(t, b+"/d", 0o755), "api.sock")
+			l := sockettest.Listen(t, path)
+			t.Cleanup(func() { l.Close() })
+			if err := os.Chmod(path, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			return path, ""
+		}},
+	}
+}
+
+// mkdirMode makes dir with mode, whatever the umask.
+func mkdirMode(t *testing.T, dir string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// writeMode writes an empty file with mode, whatever the umask.
+func writeMode(t *testing.T, path string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // privateTempDir returns a new directory owned by root, mode 0700, with

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
@@ -13,18 +14,26 @@ import (
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // FuzzRegistryEncodes feeds arbitrary bytes for every field a plugin or a
 // handler supplies (socket path, name, type, endpoint, versions, the
 // message of a refusal, annotations) through a Registry as a rejected, a
-// registered and a pending plugin. The property: whatever went in, every
-// event, the List, Get and State can be encoded (protobuf, as the API
-// sends them; the state file, which Save writes and Load reads back
-// unchanged), and a plugin the Registry stored keeps the state file's
-// rules.
+// registered and a pending plugin. The property, both ways: a registration
+// that keeps the documented rules (Registry.Apply: ValidateInfo with the
+// endpoint defaulted to the socket path, ValidateAnnotations, a socket path
+// that is non-empty UTF-8 of at most scan.MaxSocketPath bytes) is stored,
+// and List and Get return it as it went in; any other is not stored, and
+// a plugin the Registry stored keeps the state file's rules. And whatever
+// went in, every event, the List, Get and State can be encoded (protobuf,
+// as the API sends them; the state file, which Save writes and Load reads
+// back unchanged).
 func FuzzRegistryEncodes(f *testing.F) {
 	f.Add("/p/a.sock", "csi.example.com", "CSIPlugin", "/p/csi.sock", "1.0.0", "", "refused", "node", "worker-1")
+	f.Add("/p/a.sock", "csi.example.com", "CSIPlugin", "/p/csi.sock", "1.0.0", "1.1.0", "refused", "node", "worker-1")
+	f.Add("/p/é.sock", "gpu.example.com/é", "DRAPlugin", "", "v1.DRAPlugin", "v1beta1.DRAPlugin", "", "", "")
+	f.Add("/"+strings.Repeat("p", scan.MaxSocketPath-1), strings.Repeat("n", 253), strings.Repeat("t", 253), strings.Repeat("e", plugins.MaxEndpointBytes), strings.Repeat("v", plugins.MaxVersionBytes), "2", "", "k", strings.Repeat("v", plugins.MaxAnnotationBytes-1))
 	f.Add("/p/\xff.sock", "x", "CSIPlugin", "", "1.0.0", "v\x1b[31m", "\xfe", "", "")
 	f.Add("/p/b.sock", strings.Repeat("n", 300), "\x00", strings.Repeat("e", 5000), strings.Repeat("v", 100), "2", strings.Repeat("\xc3", 1000), "k\n", "v")
 	f.Add("", "a\u2028b", "T", "<&>", `"\`, "", "", "\xff", "\xff")
@@ -41,9 +50,21 @@ func FuzzRegistryEncodes(f *testing.F) {
 		}
 		ch := r.Watch(t.Context(), 0)
 		r.Apply(plugins.Rejected, p, msg, now)
-		if _, ok := r.Apply(plugins.Registered, p, "", now); ok {
+		_, ok := r.Apply(plugins.Registered, p, "", now)
+		switch valid := keepsRegistryRules(p); {
+		case ok && !valid:
+			t.Fatalf("Registry stored %+v, which breaks a documented rule", p)
+		case !ok && valid:
+			t.Fatalf("Registry refused %+v, which keeps every documented rule", p)
+		case ok:
 			if err := plugins.CheckPlugin(p); err != nil {
 				t.Fatalf("Registry stored a plugin that breaks a rule: %v", err)
+			}
+			if d := cmp.Diff([]plugins.Plugin{p}, r.List("")); d != "" {
+				t.Errorf("List after registering the plugin (-want +got):\n%s", d)
+			}
+			if got, err := r.Get(typ, name); err != nil || !cmp.Equal(p, got) {
+				t.Errorf("Get(%q, %q) = %+v, %v; want the plugin registered", typ, name, got, err)
 			}
 		}
 		r.PutPending(plugins.PendingDeregistration{Plugin: p, Reason: plugins.ReasonUnhealthy}) // refused unless p keeps the rules
@@ -80,4 +101,16 @@ func FuzzRegistryEncodes(f *testing.F) {
 			t.Errorf("Load(Save(state)) (-want +got):\n%s", d)
 		}
 	})
+}
+
+// keepsRegistryRules reports whether p, a discovered plugin, keeps the
+// rules that Registry.Apply documents for a plugin it stores.
+func keepsRegistryRules(p plugins.Plugin) bool {
+	endpoint := p.Endpoint
+	if endpoint == "" {
+		endpoint = p.SocketPath
+	}
+	return plugins.ValidateInfo(p.Type, p.Name, endpoint, p.Versions) == nil &&
+		plugins.ValidateAnnotations(p.Annotations) == nil &&
+		p.SocketPath != "" && len(p.SocketPath) <= scan.MaxSocketPath && utf8.ValidString(p.SocketPath)
 }

@@ -459,6 +459,59 @@ func TestLoadTooLarge(t *testing.T) {
 	}
 }
 
+// TestSaveLoadExactlyAtTheLimit: Save and Load share one size limit (see Save):
+// a state whose file is exactly the limit is written and loaded back, and
+// one a byte larger is refused by both, the old file left in place.
+func TestSaveLoadExactlyAtTheLimit(t *testing.T) {
+	dir := sockettest.Dir(t)
+	s := testState()
+	s.Revision = 42
+	larger := s
+	larger.Revision = 420 // one digit, one byte more
+	n := savedSize(t, filepath.Join(dir, "probe.json"), s)
+	if m := savedSize(t, filepath.Join(dir, "probe-larger.json"), larger); m != n+1 {
+		t.Fatalf("the larger state takes %d bytes, want %d", m, n+1)
+	}
+
+	path := filepath.Join(dir, "state.json")
+	if err := Save(path, s, n); err != nil {
+		t.Fatalf("Save of %d bytes, limit %d = %v, want it written", n, n, err)
+	}
+	if got, err := Load(path, n); err != nil {
+		t.Errorf("Load of %d bytes, limit %d = %v, want it loaded", n, n, err)
+	} else if diff := cmp.Diff(s, got); diff != "" {
+		t.Errorf("Load at the limit (-saved +loaded):\n%s", diff)
+	}
+	if err := Save(path, larger, n); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Save of %d bytes, limit %d = %v, want larger than", n+1, n, err)
+	}
+	if got, err := Load(path, n); err != nil || got.Revision != s.Revision {
+		t.Errorf("Load after a refused Save = revision %d, %v; want the old file, revision %d", got.Revision, err, s.Revision)
+	}
+
+	over := filepath.Join(dir, "over.json")
+	if err := Save(over, larger, n+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(over, n); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load of %d bytes, limit %d = %v, want ErrCorrupt, larger than", n+1, n, err)
+	}
+}
+
+// savedSize returns the size of the file Save writes at path for s, with
+// the default limit.
+func savedSize(t *testing.T, path string, s State) int64 {
+	t.Helper()
+	if err := Save(path, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
 func TestQuarantineCorrupt(t *testing.T) {
 	dir := sockettest.Dir(t)
 	path := filepath.Join(dir, "state.json")

@@ -536,6 +536,7 @@ func TestDeregisterPluginEveryEndpoint(t *testing.T) {
 // MaxPlugins; the same registration again at the limit is no new
 // instance, and a deregistration makes room.
 func TestRegisterPluginLimits(t *testing.T) {
+	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) { rec.MaxPerUID, rec.MaxPlugins = 2, 3 })
 	ep, _ := r.endpoint("e") // root's: any uid may use it
 	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
@@ -572,6 +573,7 @@ func TestRegisterPluginLimits(t *testing.T) {
 // then root's. The registry, the state and the registration returned
 // record the registering uid.
 func TestOwnerBelongsToUID(t *testing.T) {
+	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
 	ep, _ := r.endpoint("a")
 	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}

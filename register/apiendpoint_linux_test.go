@@ -9,15 +9,14 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/statecache"
 )
 
 // needRoot skips t unless it runs as root, which chown needs.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("giving a socket to another uid needs root")
-	}
+	sockettest.NeedRoot(t, "to give a socket to another uid")
 }
 
 // chown gives the file at path, not followed if a symlink, to uid.
@@ -166,5 +165,37 @@ func TestAPIEndpointGivenAway(t *testing.T) {
 	r.quiet(3, statecache.Register)
 	if n := r.registry.Len(); n != 0 {
 		t.Errorf("registry holds %d plugins, want none", n)
+	}
+}
+
+// TestAPIEndpointOfAnotherUID: a caller other than root may register only
+// an endpoint socket that it (or root) owns, with or without a connect
+// check; for another uid's socket and for a missing one it gets the same
+// message. It runs as any uid: the socket is the test's own, or, as root,
+// one given to uid 1001.
+func TestAPIEndpointOfAnotherUID(t *testing.T) {
+	r := newAPIRig(t, plugins.NewRegistry(), nil)
+	ep, _ := r.endpoint("e")
+	owner := os.Geteuid()
+	if owner == 0 { // root owns what it binds, and any uid may use that
+		owner = 1001
+		chown(t, ep, owner)
+	}
+	other := plugins.Caller{UID: uint32(owner + 1), HasUID: true}
+	want := "endpoint check EP: plugins: permission denied: not a unix socket that uid " + strconv.Itoa(owner+1) + " or root owns (a symlink is never followed)"
+	for _, path := range []string{ep, filepath.Join(r.dir, "missing.sock")} {
+		for _, noCheck := range []bool{false, true} {
+			p := csi("a", path, "o", "1.0.0")
+			p.NoCheck = noCheck
+			if _, err := r.registerAs(other, p); !errors.Is(err, plugins.ErrDenied) || strings.ReplaceAll(err.Error(), path, "EP") != want {
+				t.Errorf("RegisterPlugin as uid %d of %s, no check %v = %v, want ErrDenied: %s", other.UID, path, noCheck, err, want)
+			}
+		}
+	}
+	if r.registry.Len() != 0 {
+		t.Fatalf("registry holds %v after refused registrations", r.registry.List(""))
+	}
+	if _, err := r.registerAs(plugins.Caller{UID: uint32(owner), HasUID: true}, csi("a", ep, "o", "1.0.0")); err != nil {
+		t.Errorf("RegisterPlugin as uid %d of its own socket = %v, want it registered", owner, err)
 	}
 }

@@ -60,9 +60,7 @@ func TestAllowUIDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path, plugin := serveCredPlugin(t)
 			if tc.owner >= 0 {
-				if os.Geteuid() != 0 {
-					t.Skip("needs root to chown the socket to another uid")
-				}
+				sockettest.NeedRoot(t, "to chown the socket to another uid")
 				if err := os.Lchown(path, tc.owner, -1); err != nil {
 					t.Fatal(err)
 				}

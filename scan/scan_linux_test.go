@@ -270,11 +270,17 @@ func lockScans(w io.Writer, dir string) error {
 	return nil
 }
 
+// copyFile copies the executable src to dst, holding syscall.ForkLock
+// while dst is open for writing: a process forked meanwhile by a parallel
+// test would keep it open until it execs, and running dst would then fail
+// with ETXTBSY (text file busy).
 func copyFile(dst, src string) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	return os.WriteFile(dst, b, 0o755)
 }
 

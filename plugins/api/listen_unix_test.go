@@ -44,9 +44,7 @@ func TestListenAPINoGroup(t *testing.T) {
 // directory ListenAPI creates for it. Changing a file's group to one the
 // user is not in needs root.
 func TestListenAPIGroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give the socket a group the user is not in")
-	}
+	sockettest.NeedRoot(t, "to give the socket a group the user is not in")
 	tests := []struct {
 		name  string
 		group func(t *testing.T) (group string, gid int)
@@ -65,7 +63,7 @@ func TestListenAPIGroup(t *testing.T) {
 				}
 				return name, gid
 			}
-			t.Skip("no group other than root's found by name on this system")
+			sockettest.SkipAccess(t, "no group other than root's found by name on this system")
 			return "", 0
 		}},
 	}
@@ -95,9 +93,7 @@ func TestListenAPIGroup(t *testing.T) {
 // TestListenAPIGroupKeepsExistingDir checks that a directory that exists is
 // not given the group.
 func TestListenAPIGroupKeepsExistingDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give the socket a group the user is not in")
-	}
+	sockettest.NeedRoot(t, "to give the socket a group the user is not in")
 	t.Parallel()
 	dir := sockettest.Dir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/peer"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -43,9 +44,7 @@ func TestAPIRegisterPermission(t *testing.T) {
 	if !peer.Supported {
 		t.Skip("this system gives no peer credentials")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a client as another uid needs root")
-	}
+	sockettest.NeedRoot(t, "to run a client as another uid")
 	dir := nobodyDir(t)
 	for _, tc := range []struct {
 		name    string
@@ -112,14 +111,20 @@ func nobodyDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	// No fork while the copy is open for writing: a process forked
+	// meanwhile by a parallel test would keep it open until it execs, and
+	// running the copy would then fail with ETXTBSY (text file busy).
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	dst, err := os.OpenFile(filepath.Join(dir, "api.test"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
 	}
-	if err := dst.Close(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dir

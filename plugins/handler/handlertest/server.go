@@ -98,15 +98,23 @@ func (s *Server) DeRegister(_ context.Context, r *plugregv1.DeRegisterRequest) (
 }
 
 // Serve serves s on a new unix socket at path until the returned stop is
-// called, or the test ends; stop removes the socket. It skips the test
-// where there are no AF_UNIX sockets.
+// called, or the test ends; stop removes the socket. It returns once the
+// server accepts connections, so a stop at any later time (a test that
+// skips at once included) ends a server that is serving, and any error
+// Serve returns is one. It skips the test where there are no AF_UNIX
+// sockets.
 func (s *Server) Serve(tb testing.TB, path string) (stop func()) {
 	tb.Helper()
-	l := &countingListener{Listener: sockettest.Listen(tb, path), n: &s.accepted}
+	l := &countingListener{Listener: sockettest.Listen(tb, path), n: &s.accepted, accepting: make(chan struct{})}
 	srv := grpc.NewServer()
 	plugregv1.RegisterHandlerServer(srv, s)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
+	select {
+	case <-l.accepting:
+	case err := <-done:
+		tb.Fatalf("Serve(%s) = %v before accepting", path, err)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -120,13 +128,18 @@ func (s *Server) Serve(tb testing.TB, path string) (stop func()) {
 	return stop
 }
 
-// countingListener counts the connections it accepts in n.
+// countingListener counts the connections it accepts in n, and closes
+// accepting when Accept is first called: the gRPC server then serves it,
+// and Stop makes Serve return nil.
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n         *atomic.Int64
+	accepting chan struct{}
+	once      sync.Once
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
+	l.once.Do(func() { close(l.accepting) })
 	c, err := l.Listener.Accept()
 	if err == nil {
 		l.n.Add(1)
