@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,6 +83,16 @@ if [ "$1" = validate ] && [ "$name" = slow ]; then
 fi
 `)
 	agent := e.run(t, "--handler", "CSIPlugin=exec:"+handler, "--handler-timeout", "1s", "--max-backoff", "200ms")
+	// The cleanup kills the agent with SIGKILL, which leaves the attempt
+	// in flight then running in its own process group: end its sleep.
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
 	examplePlugin(t, e.dir, "slow")
 	examplePlugin(t, e.dir, "dev", "--type", "DevicePlugin", "--versions", "v1beta1")
 	eventually(t, waitTimeout, "dev registered", func() bool {
