@@ -113,7 +113,7 @@ func TestStatusContents(t *testing.T) {
 	if err := reg.PutPending(plugins.PendingDeregistration{Plugin: gone, Reason: plugins.ReasonRemoved}); err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
+	tmp := sockettest.Dir(t) // t.TempDir's clean-up fails under wine
 	state := filepath.Join(tmp, "state.json")
 	if err := os.WriteFile(state, []byte("0123456789"), 0o600); err != nil {
 		t.Fatal(err)

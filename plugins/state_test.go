@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func testState() State {
 	gone.Annotations = map[string]string{"node": "worker-1"}
 	pending := []PendingDeregistration{{Plugin: gone, Reason: ReasonRemoved}, {Plugin: sriov, Reason: ReasonRolledBack}}
 	fleet := &FleetLease{ID: 7587883410544297218, Cluster: 14841639068965178418, Prefix: "/plugreg/v1/", Node: "worker-1"}
-	api := Plugin{Name: "a.example.com", Type: "CSIPlugin", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"},
+	api := Plugin{Name: "a.example.com", Type: "CSIPlugin", Endpoint: absPath("/run/a.sock"), Versions: []string{"1.0.0"},
 		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Source: SourceAPI, Owner: "alloc-1",
 		Options: map[string]string{"mode": "node"}, NoCheck: true, UID: 1001, HasUID: true}
 	apiRoot := api
@@ -46,6 +47,17 @@ func testState() State {
 	apiUnknown.Owner, apiUnknown.UID, apiUnknown.HasUID = "", 0, false
 	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local, api, apiRoot, apiUnknown},
 		Pending: pending, Fleet: fleet}
+}
+
+// absPath returns path made absolute on this OS: as it is on unix, on the
+// current drive on Windows, where an API plugin's endpoint "/run/a.sock"
+// is not absolute.
+func absPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		panic(err)
+	}
+	return abs
 }
 
 // files returns the names in dir.
@@ -195,11 +207,12 @@ func TestLoadOptionalFields(t *testing.T) {
 		Versions: []string{"1.0.0"}, RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	annotated := a
 	annotated.Annotations = map[string]string{"node": "n1"}
-	const apiRecord = `{"name": "a", "type": "CSIPlugin", "endpoint": "/e", "socketPath": "",
+	endpoint := absPath("/e")
+	apiRecord := `{"name": "a", "type": "CSIPlugin", "endpoint": ` + strconv.Quote(endpoint) + `, "socketPath": "",
 	  "socketId": {"dev": 1, "ino": 2, "mtime": 3, "ctime": 4, "birth": 5}, "versions": ["1.0.0"], "registeredAt": "2026-01-02T03:04:05Z",
 	  "source": "api", "owner": "o"`
 	api := a
-	api.SocketPath, api.Source, api.Owner = "", SourceAPI, "o"
+	api.Endpoint, api.SocketPath, api.Source, api.Owner = endpoint, "", SourceAPI, "o"
 	apiRoot := api
 	apiRoot.HasUID = true
 	state := func(ps []Plugin, pending []PendingDeregistration) State {

@@ -171,7 +171,7 @@ func TestStalledRootAlone(t *testing.T) {
 		open := mapOpen(fsys)
 		var mu sync.Mutex
 		var hang chan struct{} // while not nil, opening /a waits for it
-		s := newScanner([]string{"/a", "/b"}, nil, func(p string) (dir, error) {
+		s := newScanner([]string{filepath.FromSlash("/a"), filepath.FromSlash("/b")}, nil, func(p string) (dir, error) {
 			mu.Lock()
 			h := hang
 			mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -171,8 +172,12 @@ func TestLargestValueFits(t *testing.T) {
 	for i := range versions {
 		versions[i] = s(plugins.MaxVersionBytes)
 	}
+	root, err := filepath.Abs("/") // "/", or a drive's root on Windows
+	if err != nil {
+		t.Fatal(err)
+	}
 	api := plugins.Plugin{
-		Type: s(253), Name: s(253), Versions: versions, Endpoint: "/" + s(scan.MaxSocketPath-1),
+		Type: s(253), Name: s(253), Versions: versions, Endpoint: root + s(scan.MaxSocketPath-len(root)),
 		Annotations: fill(), Source: plugins.SourceAPI, Owner: s(plugins.MaxOwnerBytes), Options: fill(), UID: 1<<32 - 1, HasUID: true,
 	}
 	if err := plugins.ValidateRegistration(api); err != nil {
