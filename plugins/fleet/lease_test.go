@@ -291,3 +291,47 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// TestKeyOnOtherLeaseRewritten puts this node's plugin and index keys in
+// etcd before its publisher starts, each with the value the publisher
+// would write but on no lease or on a lease not the node's (left by a
+// tool, an older agent or a restore): the first sync moves them onto the
+// node's lease, so they vanish with the node like every key it publishes.
+func TestKeyOnOtherLeaseRewritten(t *testing.T) {
+	for _, other := range []string{"no lease", "another lease"} {
+		t.Run(other, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			cl := etcdtest.Client(t, srv, "", "")
+			fc := fleetClient(t, srv, "", "")
+			reg := plugins.NewRegistry()
+			reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+			var opts []clientv3.OpOption
+			if other == "another lease" {
+				l, err := cl.Grant(t.Context(), 3600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, clientv3.WithLease(l.ID))
+			}
+			keys := want(t, reg, "n")
+			for k, v := range keys {
+				if _, err := cl.Put(t.Context(), k, v, opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, stop := start(t, fc, reg, "n", 5*time.Second)
+			st := waitSynced(t, p, reg)
+			stop()
+			got, lease := published(t, cl, "n")
+			if diff := cmp.Diff(keys, got); diff != "" || lease != st.Lease {
+				t.Errorf("after the first sync, lease %x (want the node's %x), etcd (-want +got):\n%s", lease, st.Lease, diff)
+			}
+			if _, err := cl.Revoke(t.Context(), clientv3.LeaseID(st.Lease)); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := published(t, cl, "n"); len(left) != 0 {
+				t.Errorf("node's lease revoked, keys still in etcd: %q", left)
+			}
+		})
+	}
+}
