@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -152,4 +153,78 @@ func (d swapDir) sub(name, path string) (dir, error) {
 		return nil, err
 	}
 	return d.dir.sub(name, path)
+}
+
+// TestScanSeesCtimeOnlyChange binds a socket in a scanned subdirectory and
+// sets the subdirectory's mtime back to what it was, as `touch -d` would
+// after the bind: only its ctime, which no chmod or utimes can set back,
+// tells that it changed. The next Scan must report the socket, both when
+// nothing else changed (the idle scan's stat of every directory) and when
+// another directory changed too (the walk that reads the changed ones).
+func TestScanSeesCtimeOnlyChange(t *testing.T) {
+	t.Parallel()
+	needUnixSockets(t)
+	for _, alsoRoot := range []bool{false, true} {
+		name := "only the subdirectory changed"
+		if alsoRoot {
+			name = "the root changed too"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := tempDir(t)
+			sub := filepath.Join(dir, "sub")
+			socketFile(t, filepath.Join(sub, "a.sock"))
+			age(t, dir) // no directory is racy
+			s := mustNew(t, nil, dir)
+			prev := mustScan(t, s)
+			before := dirStat(t, sub)
+			added := []string{filepath.Join(sub, "b.sock")}
+			socketFile(t, added[0])
+			if alsoRoot {
+				added = append([]string{filepath.Join(dir, "c.sock")}, added...) // sorted by path
+				socketFile(t, added[0])
+			}
+			restoreMtime(t, sub, before)
+			got := mustScan(t, s)
+			if d := cmp.Diff(added, paths(Snapshot{Entries: Diff(prev, got).Added})); d != "" {
+				t.Errorf("Diff() added (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(mustScan(t, mustNew(t, nil, dir)), got); d != "" {
+				t.Errorf("Scan() differs from a full scan (-full +incremental):\n%s", d)
+			}
+		})
+	}
+}
+
+// dirStat returns the ID of the directory path.
+func dirStat(t *testing.T, path string) ID {
+	t.Helper()
+	id, err := statPathSys(path+"\x00", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// restoreMtime sets the mtime of the directory path back to was's, and
+// checks that its identity and mtime are was's again and its ctime is
+// not. Each utimes sets the ctime to the file system's clock, so it is
+// repeated (within a few clock steps) until that clock has moved past
+// was's ctime.
+func restoreMtime(t *testing.T, path string, was ID) {
+	t.Helper()
+	for range 1_000_000 {
+		if err := os.Chtimes(path, time.Time{}, time.Unix(0, was.Mtime)); err != nil {
+			t.Fatal(err)
+		}
+		now := dirStat(t, path)
+		if now.Ctime == was.Ctime {
+			continue
+		}
+		if now.Dev != was.Dev || now.Ino != was.Ino || now.Mtime != was.Mtime || now.Birth != was.Birth {
+			t.Fatalf("%s after setting its mtime back: %+v, want %+v but for ctime", path, now, was)
+		}
+		return
+	}
+	t.Fatalf("%s: ctime still %d after a million utimes", path, was.Ctime)
 }
