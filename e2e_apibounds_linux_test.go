@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -216,36 +216,7 @@ func startLoad(t *testing.T, testBin string, uid uint32, spec string) ([]string,
 	cmd.Dir = filepath.Dir(testBin)
 	cmd.Env = append(os.Environ(), loadEnv+"="+spec)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: nobodyID}}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := sync.OnceFunc(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	t.Cleanup(stop)
-	var out, other []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "ready" {
-		if line, ok := strings.CutPrefix(sc.Text(), "out: "); ok {
-			out = append(out, line)
-		} else {
-			other = append(other, sc.Text())
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("load %q printed no outcome:\n%s", spec, strings.Join(other, "\n"))
-	}
-	return out, stop
+	return sockettest.StartChild(t, cmd)
 }
 
 // TestAPILoadChild is the load of TestEndToEndAPIBounds, in a process of

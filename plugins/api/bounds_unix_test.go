@@ -3,7 +3,6 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -420,36 +419,7 @@ func runChild(t *testing.T, dir, spec string) ([]string, func()) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), childEnv+"="+spec)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := func() {
-		stdin.Close()
-		cmd.Wait()
-	}
-	t.Cleanup(stop)
-	var out, other []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "ready" {
-		if line, ok := strings.CutPrefix(sc.Text(), "out: "); ok {
-			out = append(out, line)
-		} else {
-			other = append(other, sc.Text())
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("child %q printed no outcome:\n%s", spec, strings.Join(other, "\n"))
-	}
-	return out, stop
+	return sockettest.StartChild(t, cmd)
 }
 
 // boundsChild is the child of TestAPIBoundsAsNobody: it does spec, prints
