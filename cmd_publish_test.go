@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,20 +89,6 @@ func TestPublishFlagErrors(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's output that a test reads while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // TestPublishStartsWithEtcdDown prepares and starts the publisher of an
 // agent with a user while etcd is down: it starts, reports etcd
 // unreachable (logged once, however often it retries), and publishes once
@@ -124,7 +109,7 @@ func TestPublishStartsWithEtcdDown(t *testing.T) {
 	reg := plugins.NewRegistry()
 	now := time.Now()
 	reg.Apply(plugins.Registered, plugins.Plugin{Type: "T", Name: "x", SocketPath: "/r/x.sock", Endpoint: "/r/x.sock", RegisteredAt: now}, "", now)
-	var logs lockedBuffer
+	var logs sockettest.Buffer
 	pr.pub.Log = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	pr.start(ctx, reg, pr.pub.Log)

@@ -248,7 +248,7 @@ func TestForeignLeaseNotContinued(t *testing.T) {
 			if err := regA.SetFleetLease(foreign); err != nil {
 				t.Fatal(err)
 			}
-			var logs lockedBuffer
+			var logs sockettest.Buffer
 			pa := &fleet.Publisher{Store: fa, Registry: regA, Layout: layout, Node: "a", TTL: ttl,
 				Log: slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))}
 			runPublisher(t, pa)
@@ -277,20 +277,6 @@ func TestForeignLeaseNotContinued(t *testing.T) {
 		})
 	}
 }
-
-// lockedBuffer is a log's output that a test reads while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestKeyOnOtherLeaseRewritten puts this node's plugin and index keys in
 // etcd before its publisher starts, each with the value the publisher
