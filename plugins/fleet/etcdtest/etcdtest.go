@@ -55,22 +55,35 @@ type Server struct {
 	Endpoint string
 }
 
-// New starts a server and waits until it serves.
+// portTries is how many times New picks free ports for a server that
+// another process beat to one of them.
+const portTries = 5
+
+// New starts a server and waits until it serves. A port left 0 is a free
+// one: if another process binds it between New's pick and etcd's, New
+// picks again.
 func New(o Options) (*Server, error) {
 	var err error
-	for _, p := range []*int{&o.ClientPort, &o.PeerPort} {
-		if *p == 0 {
-			if *p, err = freePort(); err != nil {
-				return nil, err
+	for range portTries {
+		p := o
+		for _, port := range []*int{&p.ClientPort, &p.PeerPort} {
+			if *port == 0 {
+				if *port, err = freePort(); err != nil {
+					return nil, err
+				}
 			}
 		}
+		scheme := "http"
+		if p.TLS != nil {
+			scheme = "https"
+		}
+		s := &Server{opts: p, Endpoint: fmt.Sprintf("%s://127.0.0.1:%d", scheme, p.ClientPort)}
+		if err = s.start(); err == nil || !strings.Contains(err.Error(), "address already in use") ||
+			o.ClientPort != 0 && o.PeerPort != 0 {
+			return s, err
+		}
 	}
-	scheme := "http"
-	if o.TLS != nil {
-		scheme = "https"
-	}
-	s := &Server{opts: o, Endpoint: fmt.Sprintf("%s://127.0.0.1:%d", scheme, o.ClientPort)}
-	return s, s.start()
+	return nil, err
 }
 
 func (s *Server) start() error {
