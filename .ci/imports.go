@@ -3,8 +3,9 @@
 // Command imports checks the import rules of STYLE.md §1 for every package
 // of the module, once per GOOS given (the host's when none is):
 //
-//   - scan and statecache are the pure core: scan imports no package of the
-//     module, statecache only scan, and neither imports gRPC or net/http;
+//   - scan and statecache are the pure core: neither imports a package of
+//     the module, gRPC or net/http, and statecache builds on the standard
+//     library alone (its key and identity are type parameters);
 //   - no package imports the root package (package main);
 //   - no package under plugins/, nor plugins itself, imports register or a
 //     package under it.
@@ -116,6 +117,10 @@ func check(pkgs map[string]pkg) []string {
 					return impure.MatchString(d) || inModule(d) && !slices.Contains(allowed, d)
 				}))
 		}
+		if path == module+"/statecache" {
+			report(path, "the core builds on the standard library alone",
+				filter(p.deps, func(d string) bool { return strings.Contains(strings.Split(d, "/")[0], ".") }))
+		}
 		if path != module {
 			report(path, "nothing imports the root package",
 				filter(slices.Concat(p.imports, p.tests), func(d string) bool { return d == module }))
@@ -143,7 +148,7 @@ func filter(s []string, keep func(string) bool) []string {
 // packages it may import.
 var coreImports = map[string][]string{
 	module + "/scan":       nil,
-	module + "/statecache": {module + "/scan"},
+	module + "/statecache": nil,
 }
 
 // withTests returns what p builds into and what its tests import, with

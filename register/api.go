@@ -506,7 +506,7 @@ func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- a
 // first Observe takes in whole (see observe).
 func (l *loop) observeAPI(ch scan.Changes) {
 	if l.observed {
-		l.cache.Observe(ch)
+		l.cache.Observe(cacheChanges(ch))
 	}
 }
 
@@ -551,7 +551,7 @@ func (l *loop) apiInst(key string) *apiInst {
 // make, with its incarnation as SocketID, and a Register or DeRegister
 // guarded (see guard). The error refuses a Register that cannot be
 // guarded: it fails without running.
-func (l *loop) starting(op statecache.Op[plugins.Plugin]) (statecache.Op[plugins.Plugin], error) {
+func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.Op[plugins.Plugin, scan.ID], error) {
 	in := l.apiInst(op.Path)
 	if in == nil {
 		return op, nil
@@ -594,12 +594,12 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin]) (statecache.Op[plugins
 // two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
 // plugins.ErrLimit, says the pending set is full. Without Durable (no
 // state file) nothing is guarded.
-func (l *loop) guard(op statecache.Op[plugins.Plugin], reason statecache.Reason) error {
+func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecache.Reason) error {
 	if l.r.Durable == nil {
 		return nil
 	}
 	p := op.Plugin
-	if !l.cache.Guard(op, statecache.PendingKey{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
+	if !l.cache.Guard(op, statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
 		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", plugins.ErrLimit, plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -613,7 +613,7 @@ func (l *loop) guard(op statecache.Op[plugins.Plugin], reason statecache.Reason)
 // pending deregistration restored delivers it.
 func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 	return slices.DeleteFunc(list, func(p plugins.Plugin) bool {
-		if !l.cache.Owed(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}) {
+		if !l.cache.Owed(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}) {
 			return false
 		}
 		l.r.Registry.Apply(plugins.Deregistered, p, "", time.Now())
@@ -631,7 +631,7 @@ func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 // refuses deregisters the instance as replaced; its registration again,
 // of the stored request (apiInst.want), is a first registration, whose
 // failure is not retried, so a refused instance ends deregistered.
-func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin]) (Result, bool) {
+func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) (Result, bool) {
 	if !isAPIKey(op.Path) {
 		return Result{}, false
 	}
@@ -753,7 +753,7 @@ func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
 // reportFirst reports whether what (reportedRejected or reportedFailed)
 // was not reported yet of the incarnation of op, and marks it reported in
 // loop.reported.
-func (l *loop) reportFirst(op statecache.Op[plugins.Plugin], what int) bool {
+func (l *loop) reportFirst(op statecache.Op[plugins.Plugin, scan.ID], what int) bool {
 	first := l.reported[op.Path]&what == 0
 	l.reported[op.Path] |= what
 	return first

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -188,7 +189,7 @@ func (l *loop) deregistered(res *Result) {
 // deregistration is then not retried.
 func (l *loop) owe(ue *UndeliveredError) error {
 	p := ue.Plugin
-	k := statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}
+	k := statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}
 	if !l.cache.AddPending(k, p, reasonOf(ue.Reason), ue.Since) {
 		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
 	}

@@ -184,7 +184,7 @@ func (r *Reconciler) pulse() bool {
 
 // Result is the outcome of one operation.
 type Result struct {
-	Op     statecache.Op[plugins.Plugin]
+	Op     statecache.Op[plugins.Plugin, scan.ID]
 	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
 	Err    error
 }
@@ -327,7 +327,7 @@ type loop struct {
 	start       time.Time // tick n of the cache is n intervals after it
 	maxInFlight int
 	maxPlugins  int
-	cache       *statecache.Cache[plugins.Plugin]
+	cache       *statecache.Cache[plugins.Plugin, scan.ID]
 	api         apiSet // the plugins registered through the API
 	results     chan Result
 	inFlight    int
@@ -393,14 +393,14 @@ func (r *Reconciler) newLoop() *loop {
 		interval:    interval,
 		maxInFlight: maxInFlight,
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
-		cache:       statecache.New[plugins.Plugin](cfg),
+		cache:       statecache.New[plugins.Plugin, scan.ID](cfg),
 		reported:    make(map[string]int),
 		unhealthy:   make(map[string]UnhealthyPlugin),
 	}
 	l.results = make(chan Result, l.maxInFlight)
 	for _, pd := range r.Registry.Pending() {
 		p := pd.Plugin
-		l.cache.RestorePending(statecache.PendingKey{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
+		l.cache.RestorePending(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
 	}
 	l.cache.PendingChanges() // the Registry holds them already
 	restored := l.unowed(r.Registry.List(""))
@@ -481,7 +481,23 @@ func (l *loop) observe(s scanned) {
 		// one missing from the first Observe would be deregistered.
 		ch.Added = append(slices.Clip(ch.Added), l.api.entries()...)
 	}
-	l.cache.Observe(ch)
+	l.cache.Observe(cacheChanges(ch))
+}
+
+// cacheChanges is ch as the cache takes it: the same entries, keyed by
+// path and identified by their scan.ID. It allocates only for changes.
+func cacheChanges(ch scan.Changes) statecache.Changes[scan.ID] {
+	entries := func(es []scan.Entry) []statecache.Entry[scan.ID] {
+		if len(es) == 0 {
+			return nil
+		}
+		out := make([]statecache.Entry[scan.ID], len(es))
+		for i, e := range es {
+			out[i] = statecache.Entry[scan.ID]{Path: e.Path, ID: e.ID}
+		}
+		return out
+	}
+	return statecache.Changes[scan.ID]{Added: entries(ch.Added), Removed: entries(ch.Removed), Replaced: entries(ch.Replaced)}
 }
 
 // limit keeps at most maxPlugins sockets of snap: first those handled
@@ -584,7 +600,7 @@ func (l *loop) fdExhausted(msg string, attrs ...any) {
 }
 
 // run executes one op; it runs in its own goroutine.
-func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin]) Result {
+func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) Result {
 	if res, ok := l.runAPI(ctx, op); ok {
 		return res
 	}

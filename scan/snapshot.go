@@ -1,5 +1,7 @@
 package scan
 
+import "cmp"
+
 // ID is the identity of one incarnation of a socket file, built from stat
 // data at scan time. A socket removed and bound again at the same path gets
 // a new ID even when the file system hands back the same inode (ext4 does),
@@ -15,6 +17,14 @@ type ID struct {
 	Mtime int64  // modification time, ns since the Unix epoch
 	Ctime int64  // status change time, ns since the Unix epoch (0 where the OS has none)
 	Birth int64  // creation time, ns since the Unix epoch (0 where the OS has none)
+}
+
+// Compare orders IDs by device, inode, then the times: -1, 0 or +1, as
+// cmp.Compare. Any order would do; this one is total, so that lists of
+// IDs sort the same way every time.
+func (a ID) Compare(b ID) int {
+	return cmp.Or(cmp.Compare(a.Dev, b.Dev), cmp.Compare(a.Ino, b.Ino), cmp.Compare(a.Mtime, b.Mtime),
+		cmp.Compare(a.Ctime, b.Ctime), cmp.Compare(a.Birth, b.Birth))
 }
 
 // Entry is one socket found by a scan.

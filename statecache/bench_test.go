@@ -12,13 +12,13 @@ import (
 func BenchmarkBurst(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
-			added := make([]scan.Entry, n)
+			added := make([]Entry[scan.ID], n)
 			for i := range added {
-				added[i] = scan.Entry{Path: fmt.Sprintf("/p/%06d.sock", i), ID: scan.ID{Ino: uint64(i)}}
+				added[i] = Entry[scan.ID]{Path: fmt.Sprintf("/p/%06d.sock", i), ID: scan.ID{Ino: uint64(i)}}
 			}
 			for b.Loop() {
-				c := New[string](Config{MaxBackoff: 30})
-				c.Observe(scan.Changes{Added: added})
+				c := New[string, scan.ID](Config{MaxBackoff: 30})
+				c.Observe(Changes[scan.ID]{Added: added})
 				inFlight := c.Next(64)
 				for len(inFlight) > 0 {
 					op := inFlight[0]

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-
-	"github.com/plugreg/plugreg/scan"
 )
 
 // Kind says what an Op does.
@@ -124,11 +122,11 @@ type Config struct {
 // Op is one operation the cache wants run. P is what the caller registers
 // at a socket (register.Reconciler uses plugins.Plugin); the cache only
 // carries it.
-type Op[P any] struct {
+type Op[P any, I Identity[I]] struct {
 	Kind Kind
-	Path string  // the socket path
-	ID   scan.ID // Register: the incarnation to register; DeRegister: the registered one
-	Gen  uint64  // generation of that incarnation: 1 for the first one the cache saw, and so on
+	Path string // the socket path
+	ID   I      // Register: the incarnation to register; DeRegister: the registered one
+	Gen  uint64 // generation of that incarnation: 1 for the first one the cache saw, and so on
 	// Attempt counts the registrations of this incarnation, or the
 	// verifications of a restored plugin, 1 for the first, or for InfoCheck
 	// and ConnectCheck the checks that failed in a row, plus one, or for
@@ -150,22 +148,22 @@ type Op[P any] struct {
 	Restored bool
 	// Pending is the key of the pending deregistration a RetryDeRegister
 	// delivers; Gen tells that entry from a later one of the same key.
-	Pending PendingKey
+	Pending PendingKey[I]
 	// Stamp is, for a RetryDeRegister, what AddPending was given (0 for
 	// RestorePending); the cache only carries it.
 	Stamp uint64
 }
 
 // entry is everything the cache knows about one socket path.
-type entry[P any] struct {
+type entry[P any, I Identity[I]] struct {
 	// Desired state: the scanner sees a socket here with identity want.
 	desired bool
-	want    scan.ID
+	want    I
 	wantGen uint64
 
 	// Actual state: the incarnation have is registered as plugin.
 	registered bool
-	have       scan.ID
+	have       I
 	haveGen    uint64
 	plugin     P
 
@@ -192,7 +190,7 @@ type entry[P any] struct {
 }
 
 // deregisterReason returns why the registration must go, or 0 if it stays.
-func (e *entry[P]) deregisterReason() Reason {
+func (e *entry[P, I]) deregisterReason() Reason {
 	switch {
 	case !e.registered:
 		return 0
@@ -211,7 +209,7 @@ func (e *entry[P]) deregisterReason() Reason {
 // Cache holds the desired and actual state of the sockets, and carries a
 // P for each registered one. The zero value is not usable; call New. Not
 // safe for concurrent use.
-type Cache[P any] struct {
+type Cache[P any, I Identity[I]] struct {
 	cfg  Config
 	tick uint64
 	// firstChecks counts the registrations and verifications whose first
@@ -219,7 +217,7 @@ type Cache[P any] struct {
 	firstChecks uint64
 	probes      uint64 // checks handed out in this batch, for MaxChecksPerBatch
 	gen         uint64
-	entries     map[string]*entry[P]
+	entries     map[string]*entry[P, I]
 	// timers holds, per tick, the paths whose check or retry falls due then.
 	timers map[uint64][]string
 	// timerTicks holds the ticks of timers, each once, earliest first.
@@ -243,33 +241,33 @@ type Cache[P any] struct {
 	// then socket identity; how many, not counting those dropped while
 	// their retry is in flight; the heap of retry times; the queues of
 	// due ones by type; the retries in flight, in all and by type.
-	pending     map[nameKey]map[scan.ID]*pend[P]
+	pending     map[nameKey]map[I]*pend[P, I]
 	nPending    int
-	nGuards     int                     // entries of Guard among them
-	guards      map[string]guardRef     // by path: the entry its Register or DeRegister in flight guards
-	pendSeq     uint64                  // seq of the latest entry
-	pendChanged map[PendingKey]struct{} // keys changed since PendingChanges
-	pendWait    minHeap[pendTimer]
-	pendDue     map[string][]*pend[P]
+	nGuards     int                        // entries of Guard among them
+	guards      map[string]guardRef[I]     // by path: the entry its Register or DeRegister in flight guards
+	pendSeq     uint64                     // seq of the latest entry
+	pendChanged map[PendingKey[I]]struct{} // keys changed since PendingChanges
+	pendWait    minHeap[pendTimer[I]]
+	pendDue     map[string][]*pend[P, I]
 	nRetrying   int
 	retriesOf   map[string]int
 }
 
 // New returns an empty cache whose retry delay doubles from one tick up to
 // cfg.MaxBackoff ticks.
-func New[P any](cfg Config) *Cache[P] {
+func New[P any, I Identity[I]](cfg Config) *Cache[P, I] {
 	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
 	cfg.CheckFailures = max(cfg.CheckFailures, 1)
-	return &Cache[P]{
+	return &Cache[P, I]{
 		cfg:         cfg,
-		entries:     make(map[string]*entry[P]),
+		entries:     make(map[string]*entry[P, I]),
 		timers:      make(map[uint64][]string),
 		queued:      make(map[string]int),
 		retrying:    make(map[string]struct{}),
-		pending:     make(map[nameKey]map[scan.ID]*pend[P]),
-		pendChanged: make(map[PendingKey]struct{}),
-		guards:      make(map[string]guardRef),
-		pendDue:     make(map[string][]*pend[P]),
+		pending:     make(map[nameKey]map[I]*pend[P, I]),
+		pendChanged: make(map[PendingKey[I]]struct{}),
+		guards:      make(map[string]guardRef[I]),
+		pendDue:     make(map[string][]*pend[P, I]),
 		retriesOf:   make(map[string]int),
 	}
 }
@@ -279,9 +277,9 @@ func New[P any](cfg Config) *Cache[P] {
 // Once the scanner has reported, a restored plugin whose socket is gone or
 // changed is deregistered; one whose socket is unchanged is verified
 // (Verify) and stays registered if it answers the same.
-func (c *Cache[P]) Restore(path string, id scan.ID, p P) {
+func (c *Cache[P, I]) Restore(path string, id I, p P) {
 	c.gen++
-	en := &entry[P]{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
+	en := &entry[P, I]{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
 	if old, ok := c.entries[path]; ok {
 		if old.desired {
 			c.nDesired--
@@ -295,10 +293,35 @@ func (c *Cache[P]) Restore(path string, id scan.ID, p P) {
 	c.update(path, en)
 }
 
+// Identity is the identity of an incarnation, as the Cache needs it:
+// comparable, and ordered (Compare returns -1, 0 or +1, as cmp.Compare
+// does), so that the lists it returns are in one order whatever the
+// order of its inputs. The agent's is scan.ID.
+type Identity[I any] interface {
+	comparable
+	Compare(I) int
+}
+
+// Entry is one instance the caller wants registered: its key (a socket's
+// path) and the identity of its incarnation, which the Cache only
+// compares. A new identity at a key is a new incarnation.
+type Entry[I comparable] struct {
+	Path string
+	ID   I
+}
+
+// Changes are what changed in the instances wanted since the last
+// Observe, each list sorted by Path.
+type Changes[I comparable] struct {
+	Added    []Entry[I] // keys not wanted before
+	Removed  []Entry[I] // keys no longer wanted
+	Replaced []Entry[I] // keys wanted with a new identity
+}
+
 // Observe records the changes the scanner saw. An added or replaced socket
 // becomes a new incarnation with a fresh generation and no backoff; a
 // removed one is no longer desired.
-func (c *Cache[P]) Observe(ch scan.Changes) {
+func (c *Cache[P, I]) Observe(ch Changes[I]) {
 	c.observed = true
 	for _, e := range ch.Removed {
 		if en, ok := c.entries[e.Path]; ok {
@@ -310,11 +333,11 @@ func (c *Cache[P]) Observe(ch scan.Changes) {
 			c.update(e.Path, en)
 		}
 	}
-	for _, list := range [][]scan.Entry{ch.Added, ch.Replaced} {
+	for _, list := range [][]Entry[I]{ch.Added, ch.Replaced} {
 		for _, e := range list {
 			en, ok := c.entries[e.Path]
 			if !ok {
-				en = &entry[P]{}
+				en = &entry[P, I]{}
 				c.entries[e.Path] = en
 			}
 			if en.desired && en.want == e.ID {
@@ -332,10 +355,10 @@ func (c *Cache[P]) Observe(ch scan.Changes) {
 }
 
 // Ticks returns the logical time: the number of calls of Tick so far.
-func (c *Cache[P]) Ticks() uint64 { return c.tick }
+func (c *Cache[P, I]) Ticks() uint64 { return c.tick }
 
 // Tick advances logical time by one tick.
-func (c *Cache[P]) Tick() {
+func (c *Cache[P, I]) Tick() {
 	c.tick++
 	if c.cfg.CheckBatch <= 1 || c.tick%c.cfg.CheckBatch == 0 {
 		c.probes = 0
@@ -356,7 +379,7 @@ func (c *Cache[P]) Tick() {
 
 // addTimer files the path's timer at tick at, which is after the current
 // tick.
-func (c *Cache[P]) addTimer(at uint64, path string) {
+func (c *Cache[P, I]) addTimer(at uint64, path string) {
 	if len(c.timers[at]) == 0 {
 		c.timerTicks.push(tickNum(at))
 	}
@@ -371,7 +394,7 @@ func (c *Cache[P]) addTimer(at uint64, path string) {
 // MaxChecksPerBatch; or the tick of the next retry of a pending
 // deregistration. A caller that sleeps between ticks wakes at NextDue
 // and misses nothing.
-func (c *Cache[P]) NextDue() uint64 {
+func (c *Cache[P, I]) NextDue() uint64 {
 	var next uint64
 	if len(c.timerTicks) > 0 {
 		next = uint64(c.timerTicks[0])
@@ -394,14 +417,14 @@ func (c *Cache[P]) NextDue() uint64 {
 // checksHeld reports whether the first ready op is a check held back by
 // MaxChecksPerBatch. Checks come last in the ready queue: once the first
 // is a check, the rest are checks too, all held back.
-func (c *Cache[P]) checksHeld() bool {
+func (c *Cache[P, I]) checksHeld() bool {
 	return c.ready[0].class == classCheck && c.cfg.MaxChecksPerBatch > 0 && c.probes >= c.cfg.MaxChecksPerBatch
 }
 
 // NextBatch returns the first tick after the current one that starts a
 // batch of checks (Config.CheckBatch): the next tick when there are no
 // batches.
-func (c *Cache[P]) NextBatch() uint64 {
+func (c *Cache[P, I]) NextBatch() uint64 {
 	b := max(c.cfg.CheckBatch, 1)
 	return (c.tick/b + 1) * b
 }
@@ -417,7 +440,7 @@ func (c *Cache[P]) NextBatch() uint64 {
 // golden ratio), so that the checks of a burst of any size are spread
 // evenly over the interval, rather than all due in one tick, and stay
 // spread, each coming once an interval after its last.
-func (c *Cache[P]) scheduleChecks(path string, en *entry[P], kind Kind) {
+func (c *Cache[P, I]) scheduleChecks(path string, en *entry[P, I], kind Kind) {
 	var i uint64 // 0 for a later check, which spread puts a full interval away
 	if kind == Register || kind == Verify {
 		i = c.firstChecks
@@ -445,7 +468,7 @@ func spread(i, every uint64) uint64 {
 // repeated after the shorter of the two intervals, and no ConnectCheck comes
 // before it: a plugin that accepts connections and never answers fails
 // its checks in a row, where a ConnectCheck would succeed.
-func (c *Cache[P]) scheduleRetry(path string, en *entry[P], kind Kind) {
+func (c *Cache[P, I]) scheduleRetry(path string, en *entry[P, I], kind Kind) {
 	connect, info := c.cfg.ConnectCheckEvery, c.cfg.InfoCheckEvery
 	if connect > 0 {
 		c.schedule(path, &en.connectAt, connect)
@@ -460,7 +483,7 @@ func (c *Cache[P]) scheduleRetry(path string, en *entry[P], kind Kind) {
 
 // schedule sets *at to delay ticks from now, or the first batch after
 // (CheckBatch), and files the path's timer.
-func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
+func (c *Cache[P, I]) schedule(path string, at *uint64, delay uint64) {
 	*at = c.tick + delay
 	if b := c.cfg.CheckBatch; b > 1 {
 		*at = (*at + b - 1) / b * b
@@ -469,7 +492,7 @@ func (c *Cache[P]) schedule(path string, at *uint64, delay uint64) {
 }
 
 // checkAt returns the tick of the entry's next liveness check, or 0.
-func checkAt[P any](en *entry[P]) uint64 {
+func checkAt[P any, I Identity[I]](en *entry[P, I]) uint64 {
 	if en.connectAt == 0 || en.infoAt != 0 && en.infoAt < en.connectAt {
 		return en.infoAt
 	}
@@ -485,8 +508,8 @@ func checkAt[P any](en *entry[P]) uint64 {
 // (fewest failures first), and retries go by type in turn (see
 // AddPending). Until the first Observe, only retries are handed out.
 // Every returned op must be reported back with Done.
-func (c *Cache[P]) Next(limit int) []Op[P] {
-	var ops []Op[P]
+func (c *Cache[P, I]) Next(limit int) []Op[P, I] {
+	var ops []Op[P, I]
 	if c.observed {
 		ops = c.nextReady(ops, limit, classCheck)
 	}
@@ -499,7 +522,7 @@ func (c *Cache[P]) Next(limit int) []Op[P] {
 
 // nextReady appends to ops, up to limit ops in all, the ready ops of the
 // classes below below.
-func (c *Cache[P]) nextReady(ops []Op[P], limit, below int) []Op[P] {
+func (c *Cache[P, I]) nextReady(ops []Op[P, I], limit, below int) []Op[P, I] {
 	for len(c.ready) > 0 && (limit <= 0 || len(ops) < limit) && c.ready[0].class < below {
 		if c.checksHeld() {
 			break
@@ -515,7 +538,7 @@ func (c *Cache[P]) nextReady(ops []Op[P], limit, below int) []Op[P] {
 		}
 		en.inFlight = true
 		c.nInFlight++
-		op := Op[P]{Path: cd.path, Attempt: 1}
+		op := Op[P, I]{Path: cd.path, Attempt: 1}
 		switch {
 		case cd.class == classDeRegister:
 			op.Kind, op.ID, op.Gen, op.Plugin = DeRegister, en.have, en.haveGen, en.plugin
@@ -617,7 +640,7 @@ const (
 )
 
 // due returns the class of the op due for the entry now, or -1.
-func (c *Cache[P]) due(en *entry[P]) int {
+func (c *Cache[P, I]) due(en *entry[P, I]) int {
 	switch {
 	case en.inFlight:
 		return -1
@@ -657,7 +680,7 @@ func (c *Cache[P]) due(en *entry[P]) int {
 // successful check ends the count. A RetryDeRegister whose err is nil
 // drops its pending entry; any other err schedules the next retry, and
 // Done returns its delay (see AddPending).
-func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
+func (c *Cache[P, I]) Done(op Op[P, I], p P, err error) (retryTicks uint64) {
 	if op.Kind == RetryDeRegister {
 		return c.retried(op, err)
 	}
@@ -691,7 +714,8 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 			c.nRegistered--
 		}
 		var zero P
-		en.registered, en.have, en.haveGen, en.plugin = false, scan.ID{}, 0, zero
+		var noID I
+		en.registered, en.have, en.haveGen, en.plugin = false, noID, 0, zero
 		en.unverified, en.checkFailed = false, 0
 		if op.Reason == Unhealthy {
 			en.unhealthy, en.recovering = false, true
@@ -731,7 +755,7 @@ func (c *Cache[P]) Done(op Op[P], p P, err error) (retryTicks uint64) {
 // answered, sets back to zero. The retry is moot when the socket went or
 // changed meanwhile: its deregistration is due, and a busy result then
 // does not count.
-func (c *Cache[P]) verified(op Op[P], en *entry[P], err error) (retryTicks uint64) {
+func (c *Cache[P, I]) verified(op Op[P, I], en *entry[P, I], err error) (retryTicks uint64) {
 	current := en.desired && en.want == op.ID
 	switch {
 	case errors.Is(err, ErrUnchecked):
@@ -763,7 +787,7 @@ func Backoff(n int, limit uint64) uint64 {
 }
 
 // backoff counts a failed registration and schedules the next attempt.
-func (c *Cache[P]) backoff(path string, en *entry[P]) uint64 {
+func (c *Cache[P, I]) backoff(path string, en *entry[P, I]) uint64 {
 	en.fails++
 	d := Backoff(en.fails, c.cfg.MaxBackoff)
 	en.retryAt = c.tick + d
@@ -774,7 +798,7 @@ func (c *Cache[P]) backoff(path string, en *entry[P]) uint64 {
 
 // update queues the entry's due op, if any, and forgets the entry once it
 // holds nothing: no socket, no registration, no op in flight.
-func (c *Cache[P]) update(path string, en *entry[P]) {
+func (c *Cache[P, I]) update(path string, en *entry[P, I]) {
 	class := c.due(en)
 	if class >= 0 && c.queued[path] != class+1 {
 		c.queued[path] = class + 1
@@ -803,7 +827,7 @@ type Stats struct {
 // Stats counts the entries. It costs O(sockets with a retry scheduled), not
 // O(sockets): it runs at every tick, also while thousands of checks wait
 // for their turn under MaxChecksPerBatch.
-func (c *Cache[P]) Stats() Stats {
+func (c *Cache[P, I]) Stats() Stats {
 	s := Stats{Desired: c.nDesired, Registered: c.nRegistered, InFlight: c.nInFlight + c.nRetrying, Pending: c.nPending - c.nGuards}
 	for p := range c.retrying {
 		if en := c.entries[p]; en != nil && !en.inFlight && en.desired && !en.registered && en.retryAt > c.tick {

@@ -11,8 +11,10 @@
 //	c.Done(op, plugin, err) // the outcome of one operation
 //
 // Rules it enforces:
-//   - an entry is keyed by socket path and identified by its scan.ID; a new ID
-//     at a known path is a replacement: the old incarnation is deregistered
+//   - an entry is keyed by socket path and identified by an Identity, a
+//     type parameter the caller chooses (the agent's is scan.ID), so that the
+//     core builds on the standard library alone; a new identity at a known
+//     path is a replacement: the old incarnation is deregistered
 //     before the new one is registered;
 //   - Next returns deregistrations, then registrations and verifications of
 //     restored plugins, then retries of pending deregistrations, then

@@ -30,11 +30,11 @@ func FuzzCache(f *testing.F) {
 	// Three plugins restored with identity 3, whose Verifies fail busy.
 	f.Add([]byte{0x37, 0, 12, 0, 13, 0, 14, 4, 0, 6, 12, 6, 13, 3, 0, 4, 0, 6, 12, 5, 13, 4, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		c := New[string](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
+		c := New[string, scan.ID](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
 			MaxPending: 5, RetryInFlight: 3})
 		pf := newPendingFuzz(t, c)
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
-		inFlight := map[string]Op[string]{}
+		inFlight := map[string]Op[string, scan.ID]{}
 		registered := map[string]scan.ID{} // what the test believes is registered
 		seen := map[string]scan.ID{}       // the model: the sockets the scanner reports, by path
 		paths := []string{"/p/a", "/p/b", "/p/c"}
@@ -141,13 +141,13 @@ func FuzzCache(f *testing.F) {
 			id := scan.ID{Ino: uint64(prog[i+1] >> 2)}
 			switch prog[i] % 11 {
 			case 0:
-				c.Observe(scan.Changes{Added: []scan.Entry{{Path: path, ID: id}}})
+				c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{{Path: path, ID: id}}})
 				seen[path] = id
 			case 1:
-				c.Observe(scan.Changes{Replaced: []scan.Entry{{Path: path, ID: id}}})
+				c.Observe(Changes[scan.ID]{Replaced: []Entry[scan.ID]{{Path: path, ID: id}}})
 				seen[path] = id
 			case 2:
-				c.Observe(scan.Changes{Removed: []scan.Entry{{Path: path}}})
+				c.Observe(Changes[scan.ID]{Removed: []Entry[scan.ID]{{Path: path}}})
 				delete(seen, path)
 			case 3:
 				tick()
@@ -169,7 +169,7 @@ func FuzzCache(f *testing.F) {
 		}
 		// Let everything succeed: the cache must converge within a bounded
 		// number of rounds.
-		c.Observe(scan.Changes{}) // the scanner has reported at least once
+		c.Observe(Changes[scan.ID]{}) // the scanner has reported at least once
 		for round := 0; ; round++ {
 			if round > 100 {
 				t.Fatalf("not idle after 100 rounds: %+v in flight %v", c.Stats(), inFlight)
@@ -198,7 +198,7 @@ func FuzzCache(f *testing.F) {
 // result while current counts, a success or ErrUnchecked ends the count,
 // and the plugin stays registered until the count reaches CheckFailures
 // (2), when it is to be deregistered as unhealthy.
-func checkBusy(t *testing.T, en *entry[string], current bool, err error, busy map[string]int, path string) {
+func checkBusy(t *testing.T, en *entry[string, scan.ID], current bool, err error, busy map[string]int, path string) {
 	t.Helper()
 	switch {
 	case errors.Is(err, ErrBusy) && current:
@@ -219,7 +219,7 @@ func checkBusy(t *testing.T, en *entry[string], current bool, err error, busy ma
 // the sockets the scanner last reported, is what the cache wants and has
 // registered, each entry with the plugin Done was given for its path, and
 // what the ops handed out registered and deregistered.
-func checkConverged(t *testing.T, c *Cache[string], seen, registered map[string]scan.ID) {
+func checkConverged(t *testing.T, c *Cache[string, scan.ID], seen, registered map[string]scan.ID) {
 	t.Helper()
 	want, have := map[string]scan.ID{}, map[string]scan.ID{}
 	for path, en := range c.entries {
@@ -243,7 +243,7 @@ func checkConverged(t *testing.T, c *Cache[string], seen, registered map[string]
 
 // checkStats compares Stats, which keeps counts as it goes, with a count
 // over every entry.
-func checkStats(t *testing.T, c *Cache[string]) {
+func checkStats(t *testing.T, c *Cache[string, scan.ID]) {
 	t.Helper()
 	want := Stats{InFlight: c.nRetrying, Pending: owedCount(c.PendingList())}
 	for _, en := range c.entries {
@@ -269,19 +269,19 @@ func checkStats(t *testing.T, c *Cache[string]) {
 // and checks their rules.
 type pendingFuzz struct {
 	t        *testing.T
-	c        *Cache[string]
-	inFlight map[PendingKey]Op[string]
-	saved    map[PendingKey]Pending[string] // the list kept up to date with PendingChanges
-	guarded  map[string]PendingKey          // by path: the key the Register or DeRegister in flight guards
+	c        *Cache[string, scan.ID]
+	inFlight map[PendingKey[scan.ID]]Op[string, scan.ID]
+	saved    map[PendingKey[scan.ID]]Pending[string, scan.ID] // the list kept up to date with PendingChanges
+	guarded  map[string]PendingKey[scan.ID]                   // by path: the key the Register or DeRegister in flight guards
 }
 
-func newPendingFuzz(t *testing.T, c *Cache[string]) *pendingFuzz {
-	return &pendingFuzz{t: t, c: c, inFlight: map[PendingKey]Op[string]{}, saved: map[PendingKey]Pending[string]{},
-		guarded: map[string]PendingKey{}}
+func newPendingFuzz(t *testing.T, c *Cache[string, scan.ID]) *pendingFuzz {
+	return &pendingFuzz{t: t, c: c, inFlight: map[PendingKey[scan.ID]]Op[string, scan.ID]{}, saved: map[PendingKey[scan.ID]]Pending[string, scan.ID]{},
+		guarded: map[string]PendingKey[scan.ID]{}}
 }
 
 // owedCount counts the entries of list that are not a Guard's.
-func owedCount(list []Pending[string]) int {
+func owedCount(list []Pending[string, scan.ID]) int {
 	n := 0
 	for _, pd := range list {
 		if !pd.Guard {
@@ -295,11 +295,11 @@ func owedCount(list []Pending[string]) int {
 // type t0 named by its path's index in paths, and the ino of its socket:
 // the keys of AddPending's commands, so the two meet. Guard is refused
 // only at MaxPending, and a key owed already is not a Guard's.
-func (pf *pendingFuzz) guard(op Op[string], paths []string) {
+func (pf *pendingFuzz) guard(op Op[string, scan.ID], paths []string) {
 	if op.Kind != Register && op.Kind != DeRegister {
 		return
 	}
-	k := PendingKey{Type: "t0", Name: []string{"a", "b", "c"}[slices.Index(paths, op.Path)], ID: scan.ID{Ino: op.ID.Ino % 4}}
+	k := PendingKey[scan.ID]{Type: "t0", Name: []string{"a", "b", "c"}[slices.Index(paths, op.Path)], ID: scan.ID{Ino: op.ID.Ino % 4}}
 	owed, before := pf.c.Owed(k), pf.c.nPending
 	if !pf.c.Guard(op, k, k.Type+"/"+k.Name, RolledBack) {
 		if owed || before < pf.c.cfg.MaxPending {
@@ -332,8 +332,8 @@ func (pf *pendingFuzz) unguarded(path string) {
 
 // key returns the pending key arg picks: two types, three names, four
 // socket identities.
-func (pf *pendingFuzz) key(arg byte) PendingKey {
-	return PendingKey{Type: []string{"t0", "t1"}[arg&1], Name: []string{"a", "b", "c"}[int(arg>>1)%3], ID: scan.ID{Ino: uint64(arg>>3) % 4}}
+func (pf *pendingFuzz) key(arg byte) PendingKey[scan.ID] {
+	return PendingKey[scan.ID]{Type: []string{"t0", "t1"}[arg&1], Name: []string{"a", "b", "c"}[int(arg>>1)%3], ID: scan.ID{Ino: uint64(arg>>3) % 4}}
 }
 
 // step runs one fuzz command: 0 AddPending, 1 DropPending, 2 Done of a
@@ -367,7 +367,7 @@ func (pf *pendingFuzz) step(cmd, arg byte) {
 }
 
 // started records a retry Next handed out.
-func (pf *pendingFuzz) started(op Op[string]) {
+func (pf *pendingFuzz) started(op Op[string, scan.ID]) {
 	if _, dup := pf.inFlight[op.Pending]; dup {
 		pf.t.Fatalf("two retries of %v in flight", op.Pending)
 	}
@@ -414,7 +414,7 @@ func (pf *pendingFuzz) check() {
 	for _, k := range gone {
 		delete(pf.saved, k)
 	}
-	if !maps.Equal(pf.saved, maps.Collect(func(yield func(PendingKey, Pending[string]) bool) {
+	if !maps.Equal(pf.saved, maps.Collect(func(yield func(PendingKey[scan.ID], Pending[string, scan.ID]) bool) {
 		for _, pd := range list {
 			if !yield(pd.Key, pd) {
 				return

@@ -4,24 +4,22 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-
-	"github.com/plugreg/plugreg/scan"
 )
 
 // PendingKey identifies a pending deregistration by the incarnation of the
 // plugin it is owed for: the plugin's type and name, and the identity of
 // the socket it was registered from. Two sockets that carry one name, as
 // during a rolling update, are two keys, and each gets its DeRegister.
-type PendingKey struct {
+type PendingKey[I comparable] struct {
 	Type, Name string
-	ID         scan.ID
+	ID         I
 }
 
 // Pending is a handler's DeRegister that did not succeed and is owed: the
 // cache retries it (RetryDeRegister) until it succeeds or a plugin of the
 // same type and name registers again.
-type Pending[P any] struct {
-	Key    PendingKey
+type Pending[P any, I Identity[I]] struct {
+	Key    PendingKey[I]
 	Plugin P      // what to deregister, as AddPending, RestorePending or Guard was given it
 	Reason Reason // what DeRegister is told
 	// Guard is set on an entry of Guard: owed only should the caller stop
@@ -33,8 +31,8 @@ type Pending[P any] struct {
 type nameKey struct{ typ, name string }
 
 // pend is the cache's record of one pending deregistration.
-type pend[P any] struct {
-	Pending[P]
+type pend[P any, I Identity[I]] struct {
+	Pending[P, I]
 	stamp uint64 // what AddPending was given; carried in Op.Stamp
 	// seq tells this entry from a later one with the same key, so that
 	// the outcome of a retry that was in flight when its entry was
@@ -51,19 +49,19 @@ type pend[P any] struct {
 // guardRef is the entry a Register or DeRegister in flight guards (see
 // Guard): its key, and its seq, which tells it from a later entry of the
 // key.
-type guardRef struct {
-	key PendingKey
+type guardRef[I Identity[I]] struct {
+	key PendingKey[I]
 	seq uint64
 }
 
 // pendTimer is a pending entry's retry time, in the heap of waiting retries.
-type pendTimer struct {
+type pendTimer[I Identity[I]] struct {
 	at, seq uint64
-	key     PendingKey
+	key     PendingKey[I]
 }
 
 //lint:ignore U1000 minHeap calls it through its type constraint
-func (a pendTimer) less(b pendTimer) bool {
+func (a pendTimer[I]) less(b pendTimer[I]) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
@@ -73,7 +71,7 @@ func (a pendTimer) less(b pendTimer) bool {
 // RestorePending records a deregistration that an earlier run of the
 // agent owed, as the state file kept it. It is AddPending with a zero
 // stamp, and may be called before the first Observe.
-func (c *Cache[P]) RestorePending(k PendingKey, p P, reason Reason) bool {
+func (c *Cache[P, I]) RestorePending(k PendingKey[I], p P, reason Reason) bool {
 	return c.AddPending(k, p, reason, 0)
 }
 
@@ -85,18 +83,18 @@ func (c *Cache[P]) RestorePending(k PendingKey, p P, reason Reason) bool {
 // outcome of the op it guarded leaves. AddPending reports whether the
 // entry was recorded: beyond Config.MaxPending entries, a new key is
 // refused.
-func (c *Cache[P]) AddPending(k PendingKey, p P, reason Reason, stamp uint64) bool {
+func (c *Cache[P, I]) AddPending(k PendingKey[I], p P, reason Reason, stamp uint64) bool {
 	e := c.put(k, p, reason, stamp)
 	if e == nil {
 		return false
 	}
-	c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
+	c.pendWait.push(pendTimer[I]{at: c.tick, seq: e.seq, key: k})
 	return true
 }
 
 // put records the entry k, as AddPending does, but files no retry; nil
 // when refused beyond Config.MaxPending.
-func (c *Cache[P]) put(k PendingKey, p P, reason Reason, stamp uint64) *pend[P] {
+func (c *Cache[P, I]) put(k PendingKey[I], p P, reason Reason, stamp uint64) *pend[P, I] {
 	nk := nameKey{k.Type, k.Name}
 	byID := c.pending[nk]
 	e := byID[k.ID]
@@ -108,17 +106,17 @@ func (c *Cache[P]) put(k PendingKey, p P, reason Reason, stamp uint64) *pend[P] 
 	}
 	if e == nil {
 		if byID == nil {
-			byID = make(map[scan.ID]*pend[P])
+			byID = make(map[I]*pend[P, I])
 			c.pending[nk] = byID
 		}
-		e = &pend[P]{}
+		e = &pend[P, I]{}
 		byID[k.ID] = e
 	}
 	if e.Guard && !e.dropped {
 		c.nGuards--
 	}
 	c.pendSeq++
-	e.Pending = Pending[P]{Key: k, Plugin: p, Reason: reason}
+	e.Pending = Pending[P, I]{Key: k, Plugin: p, Reason: reason}
 	e.stamp, e.seq, e.dropped = stamp, c.pendSeq, false
 	e.attempts, e.fails, e.retryAt = 0, 0, c.tick
 	c.pendChanged[k] = struct{}{}
@@ -144,7 +142,7 @@ func (c *Cache[P]) put(k PendingKey, p P, reason Reason, stamp uint64) *pend[P] 
 // An entry of k that is owed already stays as it is, and Guard records
 // nothing. Guard reports whether k is owed now, should the caller stop:
 // false only when a new entry would exceed Config.MaxPending.
-func (c *Cache[P]) Guard(op Op[P], k PendingKey, p P, reason Reason) bool {
+func (c *Cache[P, I]) Guard(op Op[P, I], k PendingKey[I], p P, reason Reason) bool {
 	en := c.entries[op.Path]
 	_, guarded := c.guards[op.Path]
 	if op.Kind != Register && op.Kind != DeRegister || en == nil || !en.inFlight || guarded {
@@ -159,13 +157,13 @@ func (c *Cache[P]) Guard(op Op[P], k PendingKey, p P, reason Reason) bool {
 	}
 	e.Guard = true
 	c.nGuards++
-	c.guards[op.Path] = guardRef{key: k, seq: e.seq}
+	c.guards[op.Path] = guardRef[I]{key: k, seq: e.seq}
 	return true
 }
 
 // unguard drops the entry that the op at path guarded (see Guard), if it is
 // still the Guard's: its outcome is known.
-func (c *Cache[P]) unguard(path string) {
+func (c *Cache[P, I]) unguard(path string) {
 	g, ok := c.guards[path]
 	if !ok {
 		return
@@ -183,7 +181,7 @@ func (c *Cache[P]) unguard(path string) {
 // take a DeRegister owed to an older one for the new one's. A retry in
 // flight is not stopped: its outcome is ignored. A Guard's entry stays:
 // the outcome of the op it guards decides.
-func (c *Cache[P]) DropPending(typ, name string) int {
+func (c *Cache[P, I]) DropPending(typ, name string) int {
 	nk := nameKey{typ, name}
 	n := 0
 	for id, e := range c.pending[nk] {
@@ -198,7 +196,7 @@ func (c *Cache[P]) DropPending(typ, name string) int {
 
 // forget drops the entry e, of the key nk and id; one with a retry in
 // flight stays as dropped until its Done.
-func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
+func (c *Cache[P, I]) forget(nk nameKey, id I, e *pend[P, I]) {
 	if !e.dropped {
 		c.nPending--
 		c.pendChanged[e.Key] = struct{}{}
@@ -220,7 +218,7 @@ func (c *Cache[P]) forget(nk nameKey, id scan.ID, e *pend[P]) {
 
 // Owed reports whether a DeRegister of the incarnation k is pending: an
 // entry of AddPending, RestorePending or Guard.
-func (c *Cache[P]) Owed(k PendingKey) bool {
+func (c *Cache[P, I]) Owed(k PendingKey[I]) bool {
 	e := c.pending[nameKey{k.Type, k.Name}][k.ID]
 	return e != nil && !e.dropped
 }
@@ -228,11 +226,11 @@ func (c *Cache[P]) Owed(k PendingKey) bool {
 // PendingList returns the pending deregistrations, sorted by plugin type,
 // name and socket identity: what the state file keeps. Nil when there are
 // none.
-func (c *Cache[P]) PendingList() []Pending[P] {
+func (c *Cache[P, I]) PendingList() []Pending[P, I] {
 	if c.nPending == 0 {
 		return nil
 	}
-	list := make([]Pending[P], 0, c.nPending)
+	list := make([]Pending[P, I], 0, c.nPending)
 	for _, byID := range c.pending {
 		for _, e := range byID {
 			if !e.dropped {
@@ -240,7 +238,7 @@ func (c *Cache[P]) PendingList() []Pending[P] {
 			}
 		}
 	}
-	slices.SortFunc(list, func(a, b Pending[P]) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(list, func(a, b Pending[P, I]) int { return compareKeys(a.Key, b.Key) })
 	return list
 }
 
@@ -248,7 +246,7 @@ func (c *Cache[P]) PendingList() []Pending[P] {
 // the entries added or replaced since, and the keys of those dropped since,
 // each sorted by key. A caller that keeps a copy of the list (to save it)
 // applies them to the copy.
-func (c *Cache[P]) PendingChanges() (put []Pending[P], gone []PendingKey) {
+func (c *Cache[P, I]) PendingChanges() (put []Pending[P, I], gone []PendingKey[I]) {
 	for k := range c.pendChanged {
 		if e := c.pending[nameKey{k.Type, k.Name}][k.ID]; e != nil && !e.dropped {
 			put = append(put, e.Pending)
@@ -257,21 +255,19 @@ func (c *Cache[P]) PendingChanges() (put []Pending[P], gone []PendingKey) {
 		}
 	}
 	clear(c.pendChanged)
-	slices.SortFunc(put, func(a, b Pending[P]) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(gone, compareKeys)
+	slices.SortFunc(put, func(a, b Pending[P, I]) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(gone, compareKeys[I])
 	return put, gone
 }
 
-// compareKeys orders pending keys by type, name and socket identity.
-func compareKeys(a, b PendingKey) int {
-	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name),
-		cmp.Compare(a.ID.Dev, b.ID.Dev), cmp.Compare(a.ID.Ino, b.ID.Ino), cmp.Compare(a.ID.Mtime, b.ID.Mtime),
-		cmp.Compare(a.ID.Ctime, b.ID.Ctime), cmp.Compare(a.ID.Birth, b.ID.Birth))
+// compareKeys orders pending keys by type, name and identity.
+func compareKeys[I Identity[I]](a, b PendingKey[I]) int {
+	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name), a.ID.Compare(b.ID))
 }
 
 // retryShare returns how many retries of one plugin type may be in flight
 // at once: half of Config.RetryInFlight, at least one; 0: no bound.
-func (c *Cache[P]) retryShare() int {
+func (c *Cache[P, I]) retryShare() int {
 	if c.cfg.RetryInFlight <= 0 {
 		return 0
 	}
@@ -280,7 +276,7 @@ func (c *Cache[P]) retryShare() int {
 
 // retryRoom reports whether a retry of type typ may start now, within
 // Config.RetryInFlight and the share of one type.
-func (c *Cache[P]) retryRoom(typ string) bool {
+func (c *Cache[P, I]) retryRoom(typ string) bool {
 	if q := c.cfg.RetryInFlight; q > 0 && c.nRetrying >= q {
 		return false
 	}
@@ -289,7 +285,7 @@ func (c *Cache[P]) retryRoom(typ string) bool {
 
 // queueDue moves the pending entries whose retry time has come from the
 // heap of waiting ones to the queue of their type.
-func (c *Cache[P]) queueDue() {
+func (c *Cache[P, I]) queueDue() {
 	for len(c.pendWait) > 0 && c.pendWait[0].at <= c.tick {
 		t := c.pendWait.pop()
 		e := c.pending[nameKey{t.key.Type, t.key.Name}][t.key.ID]
@@ -305,7 +301,7 @@ func (c *Cache[P]) queueDue() {
 // (no bound if limit is 0 or less), within Config.RetryInFlight and the
 // share of each type: one of each type in turn, types in name order,
 // each type's oldest first.
-func (c *Cache[P]) nextRetries(ops []Op[P], limit int) []Op[P] {
+func (c *Cache[P, I]) nextRetries(ops []Op[P, I], limit int) []Op[P, I] {
 	c.queueDue()
 	if len(c.pendDue) == 0 {
 		return ops
@@ -335,7 +331,7 @@ func (c *Cache[P]) nextRetries(ops []Op[P], limit int) []Op[P] {
 
 // popDue removes and returns the first entry of typ's queue that may be
 // retried, or nil; stale entries are dropped from the queue.
-func (c *Cache[P]) popDue(typ string) *pend[P] {
+func (c *Cache[P, I]) popDue(typ string) *pend[P, I] {
 	q := c.pendDue[typ]
 	for len(q) > 0 {
 		e := q[0]
@@ -352,7 +348,7 @@ func (c *Cache[P]) popDue(typ string) *pend[P] {
 }
 
 // setDue stores the queue of typ, or deletes it when empty.
-func (c *Cache[P]) setDue(typ string, q []*pend[P]) {
+func (c *Cache[P, I]) setDue(typ string, q []*pend[P, I]) {
 	if len(q) == 0 {
 		delete(c.pendDue, typ)
 		return
@@ -361,12 +357,12 @@ func (c *Cache[P]) setDue(typ string, q []*pend[P]) {
 }
 
 // startRetry marks e in flight and returns its retry.
-func (c *Cache[P]) startRetry(e *pend[P]) Op[P] {
+func (c *Cache[P, I]) startRetry(e *pend[P, I]) Op[P, I] {
 	e.inFlight = true
 	e.attempts++
 	c.nRetrying++
 	c.retriesOf[e.Key.Type]++
-	return Op[P]{Kind: RetryDeRegister, Pending: e.Key, Gen: e.seq, Attempt: e.attempts,
+	return Op[P, I]{Kind: RetryDeRegister, Pending: e.Key, Gen: e.seq, Attempt: e.attempts,
 		Plugin: e.Plugin, Reason: e.Reason, Stamp: e.stamp}
 }
 
@@ -374,7 +370,7 @@ func (c *Cache[P]) startRetry(e *pend[P]) Op[P] {
 // passing of time alone, or 0: the next tick when one is due now but was
 // not handed out (the limit of a call of Next), else the earliest retry
 // time. Retries held back by RetryInFlight wait for a Done, not a tick.
-func (c *Cache[P]) nextRetryDue() uint64 {
+func (c *Cache[P, I]) nextRetryDue() uint64 {
 	for typ, q := range c.pendDue {
 		if len(q) > 0 && c.retryRoom(typ) {
 			return c.tick + 1
@@ -390,7 +386,7 @@ func (c *Cache[P]) nextRetryDue() uint64 {
 // of the next retry, if one is scheduled: a nil err drops the entry, any
 // other schedules the next retry. The outcome of a retry whose entry was
 // dropped or replaced meanwhile is ignored.
-func (c *Cache[P]) retried(op Op[P], err error) (retryTicks uint64) {
+func (c *Cache[P, I]) retried(op Op[P, I], err error) (retryTicks uint64) {
 	k := op.Pending
 	if c.retriesOf[k.Type] == 0 {
 		panic("statecache: Done(" + op.Kind.String() + " " + k.Type + "/" + k.Name + ") without an op in flight")
@@ -412,14 +408,14 @@ func (c *Cache[P]) retried(op Op[P], err error) (retryTicks uint64) {
 		// Replaced by a Guard's entry while in flight: not retried.
 	case e.seq != op.Gen:
 		// Replaced while in flight: the new entry is due.
-		c.pendWait.push(pendTimer{at: c.tick, seq: e.seq, key: k})
+		c.pendWait.push(pendTimer[I]{at: c.tick, seq: e.seq, key: k})
 	case err == nil:
 		c.forget(nk, k.ID, e)
 	default:
 		e.fails++
 		retryTicks = Backoff(e.fails, c.cfg.MaxBackoff)
 		e.retryAt = c.tick + retryTicks
-		c.pendWait.push(pendTimer{at: e.retryAt, seq: e.seq, key: k})
+		c.pendWait.push(pendTimer[I]{at: e.retryAt, seq: e.seq, key: k})
 	}
 	return retryTicks
 }

@@ -91,12 +91,12 @@ func TestReadyHeapOrder(t *testing.T) {
 // batch, and that every plugin is still checked.
 func TestCheckBatch(t *testing.T) {
 	const batch, perBatch, plugins = 5, 4, 10
-	c := New[string](Config{MaxBackoff: 1, ConnectCheckEvery: 7, CheckFailures: 1, CheckBatch: batch, MaxChecksPerBatch: perBatch})
-	var added []scan.Entry
+	c := New[string, scan.ID](Config{MaxBackoff: 1, ConnectCheckEvery: 7, CheckFailures: 1, CheckBatch: batch, MaxChecksPerBatch: perBatch})
+	var added []Entry[scan.ID]
 	for i := range plugins {
-		added = append(added, scan.Entry{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
+		added = append(added, Entry[scan.ID]{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
 	}
-	c.Observe(scan.Changes{Added: added})
+	c.Observe(Changes[scan.ID]{Added: added})
 	for _, op := range c.Next(0) {
 		c.Done(op, op.Path, nil)
 	}
@@ -134,55 +134,55 @@ func TestCheckBatch(t *testing.T) {
 // at: the earliest retry or check, the next tick while ready ops wait to be
 // taken, the next batch while only checks beyond the bound wait.
 func TestNextDue(t *testing.T) {
-	a := scan.Entry{Path: "/p/a.sock", ID: scan.ID{Ino: 1}}
-	b := scan.Entry{Path: "/p/b.sock", ID: scan.ID{Ino: 2}}
-	d := scan.Entry{Path: "/p/d.sock", ID: scan.ID{Ino: 3}}
+	a := Entry[scan.ID]{Path: "/p/a.sock", ID: scan.ID{Ino: 1}}
+	b := Entry[scan.ID]{Path: "/p/b.sock", ID: scan.ID{Ino: 2}}
+	d := Entry[scan.ID]{Path: "/p/d.sock", ID: scan.ID{Ino: 3}}
 	fail := errors.New("refused")
 	cfg := Config{MaxBackoff: 8, ConnectCheckEvery: 30, InfoCheckEvery: 300, CheckFailures: 3, CheckBatch: 10, MaxChecksPerBatch: 1}
 	tests := []struct {
 		name string
-		run  func(c *Cache[string])
+		run  func(c *Cache[string, scan.ID])
 		want uint64
 	}{
-		{"empty", func(c *Cache[string]) {}, 0},
-		{"nothing due", func(c *Cache[string]) {
-			c.Observe(scan.Changes{})
+		{"empty", func(c *Cache[string, scan.ID]) {}, 0},
+		{"nothing due", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{})
 		}, 0},
-		{"a first retry", func(c *Cache[string]) {
-			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+		{"a first retry", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{a}})
 			c.Done(c.Next(0)[0], "", fail)
 		}, 1},
-		{"a second retry, two ticks after the failure", func(c *Cache[string]) {
-			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+		{"a second retry, two ticks after the failure", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{a}})
 			c.Done(c.Next(0)[0], "", fail)
 			c.Tick()
 			c.Done(c.Next(0)[0], "", fail)
 		}, 3},
-		{"the first check, in a batch", func(c *Cache[string]) {
-			c.Observe(scan.Changes{Added: []scan.Entry{a}})
+		{"the first check, in a batch", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{a}})
 			c.Done(c.Next(0)[0], "a", nil)
 		}, 30},
-		{"ready ops not taken", func(c *Cache[string]) {
-			c.Observe(scan.Changes{Added: []scan.Entry{a, b}})
+		{"ready ops not taken", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{a, b}})
 			c.Next(1)
 		}, 1},
-		{"a pending deregistration, due at once", func(c *Cache[string]) {
-			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
+		{"a pending deregistration, due at once", func(c *Cache[string, scan.ID]) {
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
 		}, 1},
-		{"a pending deregistration's second retry", func(c *Cache[string]) {
-			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
+		{"a pending deregistration's second retry", func(c *Cache[string, scan.ID]) {
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
 			c.Done(c.Next(0)[0], "", fail)
 			c.Tick()
 			c.Done(c.Next(0)[0], "", fail)
 		}, 3},
-		{"retries beyond RetryInFlight wait for a Done", func(c *Cache[string]) {
+		{"retries beyond RetryInFlight wait for a Done", func(c *Cache[string, scan.ID]) {
 			c.cfg.RetryInFlight = 1
-			c.AddPending(PendingKey{Type: "t", Name: "a"}, "", Removed, 0)
-			c.AddPending(PendingKey{Type: "t", Name: "b"}, "", Removed, 0)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "b"}, "", Removed, 0)
 			c.Next(0)
 		}, 0},
-		{"checks beyond the bound wait for the next batch", func(c *Cache[string]) {
-			c.Observe(scan.Changes{Added: []scan.Entry{a, b, d}})
+		{"checks beyond the bound wait for the next batch", func(c *Cache[string, scan.ID]) {
+			c.Observe(Changes[scan.ID]{Added: []Entry[scan.ID]{a, b, d}})
 			for _, op := range c.Next(0) {
 				c.Done(op, "", nil)
 			}
@@ -198,7 +198,7 @@ func TestNextDue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New[string](cfg)
+			c := New[string, scan.ID](cfg)
 			tc.run(c)
 			if got := c.NextDue(); got != tc.want {
 				t.Errorf("NextDue() = %d at tick %d, want %d", got, c.Ticks(), tc.want)
@@ -212,16 +212,16 @@ func TestNextDue(t *testing.T) {
 // deregistrations, waking only at NextDue: no op falls due on a tick it
 // slept through, and every op still comes.
 func TestNextDueMissesNothing(t *testing.T) {
-	c := New[string](Config{MaxBackoff: 16, ConnectCheckEvery: 7, InfoCheckEvery: 23, CheckFailures: 2, CheckBatch: 4, MaxChecksPerBatch: 3, RetryInFlight: 2})
+	c := New[string, scan.ID](Config{MaxBackoff: 16, ConnectCheckEvery: 7, InfoCheckEvery: 23, CheckFailures: 2, CheckBatch: 4, MaxChecksPerBatch: 3, RetryInFlight: 2})
 	for i := range 6 {
-		c.AddPending(PendingKey{Type: fmt.Sprint("t", i%2), Name: fmt.Sprint(i), ID: scan.ID{Ino: uint64(i)}}, "", Removed, 0)
+		c.AddPending(PendingKey[scan.ID]{Type: fmt.Sprint("t", i%2), Name: fmt.Sprint(i), ID: scan.ID{Ino: uint64(i)}}, "", Removed, 0)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var added []scan.Entry
+	var added []Entry[scan.ID]
 	for i := range 12 {
-		added = append(added, scan.Entry{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
+		added = append(added, Entry[scan.ID]{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
 	}
-	c.Observe(scan.Changes{Added: added})
+	c.Observe(Changes[scan.ID]{Added: added})
 	kinds := map[Kind]int{}
 	wakes := 0
 	for c.Ticks() < 2000 {

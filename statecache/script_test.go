@@ -102,12 +102,12 @@ func parseScript(text string) []step {
 
 // harness drives a Cache and remembers the ops it handed out.
 type harness struct {
-	c        *Cache[string]
-	inFlight map[string]Op[string]
+	c        *Cache[string, scan.ID]
+	inFlight map[string]Op[string, scan.ID]
 }
 
 func newHarness(cfg Config) *harness {
-	return &harness{c: New[string](cfg), inFlight: map[string]Op[string]{}}
+	return &harness{c: New[string, scan.ID](cfg), inFlight: map[string]Op[string, scan.ID]{}}
 }
 
 // runScript runs the script text, and returns it with the output the
@@ -185,14 +185,14 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		if err != nil || arg(1) == "" {
 			return nil, fmt.Errorf("want %s PATH INO", f[0])
 		}
-		e := []scan.Entry{{Path: arg(1), ID: scan.ID{Ino: ino}}}
+		e := []Entry[scan.ID]{{Path: arg(1), ID: scan.ID{Ino: ino}}}
 		if f[0] == "add" {
-			h.c.Observe(scan.Changes{Added: e})
+			h.c.Observe(Changes[scan.ID]{Added: e})
 		} else {
-			h.c.Observe(scan.Changes{Replaced: e})
+			h.c.Observe(Changes[scan.ID]{Replaced: e})
 		}
 	case "remove":
-		h.c.Observe(scan.Changes{Removed: []scan.Entry{{Path: arg(1)}}})
+		h.c.Observe(Changes[scan.ID]{Removed: []Entry[scan.ID]{{Path: arg(1)}}})
 	case "tick":
 		n, err := num(1, 1)
 		if err != nil {
@@ -256,7 +256,7 @@ func (h *harness) exec(cmd string) ([]string, error) {
 
 // opKey is what the harness knows an op in flight by: its path, or for a
 // retry of a pending deregistration "TYPE/NAME@INO".
-func opKey(op Op[string]) string {
+func opKey(op Op[string, scan.ID]) string {
 	if op.Kind == RetryDeRegister {
 		return pendingText(op.Pending)
 	}
@@ -264,7 +264,7 @@ func opKey(op Op[string]) string {
 }
 
 // pendingText is the text of a pending key: "TYPE/NAME@INO".
-func pendingText(k PendingKey) string {
+func pendingText(k PendingKey[scan.ID]) string {
 	return fmt.Sprintf("%s/%s@%d", k.Type, k.Name, k.ID.Ino)
 }
 
@@ -314,7 +314,7 @@ func (h *harness) execPending(f []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("want owed TYPE/NAME INO: %v", err)
 		}
-		if h.c.Owed(PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}) {
+		if h.c.Owed(PendingKey[scan.ID]{Type: typ, Name: name, ID: scan.ID{Ino: ino}}) {
 			return []string{"owed"}, nil
 		}
 		return []string{"not owed"}, nil
@@ -336,7 +336,7 @@ func (h *harness) execPending(f []string) ([]string, error) {
 			return nil, err
 		}
 	}
-	k := PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
+	k := PendingKey[scan.ID]{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
 	var added bool
 	if f[0] == "restore-pending" {
 		added = h.c.RestorePending(k, pendingText(k), reason)
@@ -362,7 +362,7 @@ func (h *harness) execGuard(f []string) ([]string, error) {
 	if !ok || !okName || err != nil || !known {
 		return nil, fmt.Errorf("want guard PATH TYPE/NAME INO REASON of an op in flight: %v, reason %q", err, f[4])
 	}
-	k := PendingKey{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
+	k := PendingKey[scan.ID]{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
 	if !h.c.Guard(op, k, pendingText(k), reason) {
 		return []string{"refused"}, nil
 	}
@@ -377,7 +377,7 @@ func arg(f []string, i int) string {
 	return ""
 }
 
-func formatOp(op Op[string]) string {
+func formatOp(op Op[string, scan.ID]) string {
 	switch op.Kind {
 	case RetryDeRegister:
 		return fmt.Sprintf("retry %s reason=%s attempt=%d stamp=%d", pendingText(op.Pending), op.Reason, op.Attempt, op.Stamp)
@@ -402,7 +402,7 @@ func formatOp(op Op[string]) string {
 // idle reports whether no operation is in flight or due, now or later:
 // every desired socket is registered and verified, nothing else is, no
 // check is due, and no deregistration is pending.
-func idle[P any](c *Cache[P]) bool {
+func idle[P any](c *Cache[P, scan.ID]) bool {
 	if c.nPending > 0 || c.nRetrying > 0 {
 		return false
 	}
