@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +17,11 @@ import (
 const idleScans = 30
 
 // The windows TestEndToEndIdleWakesOncePerScan measures in: the first,
-// about idleScans scans at the default interval on an idle machine, then
-// each twice the last, up to the longest, until one holds idleScans scans.
+// idleScans scans at the default interval on an idle machine, then each
+// twice the last, up to the longest, until one holds idleScans scans.
 const (
-	idleWindow        = 3 * time.Second
-	idleWindowLongest = 24 * time.Second
+	idleWindow        = idleScans * register.DefaultInterval
+	idleWindowLongest = 8 * idleWindow
 )
 
 // TestEndToEndIdleWakesOncePerScan: an idle agent whose plugin dir is a
@@ -51,7 +52,7 @@ func TestEndToEndIdleWakesOncePerScan(t *testing.T) {
 	pid := agent.cmd.Process.Pid
 	// Past the start, and past the racy window of the directories made
 	// just now, which the scans read again until then.
-	eventually(t, waitTimeout, "30 scans", func() bool { return metric(t, addr, "plugreg_scans_total") >= 30 })
+	eventually(t, waitTimeout, fmt.Sprint(idleScans, " scans"), func() bool { return metric(t, addr, "plugreg_scans_total") >= idleScans })
 
 	var scans, switches float64
 	window := idleWindow
