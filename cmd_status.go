@@ -123,8 +123,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(flags, args); err != nil {
 		return err
 	}
-	if *output != "text" && *output != "json" {
-		return usagef("invalid value %q for flag -o: want text or json", *output)
+	if err := checkTextOrJSON(*output); err != nil {
+		return err
 	}
 	client, closeConn, err := dialAPI(*apiPath)
 	if err != nil {

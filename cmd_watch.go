@@ -45,8 +45,8 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(flags, args); err != nil {
 		return err
 	}
-	if *output != "text" && *output != "json" {
-		return usagef("invalid value %q for flag -o: want text or json", *output)
+	if err := checkTextOrJSON(*output); err != nil {
+		return err
 	}
 	rev := *since
 	connected := false
@@ -81,6 +81,15 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// checkTextOrJSON returns a usage error unless output, the value of -o,
+// is text or json.
+func checkTextOrJSON(output string) error {
+	if output != "text" && output != "json" {
+		return usagef("invalid value %q for flag -o: want text or json", output)
+	}
+	return nil
 }
 
 // watchOnce streams the events of plugins of type typ ("": all) until the
