@@ -101,8 +101,10 @@ func TestStatusHealth(t *testing.T) {
 
 // TestStatusContents checks that the screen and the JSON carry the
 // plugins by type and state (registered, unhealthy, pending, rejected with
-// the last reason), the handlers with their availability, the state file
-// and the API.
+// the last reason), the handlers with their availability (a program that
+// is a regular file and a socket that accepts are available; a missing
+// program and a socket no one listens on are not), the state file and the
+// API.
 func TestStatusContents(t *testing.T) {
 	now := time.Now()
 	reg := plugins.NewRegistry()
@@ -119,13 +121,17 @@ func TestStatusContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := runFlags(io.Discard)
-	cfg.handler = handlerList{{Type: "X", Kind: handler.KindExec, Path: filepath.Join(tmp, "missing")}, {Type: "Y", Kind: handler.KindGRPC, Path: filepath.Join(tmp, "none.sock")}}
+	served := filepath.Join(tmp, "served.sock")
+	l := sockettest.Listen(t, served)
+	t.Cleanup(func() { l.Close() })
+	cfg.handler = handlerList{{Type: "X", Kind: handler.KindExec, Path: filepath.Join(tmp, "missing")}, {Type: "Y", Kind: handler.KindGRPC, Path: filepath.Join(tmp, "none.sock")},
+		{Type: "V", Kind: handler.KindExec, Path: state}, {Type: "W", Kind: handler.KindGRPC, Path: served}}
 	st := register.Status{LastTick: now, Ready: true,
 		Unhealthy:     []register.UnhealthyPlugin{{Plugin: sick, Since: now}},
 		Registrations: map[register.TypeOutcome]uint64{{Type: "GPUPlugin", Outcome: "rejected"}: 3, {Type: "CSIPlugin", Outcome: "registered"}: 2},
 		Rejected:      map[string]register.Rejection{"GPUPlugin": {Plugin: plugins.Plugin{Type: "GPUPlugin", Name: "gpu", SocketPath: "/p/gpu.sock"}, Msg: "no handler", At: now}},
 	}
-	src := &statusSource{cfg: cfg, started: now, stale: 10 * time.Second, registry: reg, dirs: []string{"/p"}, types: []string{"CSIPlugin", "X", "Y"},
+	src := &statusSource{cfg: cfg, started: now, stale: 10 * time.Second, registry: reg, dirs: []string{"/p"}, types: []string{"CSIPlugin", "X", "Y", "V", "W"},
 		saver: &plugins.Saver{Registry: reg, Path: state}, agent: func() register.Status { return st }}
 	api := serveStatus(t, src)
 
@@ -143,6 +149,8 @@ func TestStatusContents(t *testing.T) {
 		"handlers  CSIPlugin: accept\n",
 		"X: exec " + filepath.Join(tmp, "missing") + ", UNAVAILABLE: stat ",
 		"Y: grpc " + filepath.Join(tmp, "none.sock") + ", UNAVAILABLE: dial unix ",
+		"V: exec " + state + ", available\n",
+		"W: grpc " + served + ", available\n",
 		"state     " + state + ": 10 bytes, saved ",
 		"api       " + api + ": 0/64 watchers, 1/8 connections",
 		"publish   off",
@@ -160,7 +168,7 @@ func TestStatusContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got.UnhealthyPlugins) != 1 || got.UnhealthyPlugins[0].Plugin.Name != sick.Name || len(got.Pending) != 1 || got.Pending[0].Reason != "removed" ||
-		got.StateFile == nil || got.StateFile.Size != 10 || len(got.Handlers) != 3 || got.Handlers[1].Available || got.Publish != nil || len(got.Types) != 3 {
+		got.StateFile == nil || got.StateFile.Size != 10 || len(got.Handlers) != 5 || got.Handlers[1].Available || !got.Handlers[4].Available || got.Publish != nil || len(got.Types) != 3 {
 		t.Errorf("status -o json = %s", stdout.String())
 	}
 }
