@@ -183,23 +183,25 @@ func runWait(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	w := newWaitTarget(f.typ, f.name, flagGiven(flags, "owner"), f.cond)
-	dctx, cancel := context.WithTimeout(ctx, time.Duration(f.timeout))
-	defer cancel()
-	err := retryConnect(dctx, func() (bool, error) { return waitAgent(dctx, *apiPath, w) })
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("wait interrupted: %s", w.seen())
-	}
-	return waitTimedOut(f, w.seen(), err)
+	return f.wait(ctx, "wait", func(ctx context.Context) (bool, error) { return waitAgent(ctx, *apiPath, w) }, w.seen)
 }
 
-// waitTimedOut is the error of a wait that gave up: what it waited for,
-// what it saw last and, if the last attempt to follow failed, why.
-func waitTimedOut(f waitFlags, seen string, err error) error {
-	msg := fmt.Sprintf("timed out after %v waiting for %s %s to be %s: %s", time.Duration(f.timeout), printable(f.typ), printable(f.name), f.cond, seen)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+// wait calls follow, as retryConnect does, until the condition holds
+// (nil) or --timeout passes or ctx ends: then an error of cmd saying what
+// seen says the wait saw last and, if the last attempt to follow failed,
+// why.
+func (f *waitFlags) wait(ctx context.Context, cmd string, follow func(context.Context) (held bool, err error), seen func() string) error {
+	dctx, cancel := context.WithTimeout(ctx, time.Duration(f.timeout))
+	defer cancel()
+	err := retryConnect(dctx, func() (bool, error) { return follow(dctx) })
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s interrupted: %s", cmd, seen())
+	}
+	msg := fmt.Sprintf("timed out after %v waiting for %s %s to be %s: %s", time.Duration(f.timeout), printable(f.typ), printable(f.name), f.cond, seen())
+	if !errors.Is(err, context.DeadlineExceeded) {
 		msg += " (" + err.Error() + ")"
 	}
 	return errors.New(msg)
@@ -287,16 +289,7 @@ func runFleetWait(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer cl.Close()
 	w := &fleetWaitTarget{filter: fleet.Filter{Node: *node, Type: f.typ, Name: f.name}, cond: f.cond}
-	dctx, cancel := context.WithTimeout(ctx, time.Duration(f.timeout))
-	defer cancel()
-	err = retryConnect(dctx, func() (bool, error) { return w.follow(dctx, cl, layout) })
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("fleet wait interrupted: %s", w.seen())
-	}
-	return waitTimedOut(f, w.seen(), err)
+	return f.wait(ctx, "fleet wait", func(ctx context.Context) (bool, error) { return w.follow(ctx, cl, layout) }, w.seen)
 }
 
 // fleetWaitTarget is the plugin a `fleet wait` is for, and what it saw of
