@@ -842,8 +842,10 @@ type StatusResponse struct {
 	// The plugin directories, as --dir gave them (resolved).
 	Dirs []*DirStatus `protobuf:"bytes,6,rep,name=dirs,proto3" json:"dirs,omitempty"`
 	Scan *ScanStatus  `protobuf:"bytes,7,opt,name=scan,proto3" json:"scan,omitempty"`
-	// Plugins by type, sorted by type: every type registered, configured,
-	// rejected, unhealthy or with a deregistration pending.
+	// Plugins by type, sorted by type: every type with a plugin
+	// registered, unhealthy or with a deregistration pending, or with a
+	// registration rejected or failed since the start. The types with a
+	// handler are in handlers.
 	Types []*TypeStatus `protobuf:"bytes,8,rep,name=types,proto3" json:"types,omitempty"`
 	// Plugins deregistered as unhealthy whose socket (or API registration)
 	// stays, waiting to answer again.
