@@ -21,6 +21,10 @@ import (
 // (a restart, say) before it gives up.
 const watchReconnect = 30 * time.Second
 
+// watchRetry is the pause between two attempts of `watch` to reach the
+// agent again.
+const watchRetry = 200 * time.Millisecond
+
 // eventJSON is one line of `watch -o json`; the keys are a public contract.
 type eventJSON struct {
 	Revision uint64        `json:"revision"`
@@ -78,7 +82,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(watchRetry):
 		}
 	}
 }
