@@ -297,7 +297,7 @@ func writeHandlers(line func(string, string, ...any), hs []*plugregv1.HandlerSta
 		if h.GetTarget() != "" {
 			s += " " + printable(h.GetTarget())
 		}
-		if h.GetKind() != "accept" {
+		if h.GetKind() != handlerKindAccept {
 			if h.GetAvailable() {
 				s += ", available"
 			} else {

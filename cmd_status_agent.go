@@ -27,6 +27,12 @@ import (
 // what is left of the lease.
 const statusProbeTimeout = time.Second
 
+// handlerKindAccept is the kind of handler in a status of a type that
+// has no --handler: the agent checks the plugin's versions (--accept)
+// alone. The other kinds are those of --handler (handler.KindExec,
+// handler.KindGRPC).
+const handlerKindAccept = "accept"
+
 // statusSource is what the agent's Status RPC reads, at the time of each
 // request; every part of it is safe for concurrent use.
 type statusSource struct {
@@ -140,7 +146,7 @@ func (s *statusSource) handlers(ctx context.Context) []*plugregv1.HandlerStatus 
 	for _, typ := range s.types {
 		i := slices.IndexFunc(s.cfg.handler, func(h handler.HandlerSpec) bool { return h.Type == typ })
 		if i < 0 {
-			list = append(list, &plugregv1.HandlerStatus{Type: typ, Kind: "accept", Available: true})
+			list = append(list, &plugregv1.HandlerStatus{Type: typ, Kind: handlerKindAccept, Available: true})
 			continue
 		}
 		spec := s.cfg.handler[i]
