@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -155,18 +156,11 @@ func (f *waitFlags) check(cmd string, conds []string) error {
 
 // joinOr joins words as "a, b or c".
 func joinOr(words []string) string {
-	s := ""
-	for i, w := range words {
-		switch {
-		case i == 0:
-		case i == len(words)-1:
-			s += " or "
-		default:
-			s += ", "
-		}
-		s += w
+	n := len(words)
+	if n < 2 {
+		return strings.Join(words, "")
 	}
-	return s
+	return strings.Join(words[:n-1], ", ") + " or " + words[n-1]
 }
 
 // runWait is `plugreg wait`.
