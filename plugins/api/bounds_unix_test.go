@@ -4,7 +4,6 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -335,8 +334,8 @@ func TestAPIBoundsAsNobody(t *testing.T) {
 		if want := fmt.Sprintf("accepted %d of %d", maxConns-api.TrustedConns, maxConns); out[0] != want {
 			t.Errorf("connections as nobody: %q, want %q", out[0], want)
 		}
-		if n := holdConns(t, path, api.TrustedConns+1); n != api.TrustedConns {
-			t.Errorf("root got %d of %d connections with nobody holding its share, want %d", n, api.TrustedConns+1, api.TrustedConns)
+		if conns, _ := sockettest.H2Conns(t, path, api.TrustedConns+1, rawDeadline); len(conns) != api.TrustedConns {
+			t.Errorf("root got %d of %d connections with nobody holding its share, want %d", len(conns), api.TrustedConns+1, api.TrustedConns)
 		}
 	})
 	t.Run("register", func(t *testing.T) {
@@ -377,36 +376,6 @@ func watchOnce(ctx context.Context, client plugregv1.RegistryClient) error {
 		_, err = s.Recv()
 	}
 	return err
-}
-
-// holdConns opens n connections to the API at path with the HTTP/2
-// preface, held until the test ends, and returns how many the server
-// kept: it sends its settings on those, and closes the others at once.
-func holdConns(t testing.TB, path string, n int) int {
-	kept := 0
-	for range n {
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(rawDeadline))
-		fr := http2.NewFramer(c, c)
-		_, err = io.WriteString(c, http2.ClientPreface)
-		if err == nil {
-			err = fr.WriteSettings()
-		}
-		if err == nil {
-			_, err = fr.ReadFrame()
-		}
-		switch {
-		case err == nil:
-			kept++
-		case !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE):
-			t.Fatalf("connection %d: %v", kept+1, err)
-		}
-	}
-	return kept
 }
 
 // runChild runs the test binary in dir as nobody, as a client of
@@ -451,7 +420,8 @@ func boundsChild(t *testing.T, spec string) {
 			}
 		}
 	case "conns":
-		fmt.Printf("out: accepted %d of %d\n", holdConns(t, path, n), n)
+		conns, _ := sockettest.H2Conns(t, path, n, rawDeadline)
+		fmt.Printf("out: accepted %d of %d\n", len(conns), n)
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
