@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -382,11 +381,7 @@ func watchOnce(ctx context.Context, client plugregv1.RegistryClient) error {
 // then); the test's end ends it too.
 func runChild(t *testing.T, dir, spec string) ([]string, func()) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "api.test"), "-test.run=^TestAPIBoundsAsNobody$", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	return sockettest.StartChild(t, cmd)
+	return sockettest.StartChild(t, nobodyCmd(t, dir, "TestAPIBoundsAsNobody", childEnv+"="+spec))
 }
 
 // boundsChild is the child of TestAPIBoundsAsNobody: it does spec, prints
