@@ -21,7 +21,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -489,12 +488,7 @@ func TestAPISnapshotEncodedOnce(t *testing.T) {
 	for range streams {
 		// Fixed windows on the client too, so that it takes 64 KiB of
 		// the snapshot and waits.
-		cc, err := grpc.NewClient("passthrough:///api", grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
-			}),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		cc, err := api.Dial(path, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 		if err != nil {
 			t.Fatal(err)
 		}
