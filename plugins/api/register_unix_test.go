@@ -94,11 +94,7 @@ func TestAPIRegisterPermission(t *testing.T) {
 // nobodyDir returns a new directory that uid nobody can enter, holding a
 // copy of the test binary that it can run.
 func nobodyDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "pr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
