@@ -283,15 +283,10 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns, publisher: pub}
+	rec := c.reconciler(scanner, a.registry, handlers, log)
 	if c.state != "" {
 		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
-	}
-	rec := c.reconciler(scanner, a.registry, handlers, log)
-	if a.saver != nil {
 		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
-	}
-	maxConns := c.serveAPI(a, rec, lis, scanner, pub)
-	if a.saver != nil {
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
 		a.saved.Go(func() {
@@ -300,6 +295,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 			}
 		})
 	}
+	maxConns := c.serveAPI(a, rec, lis, scanner, pub)
 	pub.start(ctx, a.registry, log)
 	if ml != nil {
 		a.metrics = metrics.NewServer(ml, metrics.Handler(a.publisher.addTo(sources(rec, scanner, a.registry, a.saver)), c.healthStale(), time.Now), metrics.DefaultLimits())

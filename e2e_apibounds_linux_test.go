@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +18,6 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -245,7 +241,9 @@ func TestAPILoadChild(t *testing.T) {
 	case "watch":
 		stallWatches(t, path, n, ready)
 	case "conns":
-		holdH2Conns(t, path, n, ready)
+		conns, _ := sockettest.H2Conns(t, path, n, waitTimeout) // open until the test ends
+		fmt.Printf("out: kept %d of %d\n", len(conns), n)
+		ready()
 	default:
 		t.Fatalf("unknown load %q", mode)
 	}
@@ -307,12 +305,7 @@ func floodRegister(t *testing.T, path string, n int) {
 func stallWatches(t *testing.T, path string, n int, ready func()) {
 	served := 0
 	for range n {
-		cc, err := grpc.NewClient("passthrough:///api", grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
-			}),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		cc, err := api.Dial(path, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,54 +322,6 @@ func stallWatches(t *testing.T, path string, n int, ready func()) {
 	ready()
 }
 
-// holdH2Conns opens n connections to the API at path with openH2Conns,
-// prints how many the agent kept, and calls ready with them open.
-func holdH2Conns(t *testing.T, path string, n int, ready func()) {
-	conns, _ := openH2Conns(t, path, n) // referenced until ready returns: a collected conn is closed
-	fmt.Printf("out: kept %d of %d\n", len(conns), n)
-	ready()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-// openH2Conns opens n connections to the API at path with the HTTP/2
-// preface, and returns those the agent kept: it sends its settings on
-// them, and closes the others at once. It returns the settings the first
-// one got too.
-func openH2Conns(t testing.TB, path string, n int) ([]net.Conn, map[http2.SettingID]uint32) {
-	var conns []net.Conn
-	settings := map[http2.SettingID]uint32{}
-	for range n {
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetReadDeadline(time.Now().Add(waitTimeout))
-		fr := http2.NewFramer(c, c)
-		_, err = io.WriteString(c, http2.ClientPreface)
-		if err == nil {
-			err = fr.WriteSettings()
-		}
-		var f http2.Frame
-		if err == nil {
-			f, err = fr.ReadFrame()
-		}
-		switch {
-		case err == nil:
-			if sf, ok := f.(*http2.SettingsFrame); ok && len(conns) == 0 {
-				sf.ForeachSetting(func(s http2.Setting) error { settings[s.ID] = s.Val; return nil })
-			}
-			conns = append(conns, c)
-		case !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE):
-			t.Fatalf("connection %d: %v", len(conns)+1, err)
-		default:
-			c.Close()
-		}
-	}
-	return conns, settings
-}
-
 // TestEndToEndAPILimitFlags runs the agent with --api-max-conns 20 and
 // --api-max-streams 2: root gets 20 connections and not 21, each allowed
 // 2 streams; 0 is a usage error for both.
@@ -386,10 +331,7 @@ func TestEndToEndAPILimitFlags(t *testing.T) {
 	if l := logLines(agent, `"msg":"agent started"`, `"api_max_conns":20`); len(l) != 1 {
 		t.Errorf("the agent did not log api_max_conns 20:\n%s", agent.out)
 	}
-	conns, settings := openH2Conns(t, e.api, 21)
-	for _, c := range conns {
-		defer c.Close()
-	}
+	conns, settings := sockettest.H2Conns(t, e.api, 21, waitTimeout)
 	if len(conns) != 20 || settings[http2.SettingMaxConcurrentStreams] != 2 {
 		t.Errorf("--api-max-conns 20 --api-max-streams 2: %d of 21 connections kept, %d streams each; want 20 and 2",
 			len(conns), settings[http2.SettingMaxConcurrentStreams])

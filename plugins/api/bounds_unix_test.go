@@ -4,12 +4,10 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -23,7 +21,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -311,9 +308,7 @@ func TestAPIBoundsAsNobody(t *testing.T) {
 	if !peer.Supported {
 		t.Skip("this system gives no peer credentials")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("running a client as another uid needs root")
-	}
+	sockettest.NeedRoot(t, "to run a client as another uid")
 	dir := nobodyDir(t)
 	const maxWatchers, maxConns = 8, 2*api.TrustedConns + 4
 	r := plugins.NewRegistry()
@@ -335,8 +330,8 @@ func TestAPIBoundsAsNobody(t *testing.T) {
 		if want := fmt.Sprintf("accepted %d of %d", maxConns-api.TrustedConns, maxConns); out[0] != want {
 			t.Errorf("connections as nobody: %q, want %q", out[0], want)
 		}
-		if n := holdConns(t, path, api.TrustedConns+1); n != api.TrustedConns {
-			t.Errorf("root got %d of %d connections with nobody holding its share, want %d", n, api.TrustedConns+1, api.TrustedConns)
+		if conns, _ := sockettest.H2Conns(t, path, api.TrustedConns+1, rawDeadline); len(conns) != api.TrustedConns {
+			t.Errorf("root got %d of %d connections with nobody holding its share, want %d", len(conns), api.TrustedConns+1, api.TrustedConns)
 		}
 	})
 	t.Run("register", func(t *testing.T) {
@@ -379,47 +374,13 @@ func watchOnce(ctx context.Context, client plugregv1.RegistryClient) error {
 	return err
 }
 
-// holdConns opens n connections to the API at path with the HTTP/2
-// preface, held until the test ends, and returns how many the server
-// kept: it sends its settings on those, and closes the others at once.
-func holdConns(t testing.TB, path string, n int) int {
-	kept := 0
-	for range n {
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(rawDeadline))
-		fr := http2.NewFramer(c, c)
-		_, err = io.WriteString(c, http2.ClientPreface)
-		if err == nil {
-			err = fr.WriteSettings()
-		}
-		if err == nil {
-			_, err = fr.ReadFrame()
-		}
-		switch {
-		case err == nil:
-			kept++
-		case !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE):
-			t.Fatalf("connection %d: %v", kept+1, err)
-		}
-	}
-	return kept
-}
-
 // runChild runs the test binary in dir as nobody, as a client of
 // TestAPIBoundsAsNobody doing spec, and returns the lines it printed
 // before "ready", and a func that ends it (it holds what it opened till
 // then); the test's end ends it too.
 func runChild(t *testing.T, dir, spec string) ([]string, func()) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "api.test"), "-test.run=^TestAPIBoundsAsNobody$", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), childEnv+"="+spec)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	return sockettest.StartChild(t, cmd)
+	return sockettest.StartChild(t, nobodyCmd(t, dir, "TestAPIBoundsAsNobody", childEnv+"="+spec))
 }
 
 // boundsChild is the child of TestAPIBoundsAsNobody: it does spec, prints
@@ -451,7 +412,8 @@ func boundsChild(t *testing.T, spec string) {
 			}
 		}
 	case "conns":
-		fmt.Printf("out: accepted %d of %d\n", holdConns(t, path, n), n)
+		conns, _ := sockettest.H2Conns(t, path, n, rawDeadline)
+		fmt.Printf("out: accepted %d of %d\n", len(conns), n)
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
@@ -526,12 +488,7 @@ func TestAPISnapshotEncodedOnce(t *testing.T) {
 	for range streams {
 		// Fixed windows on the client too, so that it takes 64 KiB of
 		// the snapshot and waits.
-		cc, err := grpc.NewClient("passthrough:///api", grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", path)
-			}),
-			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		cc, err := api.Dial(path, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,14 +37,25 @@ func MaxConns(want int) int {
 // LimitConns returns l, accepting at most maxConns connections at once,
 // of which readers (callers other than root and the agent's uid) hold at
 // most maxConns - TrustedConns (below 2*TrustedConns, half of maxConns,
-// rounded up). A
-// connection over the limit is closed as soon as it is accepted, so that
-// none waits in the listen backlog. The connections it returns carry
-// who is at their other end, which [PeerCredentials] reads then rather
-// than again.
+// rounded up). A connection over the limit is closed as soon as it is
+// accepted, so that none waits in the listen backlog. The connections it
+// returns carry who is at their other end, which [PeerCredentials] reads
+// then rather than again.
 func LimitConns(l net.Listener, maxConns int) net.Listener {
 	maxConns = max(maxConns, 1)
 	return &connLimit{Listener: l, max: maxConns, maxReaders: maxConns - min(TrustedConns, maxConns/2)}
+}
+
+// OpenConns returns the connections that a listener of LimitConns holds
+// open now, and its limit; ok is false for another listener.
+func OpenConns(l net.Listener) (open, limit int, ok bool) {
+	cl, ok := l.(*connLimit)
+	if !ok {
+		return 0, 0, false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.total, cl.max, true
 }
 
 // connLimit is a listener of LimitConns.

@@ -94,11 +94,7 @@ func TestAPIRegisterPermission(t *testing.T) {
 // nobodyDir returns a new directory that uid nobody can enter, holding a
 // copy of the test binary that it can run.
 func nobodyDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "pr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sockettest.Dir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -130,14 +126,22 @@ func nobodyDir(t *testing.T) string {
 	return dir
 }
 
+// nobodyCmd returns the command that runs test of the test binary in dir
+// (see nobodyDir) as uid and gid nobody, with env added to its
+// environment.
+func nobodyCmd(t *testing.T, dir, test, env string) *exec.Cmd {
+	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "api.test"), "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	return cmd
+}
+
 // runAsNobody runs the test binary in dir as uid and gid nobody, to call
 // the API at path, and returns the lines that report its calls and its
 // pid.
 func runAsNobody(t *testing.T, dir, path string) ([]string, int) {
-	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "api.test"), "-test.run=^TestAPIRegisterPermission$", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), childAPIEnv+"="+path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd := nobodyCmd(t, dir, "TestAPIRegisterPermission", childAPIEnv+"="+path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

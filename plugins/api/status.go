@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,16 +28,4 @@ func (s *APIServer) Status(ctx context.Context, _ *plugregv1.StatusRequest) (*pl
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return st, nil
-}
-
-// OpenConns returns the connections that a listener of LimitConns holds
-// open now, and its limit; ok is false for another listener.
-func OpenConns(l net.Listener) (open, limit int, ok bool) {
-	cl, ok := l.(*connLimit)
-	if !ok {
-		return 0, 0, false
-	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.total, cl.max, true
 }
