@@ -145,12 +145,12 @@ func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	got := make(map[string]valueDigest)
 	oversized := 0
 	_, err := pages(c, r.p.Store, r.p.Layout.NodePlugins(r.p.Node), func(kv *etcdv3.KeyValue, big bool) error {
-		d := sha256.Sum256(kv.Value)
+		d := otherLease
 		if big {
 			oversized++
 		}
-		if big || kv.Lease != r.lease {
-			d = otherLease
+		if !big && kv.Lease == r.lease {
+			d = sha256.Sum256(kv.Value)
 		}
 		got[string(kv.Key)] = d
 		return nil
