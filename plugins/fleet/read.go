@@ -281,7 +281,8 @@ func toChange(l Layout, ev *etcdv3.Event) (Change, error) {
 // index keys. An agent that still publishes the node loses its lease and
 // publishes the node again under a new one.
 func Forget(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
-	resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(l.Node(node)), KeysOnly: true})
+	// Not keys only: etcd's keys_only answer drops the lease with the value.
+	resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(l.Node(node))})
 	if err != nil {
 		return 0, fmt.Errorf("forget node: %w", err)
 	}
