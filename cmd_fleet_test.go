@@ -16,7 +16,6 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
-	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
 // TestFleetCommands publishes a node whose plugin has a hostile name,
@@ -121,7 +120,10 @@ func TestFleetWatchResyncsAfterCompaction(t *testing.T) {
 	reg.Apply(plugins.Registered, plugin("leaves"), "", now)
 	synced()
 	ep := strings.TrimPrefix(srv.Endpoint, "http://")
-	since := currentRev(t, cl)
+	since, err := currentRevision(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg.Apply(plugins.Deregistered, plugin("leaves"), "", now)
 	reg.Apply(plugins.Registered, plugin("comes"), "", now)
 	synced()
@@ -167,16 +169,6 @@ func TestFleetWatchResyncsAfterCompaction(t *testing.T) {
 			}
 		})
 	}
-}
-
-// currentRev returns etcd's revision now.
-func currentRev(t *testing.T, cl *fleet.Client) int64 {
-	t.Helper()
-	resp, err := cl.Range(t.Context(), &etcdv3.RangeRequest{Key: []byte("\x00"), CountOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.GetHeader().GetRevision()
 }
 
 // watchUntilEnd runs `fleet watch --since since -o output` until it

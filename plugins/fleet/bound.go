@@ -36,9 +36,10 @@ const (
 // PageSize keys, each answer at most maxAnswerBytes. A page over it is
 // read again as pages of fallbackPage keys, and one of those over it
 // key by key (oneByOne), each value at most maxOneBytes: a longer value is
-// never received. fn gets a value over MaxValueBytes as its key alone
-// (its lease and revisions, no value), with oversized set. After a page
-// that fit, the page size doubles back up to PageSize.
+// never received. fn gets a key whose value is over MaxValueBytes without
+// the value, and, read key by key, without its lease too (etcd's
+// keys_only answer drops both), with oversized set. After a page that
+// fit, the page size doubles back up to PageSize.
 func pages(ctx context.Context, kv *Client, prefix string, fn func(k *etcdv3.KeyValue, oversized bool) error) (int64, error) {
 	p := pager{kv: kv, from: prefix, end: PrefixEnd(prefix), limit: PageSize}
 	for {

@@ -155,11 +155,11 @@ write and delete other nodes' index keys. Writing index keys for another
 only makes List read a plugin key that is not there (a read per forged
 key). Deleting or replacing another's index keys hides that node's
 plugins from `fleet list --name` until the node checks its index: each
-node rewrites its missing index keys after every full read and every
---publish-ttl (one transaction per 128 plugins that compares the keys'
-leases and writes only when one differs), so the cost to the node is at
-most one TTL of absence from --name, and one rewrite. A node's plugin and
-node keys are its own: no other node's role reaches them. etcd checks no
+node in sync rewrites its missing index keys every --publish-ttl (one
+transaction per 128 plugins that compares the keys' leases and writes
+only when one differs), so the cost to the node is at most one TTL of
+absence from --name, and one rewrite. A node's plugin and node keys are
+its own: no other node's role reaches them. etcd checks no
 permission on a lease keepalive, so a node that learns another's lease ID
 could keep it alive; a publisher continues a saved lease only if etcd
 shows its own node key on it. Readers

@@ -287,8 +287,7 @@ func pause(ctx context.Context, d time.Duration) error {
 
 // Range reads keys (etcd's KV.Range).
 func (c *Client) Range(ctx context.Context, req *etcdv3.RangeRequest) (*etcdv3.RangeResponse, error) {
-	resp := new(etcdv3.RangeResponse)
-	return resp, c.call(ctx, methodRange, req, resp, true)
+	return c.rangeWithin(ctx, req, maxRecvMsg)
 }
 
 // rangeWithin is Range with an answer of at most maxBytes: a longer one
@@ -317,8 +316,7 @@ func tooLarge(err error) bool {
 // Unavailable: a transaction of this package writes the same values
 // whether applied once or twice.
 func (c *Client) Txn(ctx context.Context, req *etcdv3.TxnRequest) (*etcdv3.TxnResponse, error) {
-	resp := new(etcdv3.TxnResponse)
-	return resp, c.call(ctx, methodTxn, req, resp, true)
+	return c.txnWithin(ctx, req, maxRecvMsg)
 }
 
 // Grant takes a new lease of ttl seconds. It is not retried: a grant

@@ -49,8 +49,8 @@ func start(t *testing.T, cl *fleet.Client, reg *plugins.Registry, node string, t
 }
 
 // runPublisher runs p, with a version, a timeout of one second (unless p
-// has one) and the test's log (unless p has a log), until the test ends, and returns it and a func that stops
-// it and waits until Run returned.
+// has one) and the test's log (unless p has a log), until the test ends,
+// and returns it and a func that stops it and waits until Run returned.
 func runPublisher(t *testing.T, p *fleet.Publisher) (*fleet.Publisher, func()) {
 	t.Helper()
 	p.Version = "test"

@@ -281,7 +281,8 @@ func toChange(l Layout, ev *etcdv3.Event) (Change, error) {
 // index keys. An agent that still publishes the node loses its lease and
 // publishes the node again under a new one.
 func Forget(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
-	resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(l.Node(node)), KeysOnly: true})
+	// Not keys only: etcd's keys_only answer drops the lease with the value.
+	resp, err := kv.Range(ctx, &etcdv3.RangeRequest{Key: []byte(l.Node(node))})
 	if err != nil {
 		return 0, fmt.Errorf("forget node: %w", err)
 	}
@@ -308,11 +309,11 @@ func Forget(ctx context.Context, kv *Client, l Layout, node string) (int64, erro
 // count returns how many plugin keys node has, with its node key.
 func count(ctx context.Context, kv *Client, l Layout, node string) (int64, error) {
 	var n int64
-	for _, k := range []string{l.NodePlugins(node), l.Node(node)} {
-		req := &etcdv3.RangeRequest{Key: []byte(k), CountOnly: true}
-		if k == l.NodePlugins(node) {
-			req.RangeEnd = []byte(PrefixEnd(k))
-		}
+	ps := l.NodePlugins(node)
+	for _, req := range []*etcdv3.RangeRequest{
+		{Key: []byte(ps), RangeEnd: []byte(PrefixEnd(ps)), CountOnly: true},
+		{Key: []byte(l.Node(node)), CountOnly: true},
+	} {
 		resp, err := kv.Range(ctx, req)
 		if err != nil {
 			return 0, fmt.Errorf("forget node: %w", err)

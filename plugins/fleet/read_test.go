@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet"
@@ -104,9 +105,20 @@ func TestWatchAndForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	node, err := cl.Get(t.Context(), layout.Node("n1"))
+	if err != nil || len(node.Kvs) != 1 || node.Kvs[0].Lease == 0 {
+		t.Fatalf("node key of n1: %v (%v), want one on a lease", node.Kvs, err)
+	}
 	n, err := fleet.Forget(t.Context(), fc, layout, "n1")
 	if err != nil || n != 4 {
 		t.Fatalf("Forget(n1) = %d, %v; want 4 keys (3 plugins and the node)", n, err)
+	}
+	ttl, err := cl.TimeToLive(t.Context(), clientv3.LeaseID(node.Kvs[0].Lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl.TTL != -1 {
+		t.Errorf("n1's lease after Forget(n1): TTL %d, want -1 (revoked)", ttl.TTL)
 	}
 	var got []string
 	errDone := errors.New("done")

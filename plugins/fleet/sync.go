@@ -145,12 +145,12 @@ func (r *run) read(ctx context.Context) (map[string]valueDigest, error) {
 	got := make(map[string]valueDigest)
 	oversized := 0
 	_, err := pages(c, r.p.Store, r.p.Layout.NodePlugins(r.p.Node), func(kv *etcdv3.KeyValue, big bool) error {
-		d := sha256.Sum256(kv.Value)
+		d := otherLease
 		if big {
 			oversized++
 		}
-		if big || kv.Lease != r.lease {
-			d = otherLease
+		if !big && kv.Lease == r.lease {
+			d = sha256.Sum256(kv.Value)
 		}
 		got[string(kv.Key)] = d
 		return nil
@@ -325,7 +325,7 @@ func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, err
 // the shared index, and delete this node's keys there. It sends one
 // transaction per maxTxnOps index keys that compares each key's lease and,
 // if any differs (a key deleted, or put on another lease), writes the
-// batch's index keys again. It runs after every full read and every TTL.
+// batch's index keys again. It runs every TTL while the node is in sync.
 func (r *run) checkIndex(ctx context.Context) error {
 	var keys []string
 	for k, d := range r.published {
