@@ -315,13 +315,14 @@ func (s *Scanner) Dirs() []string {
 // for a path below no plugin dir. Settled is safe for concurrent use with
 // Scan.
 func (s *Scanner) Settled(path string) bool {
-	best := -1
-	for i, r := range s.roots {
-		if strings.HasPrefix(path, r.prefix) && (best < 0 || len(r.prefix) > len(s.roots[best].prefix)) {
-			best = i
+	// The roots are sorted by prefix, and the prefixes path has are
+	// prefixes of one another: the innermost is the last.
+	for i := len(s.roots) - 1; i >= 0; i-- {
+		if strings.HasPrefix(path, s.roots[i].prefix) {
+			return s.settled(i)
 		}
 	}
-	return best >= 0 && s.settled(best)
+	return false
 }
 
 // Scan returns the sockets in the plugin dirs and their subdirectories,
