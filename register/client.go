@@ -259,9 +259,7 @@ func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func(
 		return nil, socketStat{}, &OpError{"dial", path, err} // conn is the late goroutine's
 	}
 	if err != nil {
-		if conn != nil {
-			conn.Close()
-		}
+		closeConn(conn)
 		return nil, socketStat{}, err
 	}
 	return conn, file, nil

@@ -14,23 +14,25 @@ var errStalled = errors.New("directory not answering: an earlier connect there h
 
 // stalls bounds what system calls that hang on a file system that does not
 // answer (a dead NFS server, a hung FUSE daemon) can hold: no operation
-// waits for one longer than its timeout, and each directory holds at most
-// one such call, and the goroutine, thread and descriptor it keeps, until
-// it returns. The zero value is ready; it is safe for concurrent use.
+// waits for one longer than its timeout, and once one call in a directory
+// has outlived its wait, no other starts there until every such call has
+// returned; each keeps a goroutine, a thread and perhaps a descriptor. The
+// zero value is ready; it is safe for concurrent use.
 type stalls struct {
 	mu    sync.Mutex
-	stuck map[string]bool // directories with a call that outlived its wait
+	stuck map[string]int // per directory, its calls that outlived their wait and have not returned
 }
 
 // run runs f, which looks up path (a connect, a stat), on a goroutine of
 // its own and waits for it at most wait, or until ctx is done. If f has not
 // returned by then, run returns errStalled, and so does every run on a path
-// in the same directory, without calling its f, until f returns: then
-// late, if not nil, undoes what f did (closes what it opened).
+// in the same directory, without calling its f, until every call there
+// that outlived its wait has returned. When f returns after its wait, late,
+// if not nil, undoes what f did (closes what it opened).
 func (g *stalls) run(ctx context.Context, path string, wait time.Duration, f func() error, late func()) error {
 	dir := filepath.Dir(path)
 	g.mu.Lock()
-	stuck := g.stuck[dir]
+	stuck := g.stuck[dir] > 0
 	g.mu.Unlock()
 	if stuck {
 		return errStalled
@@ -45,7 +47,10 @@ func (g *stalls) run(ctx context.Context, path string, wait time.Duration, f fun
 			done <- err
 			return
 		}
-		delete(g.stuck, dir)
+		g.stuck[dir]--
+		if g.stuck[dir] == 0 {
+			delete(g.stuck, dir)
+		}
 		if late != nil {
 			late()
 		}
@@ -67,8 +72,8 @@ func (g *stalls) run(ctx context.Context, path string, wait time.Duration, f fun
 	}
 	abandoned = true
 	if g.stuck == nil {
-		g.stuck = make(map[string]bool)
+		g.stuck = make(map[string]int)
 	}
-	g.stuck[dir] = true
+	g.stuck[dir]++
 	return errStalled
 }

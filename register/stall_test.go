@@ -50,3 +50,40 @@ func TestStallsBound(t *testing.T) {
 		}
 	})
 }
+
+// TestStallsBoundConcurrent: two calls in one directory that hang at once,
+// both started before either outlived its wait, keep the directory stalled
+// until both have returned, not only the first.
+func TestStallsBoundConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g stalls
+		ctx := t.Context()
+		const wait = time.Second
+		hangs := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		errs := make(chan error, len(hangs))
+		for _, h := range hangs {
+			go func() {
+				errs <- g.run(ctx, "/p/stuck/a.sock", wait, func() error { <-h; return nil }, nil)
+			}()
+		}
+		for range hangs {
+			if err := <-errs; !errors.Is(err, errStalled) {
+				t.Fatalf("a call that hangs: %v, want errStalled", err)
+			}
+		}
+		var called atomic.Bool
+		try := func() error {
+			return g.run(ctx, "/p/stuck/b.sock", wait, func() error { called.Store(true); return nil }, nil)
+		}
+		close(hangs[0])
+		synctest.Wait()
+		if err := try(); !errors.Is(err, errStalled) || called.Load() {
+			t.Errorf("with one of the two hung calls returned: %v, called %v; want errStalled, no call", err, called.Load())
+		}
+		close(hangs[1])
+		synctest.Wait()
+		if err := try(); err != nil || !called.Load() {
+			t.Errorf("with both returned: %v, called %v; want the directory tried again", err, called.Load())
+		}
+	})
+}

@@ -19,11 +19,7 @@ import (
 func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
 	var buf [lstatAtBuf]byte
 	if sysFstatat == 0 || len(name) >= len(buf) || strings.IndexByte(name, 0) >= 0 {
-		err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-		for err == unix.EINTR {
-			err = unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-		}
-		return err
+		return fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	copy(buf[:], name)   // and a NUL after it: buf is zeroed
 	fd := uintptr(dirfd) // a variable: unix.AT_FDCWD is a negative constant

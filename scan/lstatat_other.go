@@ -9,9 +9,5 @@ import "golang.org/x/sys/unix"
 // It is the one call that takes a socket's identity: a Scan's (osDir.id)
 // and StatSocket's.
 func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
-	err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-	for err == unix.EINTR {
-		err = unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	return err
+	return fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
 }

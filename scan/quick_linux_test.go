@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestStatPathLinux: the raw stat gives what the usual one gives, for a
-// directory, a symlink to one (followed or not), a file and a missing path.
+// TestStatPathLinux: the raw stat, and the one made the usual way, give
+// what unix.Fstatat gives (statPathSys), for a directory, a symlink to one
+// (followed or not), a file and a missing path.
 func TestStatPathLinux(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -36,12 +37,13 @@ func TestStatPathLinux(t *testing.T) {
 	for _, tc := range tests {
 		zpath := filepath.Join(dir, tc.name) + "\x00"
 		raw, rawErr := statPathLinux(zpath, tc.follow, true)
-		sys, sysErr := statPathLinux(zpath, tc.follow, false)
+		usual, usualErr := statPathLinux(zpath, tc.follow, false)
+		sys, sysErr := statPathSys(zpath, tc.follow)
 		if (rawErr != nil) != tc.wantErr || (rawErr != nil && !gone(rawErr)) {
 			t.Errorf("%s (follow %v): raw stat error %v, want an error satisfying gone: %v", tc.name, tc.follow, rawErr, tc.wantErr)
 		}
-		if rawErr != sysErr || raw != sys {
-			t.Errorf("%s (follow %v): raw stat = %v, %v; usual stat = %v, %v", tc.name, tc.follow, raw, rawErr, sys, sysErr)
+		if rawErr != sysErr || raw != sys || usualErr != sysErr || usual != sys {
+			t.Errorf("%s (follow %v): raw stat = %v, %v; usual stat = %v, %v; unix.Fstatat = %v, %v", tc.name, tc.follow, raw, rawErr, usual, usualErr, sys, sysErr)
 		}
 		if !tc.wantErr && raw.Ino == 0 {
 			t.Errorf("%s: raw stat gave no inode", tc.name)
@@ -88,5 +90,23 @@ func TestMountGateLinux(t *testing.T) {
 	ms := parseMountInfo([]byte("36 35 0:51 / " + sub + `\040x rw shared:1 - fuse plugreg rw` + "\n1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"))
 	if want := []mount{{sub + " x", "fuse"}, {"/", "ext4"}}; !slices.Equal(ms, want) {
 		t.Errorf("parseMountInfo = %v, want %v", ms, want)
+	}
+}
+
+// TestIdleUnsettledScanAllocs: an idle Scan of a tree below a plugin dir
+// that is not settled allocates the goroutine that reads the dir and
+// nothing else: its stats, made the usual way, and its wait for them
+// allocate nothing (not parallel: AllocsPerRun counts the whole process).
+func TestIdleUnsettledScanAllocs(t *testing.T) {
+	dir := filepath.Join(tempDir(t), "plugins")
+	for _, p := range join(dir, "a.sock", "sub/b.sock", "sub/deep/c.sock") {
+		socketFile(t, p)
+	}
+	age(t, dir) // no directory is racy
+	s := mustNew(t, nil, dir)
+	s.settled = func(int) bool { return false }
+	mustScan(t, s)
+	if n := testing.AllocsPerRun(20, func() { mustScan(t, s) }); n > 1 {
+		t.Errorf("an idle scan of a dir that is not settled allocates %v times, want 1 (its goroutine)", n)
 	}
 }

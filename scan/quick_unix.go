@@ -12,11 +12,17 @@ func statPathSys(zpath string, follow bool) (ID, error) {
 		flags = 0
 	}
 	var st unix.Stat_t
-	err := unix.Fstatat(unix.AT_FDCWD, zpath[:len(zpath)-1], &st, flags)
-	for err == unix.EINTR {
-		err = unix.Fstatat(unix.AT_FDCWD, zpath[:len(zpath)-1], &st, flags)
-	}
+	err := fstatat(unix.AT_FDCWD, zpath[:len(zpath)-1], &st, flags)
 	return dirID(&st, err)
+}
+
+// fstatat is unix.Fstatat, retrying EINTR as package os does.
+func fstatat(dirfd int, name string, st *unix.Stat_t, flags int) error {
+	err := unix.Fstatat(dirfd, name, st, flags)
+	for err == unix.EINTR {
+		err = unix.Fstatat(dirfd, name, st, flags)
+	}
+	return err
 }
 
 // dirID is the ID of st, the result of a stat that returned err, and err,

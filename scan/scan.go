@@ -95,12 +95,13 @@ type Scanner struct {
 	// of Scan, with raw stats; any other on a goroutine of its own, which
 	// Scan waits for at most stallAfter. Safe for concurrent use.
 	settled func(i int) bool
-	now     func() time.Time // the clock, read once per Scan of a root that changed
+	now     func() time.Time // the clock, read once per Scan of a root that changed and per Scan that starts a read of its own
 
-	scans    uint64   // number of the scan in progress
-	lastFull uint64   // number of the last full scan
-	prev     Snapshot // returned by the last Scan, and again while nothing changes
-	changed  bool     // the entries of a root changed: the next Scan builds new ones
+	scans    uint64      // number of the scan in progress
+	lastFull uint64      // number of the last full scan
+	prev     Snapshot    // returned by the last Scan, and again while nothing changes
+	changed  bool        // the entries of a root changed: the next Scan builds new ones
+	stall    *time.Timer // readAlone's wait for the reads it started; nil until the first
 
 	// Sockets left out, counted once per socket when it is first seen:
 	// read by Ignored from any goroutine.
@@ -315,13 +316,14 @@ func (s *Scanner) Dirs() []string {
 // for a path below no plugin dir. Settled is safe for concurrent use with
 // Scan.
 func (s *Scanner) Settled(path string) bool {
-	best := -1
-	for i, r := range s.roots {
-		if strings.HasPrefix(path, r.prefix) && (best < 0 || len(r.prefix) > len(s.roots[best].prefix)) {
-			best = i
+	// The roots are sorted by prefix, and the prefixes path has are
+	// prefixes of one another: the innermost is the last.
+	for i := len(s.roots) - 1; i >= 0; i-- {
+		if strings.HasPrefix(path, s.roots[i].prefix) {
+			return s.settled(i)
 		}
 	}
-	return best >= 0 && s.settled(best)
+	return false
 }
 
 // Scan returns the sockets in the plugin dirs and their subdirectories,
@@ -456,7 +458,7 @@ func (s *Scanner) readAlone(full bool, errs []error) []error {
 		r.busy, r.fresh, r.since, r.w.raw = true, true, now, false
 		go func() { r.done <- r.w.visit(r, full) }()
 	}
-	var timer *time.Timer
+	timing := false  // s.stall runs, from the first wait of this Scan
 	expired := false // stallAfter has passed: no read is waited for
 	for _, r := range s.roots {
 		if !r.busy {
@@ -472,13 +474,13 @@ func (s *Scanner) readAlone(full bool, errs []error) []error {
 				errs = append(errs, &StallError{Path: r.path, Since: r.since})
 				continue
 			}
-			if timer == nil {
-				timer = time.NewTimer(stallAfter)
-				defer timer.Stop()
+			if !timing {
+				s.startStall()
+				timing = true
 			}
 			select {
 			case err = <-r.done:
-			case <-timer.C:
+			case <-s.stall.C:
 				expired = true
 				errs = append(errs, &StallError{Path: r.path, Since: r.since})
 				continue
@@ -490,7 +492,20 @@ func (s *Scanner) readAlone(full bool, errs []error) []error {
 			errs = append(errs, err)
 		}
 	}
+	if timing {
+		s.stall.Stop()
+	}
 	return errs
+}
+
+// startStall starts s.stall, to fire after stallAfter; it makes the timer
+// at the first call, and every Scan after that reuses it.
+func (s *Scanner) startStall() {
+	if s.stall == nil {
+		s.stall = time.NewTimer(stallAfter)
+	} else {
+		s.stall.Reset(stallAfter)
+	}
 }
 
 // visit brings what is known of the root r up to date: nothing to do if
