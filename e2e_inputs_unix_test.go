@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
@@ -84,9 +83,9 @@ func TestRunChecksInputs(t *testing.T) {
 				}
 				return
 			}
-			code, stderr := exitOf(t, start(t, e.runArgs(extra...)...))
-			if want = "plugreg: refusing to start: " + want + "\n"; code != 1 || stderr != want {
-				t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1, stderr %q", strings.Join(e.runArgs(extra...), " "), code, stderr, want)
+			out, stderr, code := plugreg(t, e.runArgs(extra...)...)
+			if want = "plugreg: refusing to start: " + want + "\n"; code != 1 || out != "" || stderr != want {
+				t.Errorf("plugreg %s = exit %d, stdout %q, stderr %q; want exit 1, stderr %q", strings.Join(e.runArgs(extra...), " "), code, out, stderr, want)
 			}
 			if _, err := os.Lstat(e.api); err == nil {
 				t.Errorf("the refused agent created its API socket")
@@ -119,44 +118,25 @@ func TestRunChecksInputModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := tmp + "/input"
-			if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(path, 0o777); err != nil {
-				t.Fatal(err)
-			}
+			path := program(t, tmp+"/input", os.Geteuid(), 0o777)
 			e := agentEnv{tmp: tmp, dir: tmp + "/plugins", api: tmp + "/api.sock", state: tmp + "/state.json"}
 			args := e.runArgs(tc.flags(path)...)
-			code, stderr := exitOf(t, start(t, args...))
-			if want := "plugreg: refusing to start: " + strings.ReplaceAll(tc.want, "PATH", path) + "\n"; code != 1 || stderr != want {
-				t.Errorf("plugreg %s = exit %d, stderr %q; want exit 1, stderr %q", strings.Join(args, " "), code, stderr, want)
+			out, stderr, code := plugreg(t, args...)
+			if want := "plugreg: refusing to start: " + strings.ReplaceAll(tc.want, "PATH", path) + "\n"; code != 1 || out != "" || stderr != want {
+				t.Errorf("plugreg %s = exit %d, stdout %q, stderr %q; want exit 1, stderr %q", strings.Join(args, " "), code, out, stderr, want)
 			}
 		})
 	}
 }
 
-// exitOf waits for p to exit, as a refused agent does at once, and
-// returns its exit code and output; it fails the test if p still runs
-// after waitTimeout.
-func exitOf(t *testing.T, p *proc) (int, string) {
-	t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(waitTimeout):
-		t.Fatalf("%s still runs after %v, want it refused at start:\n%s", p, waitTimeout, p.out)
-	}
-	return p.cmd.ProcessState.ExitCode(), p.out.String()
-}
-
-// program writes a shell script at path that exits 0, owned by uid and
-// with mode, whatever the umask.
+// program writes a shell script at path that exits 0, owned by uid (its
+// group left as created) and with mode, whatever the umask.
 func program(t *testing.T, path string, uid int, mode os.FileMode) string {
 	t.Helper()
 	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(path, uid, 0); err != nil {
+	if err := os.Chown(path, uid, -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(path, mode); err != nil {

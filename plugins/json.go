@@ -52,6 +52,13 @@ func uidOf(p Plugin) *uint32 {
 	return &p.UID
 }
 
+// setUID sets p's UID from uid, as uidOf gives it: unknown when nil.
+func setUID(p *Plugin, uid *uint32) {
+	if uid != nil {
+		p.UID, p.HasUID = *uid, true
+	}
+}
+
 // Plugin returns the plugin j describes, without a SocketID; it fails if
 // RegisteredAt is not RFC 3339.
 func (j PluginJSON) Plugin() (Plugin, error) {
@@ -70,8 +77,6 @@ func (j PluginJSON) Plugin() (Plugin, error) {
 	if len(p.Options) == 0 {
 		p.Options = nil
 	}
-	if j.UID != nil {
-		p.UID, p.HasUID = *j.UID, true
-	}
+	setUID(&p, j.UID)
 	return p, nil
 }

@@ -24,8 +24,9 @@ func checkPrivate(path string) error {
 	if err != nil {
 		return err
 	}
-	for d, home, strict := dir, true, exact; ; d, home, strict = filepath.Dir(d), false, false {
-		if err := checkDirOwner(d, home, strict); err != nil {
+	for d := dir; ; d = filepath.Dir(d) {
+		home := d == dir
+		if err := checkDirOwner(d, home, home && exact); err != nil {
 			return err
 		}
 		if d == filepath.Dir(d) {

@@ -230,9 +230,7 @@ func (r pluginRecord) plugin() Plugin {
 		Options:      r.Options,
 		NoCheck:      r.NoCheck,
 	}
-	if r.UID != nil {
-		p.UID, p.HasUID = *r.UID, true
-	}
+	setUID(&p, r.UID)
 	return p
 }
 

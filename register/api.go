@@ -316,13 +316,13 @@ func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
 	return s
 }
 
-// entries returns the desired instances as the scan's entries, for the
-// first Observe of the cache, sorted.
-func (s *apiSet) entries() []scan.Entry {
-	var es []scan.Entry
+// entries returns the desired instances as the cache takes them, for its
+// first Observe, sorted.
+func (s *apiSet) entries() []statecache.Entry[scan.ID] {
+	var es []statecache.Entry[scan.ID]
 	for _, k := range slices.Sorted(maps.Keys(s.inst)) {
 		if in := s.inst[k]; in.desired {
-			es = append(es, scan.Entry{Path: k, ID: in.id})
+			es = append(es, statecache.Entry[scan.ID]{Path: k, ID: in.id})
 		}
 	}
 	return es
@@ -438,7 +438,7 @@ func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- api
 		in.want, in.id = p, id
 		delete(l.reported, key)
 		l.api.setDesired(in, true) // by in.want's owner and registrant
-		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
+		l.observeAPI(key, id, true)
 	case in.id != id:
 		// The callers of the fields replaced get the outcome of these
 		// ones, unless their own registration is in flight.
@@ -451,7 +451,7 @@ func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- api
 		in.want, in.id = p, id
 		l.api.setDesired(in, true)
 		delete(l.reported, key)
-		l.observeAPI(scan.Changes{Added: []scan.Entry{{Path: key, ID: id}}})
+		l.observeAPI(key, id, true)
 	}
 	if in.have && in.reg.SocketID == id && in.running != statecache.DeRegister {
 		reply <- apiReply{list: []plugins.Plugin{in.reg.Clone()}}
@@ -480,7 +480,6 @@ func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- a
 		return
 	}
 	slices.Sort(gone)
-	ch := scan.Changes{}
 	for _, key := range gone {
 		in := l.api.inst[key]
 		l.api.setDesired(in, false)
@@ -493,20 +492,26 @@ func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- a
 			w.reply <- apiReply{err: errDeregistered}
 			return true
 		})
-		ch.Removed = append(ch.Removed, scan.Entry{Path: key, ID: in.id})
+		l.observeAPI(key, in.id, false)
 	}
-	l.observeAPI(ch)
 	for _, key := range gone {
 		l.settle(key)
 	}
 }
 
-// observeAPI feeds ch, changes of API instances, to the cache, once it
-// has observed the first scan; until then they wait in l.api, which the
-// first Observe takes in whole (see observe).
-func (l *loop) observeAPI(ch scan.Changes) {
-	if l.observed {
-		l.cache.Observe(cacheChanges(ch))
+// observeAPI tells the cache that the API instance key is wanted with
+// the identity id, or no longer wanted, once it has observed the first
+// scan; until then the instances wait in l.api, which the first Observe
+// takes in whole (see observe).
+func (l *loop) observeAPI(key string, id scan.ID, wanted bool) {
+	if !l.observed {
+		return
+	}
+	e := []statecache.Entry[scan.ID]{{Path: key, ID: id}}
+	if wanted {
+		l.cache.Observe(statecache.Changes[scan.ID]{Added: e})
+	} else {
+		l.cache.Observe(statecache.Changes[scan.ID]{Removed: e})
 	}
 }
 
@@ -708,7 +713,7 @@ func (l *loop) apiFailed(res *Result, in *apiInst) {
 	}
 	if in.desired && in.id == op.ID {
 		l.api.setDesired(in, false)
-		l.observeAPI(scan.Changes{Removed: []scan.Entry{{Path: op.Path, ID: op.ID}}})
+		l.observeAPI(op.Path, op.ID, false)
 	}
 	a := append(attrs(res), "err", errText(err))
 	if rej, ok := errors.AsType[*RejectError](err); ok {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
-	"slices"
 	"strconv"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -206,10 +204,10 @@ func (c *Client) endpointFile(p plugins.Plugin) (socketStat, error) {
 func (c *Client) endpointOwner(p plugins.Plugin, file socketStat) error {
 	switch {
 	case c.AllowUIDs != nil && !file.hasUID:
-		return fmt.Errorf("socket owner: file owner uids are not supported on %s", runtime.GOOS)
-	case c.AllowUIDs != nil && !slices.Contains(c.AllowUIDs, file.uid):
-		return &notAllowedError{who: "socket owner", uid: file.uid}
-	case c.AllowUIDs != nil, !file.hasUID, !p.HasUID, p.UID == 0, file.uid == 0, file.uid == p.UID:
+		return errNoOwnerUID
+	case c.AllowUIDs != nil:
+		return c.ownerAllowed(file.uid)
+	case !file.hasUID, !p.HasUID, p.UID == 0, file.uid == 0, file.uid == p.UID:
 		return nil
 	}
 	return &notOwnedError{owner: file.uid, uid: p.UID}

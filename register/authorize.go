@@ -1,6 +1,7 @@
 package register
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -21,7 +22,7 @@ const havePeerCred = peer.Supported
 // other error when the credentials cannot be read (a transient failure).
 func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
 	if !file.hasUID {
-		return fmt.Errorf("socket owner: file owner uids are not supported on %s", runtime.GOOS)
+		return errNoOwnerUID
 	}
 	owner := file.uid
 	var control func(func(fd uintptr)) error
@@ -48,14 +49,27 @@ func (c *Client) authorize(path string, file socketStat, conn net.Conn) error {
 	return c.allowed(owner, p)
 }
 
+// errNoOwnerUID refuses a socket under c.AllowUIDs where files have no
+// owner uid.
+var errNoOwnerUID = errors.New("socket owner: file owner uids are not supported on " + runtime.GOOS)
+
 // allowed decides on the owner of a socket file and the process serving
 // it, the owner first.
 func (c *Client) allowed(owner uint32, p peer.Cred) error {
-	if !slices.Contains(c.AllowUIDs, owner) {
-		return &notAllowedError{who: "socket owner", uid: owner}
+	if err := c.ownerAllowed(owner); err != nil {
+		return err
 	}
 	if !slices.Contains(c.AllowUIDs, p.UID) {
 		return &notAllowedError{who: "serving process", uid: p.UID, pid: p.PID}
+	}
+	return nil
+}
+
+// ownerAllowed decides on the owner of a socket file: a *notAllowedError
+// unless c.AllowUIDs holds it.
+func (c *Client) ownerAllowed(owner uint32) error {
+	if !slices.Contains(c.AllowUIDs, owner) {
+		return &notAllowedError{who: "socket owner", uid: owner}
 	}
 	return nil
 }

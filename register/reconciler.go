@@ -476,16 +476,18 @@ func (l *loop) observe(s scanned) {
 			}
 		}
 	}
+	cch := cacheChanges(ch)
 	if first {
 		// The API plugins wanted, the restored ones among them: a restored
 		// one missing from the first Observe would be deregistered.
-		ch.Added = append(slices.Clip(ch.Added), l.api.entries()...)
+		cch.Added = append(cch.Added, l.api.entries()...)
 	}
-	l.cache.Observe(cacheChanges(ch))
+	l.cache.Observe(cch)
 }
 
-// cacheChanges is ch as the cache takes it: the same entries, keyed by
-// path and identified by their scan.ID. It allocates only for changes.
+// cacheChanges is ch, what the scan saw change, as the cache takes it:
+// the same entries, keyed by path and identified by their scan.ID, in
+// slices of their own. It allocates only for changes.
 func cacheChanges(ch scan.Changes) statecache.Changes[scan.ID] {
 	entries := func(es []scan.Entry) []statecache.Entry[scan.ID] {
 		if len(es) == 0 {
