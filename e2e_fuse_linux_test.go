@@ -99,6 +99,10 @@ func TestEndToEndStalledMount(t *testing.T) {
 				code, body := httpGet("http://" + addr + "/healthz")
 				return code == 503 && strings.Contains(body, "plugin dir "+stalled+" not read for")
 			})
+			// A registration through the API whose endpoint is below the
+			// mount is refused once its check has not returned within the
+			// dial timeout: it holds neither the caller nor the only slot.
+			registerStalled(t, e.api, filepath.Join(target, "api.sock"))
 			// Still: the API answers at once, each list as the garbage
 			// collector runs, and a further plugin is registered and saved.
 			examplePlugin(t, other, p2)
@@ -124,6 +128,27 @@ func TestEndToEndStalledMount(t *testing.T) {
 			})
 			alive(t, agent)
 		})
+	}
+}
+
+// registerStalled registers a plugin through the API at endpoint, a path
+// below a file system that does not answer: plugreg register must fail
+// within registerWithin, saying the directory does not answer.
+func registerStalled(t *testing.T, api, endpoint string) {
+	t.Helper()
+	const registerWithin = 10 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), registerWithin)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, plugregBin(t), "register", "--api", api, "--type", "CSIPlugin",
+		"--name", "api.example.com", "--endpoint", endpoint, "--version", "1.0.0")
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("plugreg register of an endpoint below the stalled mount: no answer within %v", registerWithin)
+	case err == nil:
+		t.Fatalf("plugreg register of an endpoint below the stalled mount succeeded:\n%s", out)
+	case !strings.Contains(string(out), "not answering"):
+		t.Errorf("plugreg register of an endpoint below the stalled mount: %v:\n%s\nwant it to say the directory is not answering", err, out)
 	}
 }
 

@@ -99,7 +99,8 @@ func unavailable(ctx, hctx context.Context, err error) error {
 // replaced. With AllowUIDs, it is checkEndpoint's whole check, as
 // ConnectCheck also authorizes. A socket whose owner or serving process p
 // may no longer use fails with an error wrapping statecache.ErrChanged.
-// With p.NoCheck it succeeds at once.
+// With p.NoCheck it succeeds at once. Like checkEndpoint, it is guarded
+// against an endpoint whose lookup hangs.
 func (c *Client) CheckAPI(ctx context.Context, p plugins.Plugin) error {
 	if p.NoCheck {
 		return nil
@@ -107,13 +108,15 @@ func (c *Client) CheckAPI(ctx context.Context, p plugins.Plugin) error {
 	if c.AllowUIDs != nil {
 		return c.checkEndpoint(ctx, p, true)
 	}
-	if _, err := c.endpointFile(p); err != nil {
-		return err
-	}
-	if err := connectOnce(p.Endpoint); err != nil {
-		return &OpError{"connect check", p.Endpoint, err}
-	}
-	return nil
+	return c.guarded(ctx, p.Endpoint, func() error {
+		if _, err := c.endpointFile(p); err != nil {
+			return err
+		}
+		if err := connectOnce(p.Endpoint); err != nil {
+			return &OpError{"connect check", p.Endpoint, err}
+		}
+		return nil
+	}, nil)
 }
 
 // VerifyAPI checks p, a registration through the API restored from an
@@ -148,8 +151,16 @@ func (c *Client) VerifyAPI(ctx context.Context, p plugins.Plugin) error {
 // A path that holds no such socket is an *endpointError, which wraps the
 // cause; an owner or serving process not allowed also wraps
 // statecache.ErrChanged. A connect that fails is an *OpError of the
-// "connect check".
+// "connect check". Where a lookup of the endpoint may hang, the check is
+// waited for at most the dial timeout (guarded): then the error wraps
+// errStalled.
 func (c *Client) checkEndpoint(ctx context.Context, p plugins.Plugin, connect bool) error {
+	return c.guarded(ctx, p.Endpoint, func() error { return c.checkEndpointNow(ctx, p, connect) }, nil)
+}
+
+// checkEndpointNow is checkEndpoint's check, made on the caller's
+// goroutine.
+func (c *Client) checkEndpointNow(ctx context.Context, p plugins.Plugin, connect bool) error {
 	ep := p.Endpoint
 	file, err := c.endpointFile(p)
 	if err != nil {

@@ -252,17 +252,29 @@ func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func(
 		})
 		return err
 	}
-	var err error
-	if c.settled(path) {
-		err = dial()
-	} else if err = c.stalls.run(ctx, path, timeout, dial, func() { closeConn(conn) }); err == errStalled {
-		return nil, socketStat{}, &OpError{"dial", path, err} // conn is the late goroutine's
-	}
-	if err != nil {
+	if err := c.guarded(ctx, path, dial, func() { closeConn(conn) }); errors.Is(err, errStalled) {
+		return nil, socketStat{}, err // conn is the late goroutine's
+	} else if err != nil {
 		closeConn(conn)
 		return nil, socketStat{}, err
 	}
 	return conn, file, nil
+}
+
+// guarded runs f, system calls that look up path (stats, a connect), and
+// returns its error. Where no lookup of path can hang (Settled), f runs at
+// once; elsewhere on a goroutine of its own (stalls), waited for at most
+// the dial timeout: then the error is an *OpError of errStalled, and
+// late, if not nil, undoes what f did once it returns.
+func (c *Client) guarded(ctx context.Context, path string, f func() error, late func()) error {
+	if c.settled(path) {
+		return f()
+	}
+	err := c.stalls.run(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout), f, late)
+	if err == errStalled {
+		return &OpError{"dial", path, err}
+	}
+	return err
 }
 
 // connectChecked runs connect, a connect by path to the socket at path,
@@ -476,13 +488,14 @@ func sameInfo(old, p plugins.Plugin) error {
 func (c *Client) ConnectCheck(ctx context.Context, p plugins.Plugin) error {
 	path := p.SocketPath
 	if c.AllowUIDs == nil {
-		var err error
+		connect := connectOnce
 		if c.settled(path) {
-			err = connectOnceRaw(path)
-		} else {
-			err = c.stalls.run(ctx, path, orDefault(c.DialTimeout, DefaultDialTimeout), func() error { return connectOnce(path) }, nil)
+			connect = connectOnceRaw
 		}
-		if err != nil {
+		if err := c.guarded(ctx, path, func() error { return connect(path) }, nil); err != nil {
+			if errors.Is(err, errStalled) {
+				return err
+			}
 			return &OpError{"dial", path, err}
 		}
 		return nil
