@@ -757,9 +757,10 @@ a minute, no memory per path); or stop the agent with a file system that
 does not answer (a FUSE or NFS mount under or over a plugin dir, before or
 while the agent runs): that dir's scan waits, at most one second per scan,
 and keeps its last entries; other dirs are scanned and registered, the API
-answers, the state is saved, each connect there is given up after
---dial-timeout with at most one hung call per directory, and /healthz names
-the dir (see package scan, Settled and StallError). A raw system call, which
+answers, the state is saved, each lookup there (a connect, or the checks
+of an API registration's endpoint) is given up after --dial-timeout, no
+new one starts in that directory until the hung ones return, and
+/healthz names the dir (see package scan, Settled and StallError). A raw system call, which
 holds the agent's thread while it runs, is made only below dirs whose
 mounts are all local file systems, checked against /proc/self/mountinfo
 before each scan and connect.

@@ -52,12 +52,13 @@
 // dir or over it) stalls only its own scan: package scan reads it on a
 // goroutine of its own, the other dirs are scanned and their sockets
 // registered meanwhile, and Status.Stalled names it, for register/metrics'
-// /healthz. A connect to a socket where a lookup may hang (not
-// Client.Settled) runs on a goroutine of its own, waited for at most
-// DialTimeout; a directory holds one such call at most, and later ones
-// there fail at once until it returns. So a hung call holds its operation's
-// slot (MaxInFlight) no longer than DialTimeout, and at most one thread and
-// one descriptor per directory; the plugin fails its checks, and is
+// /healthz. A connect, or the checks of an API registration's endpoint,
+// on a path where a lookup may hang (not Client.Settled) runs on a
+// goroutine of its own, waited for at most DialTimeout; once one has
+// outlived its wait, later ones in that directory fail at once until every
+// hung one there returns. So a hung call holds its operation's slot
+// (MaxInFlight) no longer than DialTimeout, and a directory's hung calls
+// hold their threads and descriptors until they return; the plugin fails its checks, and is
 // deregistered as unhealthy after ProbeFailures of them. A scan that hangs
 // as a whole stops only the scans: results are applied, the operations due
 // (deregistrations of sockets already seen gone, retries, probes) start on
