@@ -52,6 +52,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // fleetFlags are the flags every fleet command takes.
 type fleetFlags struct {
 	endpoints, prefix string
+	timeout           time.Duration // the bound of a read or removal; see registerTimeout
+	timed             bool          // registerTimeout was called
 	etcd              etcdFlags
 }
 
@@ -62,10 +64,20 @@ func (f *fleetFlags) register(flags *flag.FlagSet) {
 	f.etcd.register(flags)
 }
 
+// registerTimeout adds --timeout, the bound of each wait on etcd of the
+// commands that list, read or remove (fleet wait's --timeout is its own).
+func (f *fleetFlags) registerTimeout(flags *flag.FlagSet) {
+	f.timed = true
+	flags.DurationVar(&f.timeout, "timeout", apiTimeout, "bound of each `duration` the command waits on etcd: a listing, a read of the revision, a removal (a large fleet on a slow etcd may need more)")
+}
+
 // connect checks the flags and connects to etcd.
 func (f *fleetFlags) connect(name string) (*fleet.Client, fleet.Layout, error) {
 	if f.endpoints == "" {
 		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
+	}
+	if f.timed && f.timeout <= 0 {
+		return nil, fleet.Layout{}, usagef("invalid value %v for flag --timeout: want a duration over 0", f.timeout)
 	}
 	cl, err := f.etcd.client("etcd", f.endpoints, nil)
 	return cl, fleet.Layout{Prefix: f.prefix}, err
@@ -76,6 +88,7 @@ func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	flags := newFlagSet("fleet list", "--etcd ENDPOINTS [flags]", stderr)
 	var ff fleetFlags
 	ff.register(flags)
+	ff.registerTimeout(flags)
 	var f fleet.Filter
 	flags.StringVar(&f.Type, "type", "", "list only plugins of this `type`")
 	flags.StringVar(&f.Name, "name", "", "list only plugins of this `name`")
@@ -92,7 +105,7 @@ func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ff.timeout)
 	defer cancel()
 	out := newEntryWriter(stdout, *output == "json")
 	ls, err := fleet.List(ctx, cl, layout, f, out.write)
@@ -195,6 +208,7 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	flags := newFlagSet("fleet watch", "--etcd ENDPOINTS [flags]", stderr)
 	var ff fleetFlags
 	ff.register(flags)
+	ff.registerTimeout(flags)
 	since := flags.Int64("since", 0, "resume after this etcd `revision` (0: from now)")
 	output := flags.String("o", "text", "output format: text or json (one object a line)")
 	if err := parse(flags, args); err != nil {
@@ -220,7 +234,7 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rev := *since
 	if rev == 0 {
-		if rev, err = currentRevision(ctx, cl); err != nil {
+		if rev, err = currentRevision(ctx, cl, ff.timeout); err != nil {
 			return err
 		}
 	}
@@ -233,7 +247,7 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		fmt.Fprintf(stderr, "plugreg: %v; the fleet follows again from a listing (resync ... end)\n", err)
-		if rev, err = resyncFleet(ctx, cl, layout, print, stderr); err != nil {
+		if rev, err = resyncFleet(ctx, cl, layout, ff.timeout, print, stderr); err != nil {
 			return err
 		}
 	}
@@ -245,11 +259,11 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 // a consumer that applies the stream holds what `fleet list` shows,
 // without the plugins that left while the watch could not follow. It
 // says on stderr how many values over fleet.MaxValueBytes it skipped.
-func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, print func(fleet.Change) error, stderr io.Writer) (int64, error) {
+func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, timeout time.Duration, print func(fleet.Change) error, stderr io.Writer) (int64, error) {
 	if err := print(fleet.Change{Kind: fleet.ChangeResync}); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ls, err := fleet.List(ctx, cl, layout, fleet.Filter{}, func(e fleet.Entry) error {
 		p := e.PluginJSON
@@ -262,8 +276,9 @@ func resyncFleet(ctx context.Context, cl *fleet.Client, layout fleet.Layout, pri
 	return ls.Revision, print(fleet.Change{Revision: ls.Revision, Kind: fleet.ChangeEnd})
 }
 
-func currentRevision(ctx context.Context, cl *fleet.Client) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+// currentRevision returns etcd's revision now, waiting at most timeout.
+func currentRevision(ctx context.Context, cl *fleet.Client, timeout time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := cl.Range(ctx, &etcdv3.RangeRequest{Key: []byte("\x00"), CountOnly: true})
 	if err != nil {
@@ -301,6 +316,7 @@ func runFleetForget(ctx context.Context, args []string, stdout, stderr io.Writer
 	flags := newFlagSet("fleet forget", "--etcd ENDPOINTS [flags] NODE", stderr)
 	var ff fleetFlags
 	ff.register(flags)
+	ff.registerTimeout(flags)
 	pos, err := parseInterspersed(flags, args)
 	if err != nil {
 		return err
@@ -313,7 +329,7 @@ func runFleetForget(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ff.timeout)
 	defer cancel()
 	n, err := fleet.Forget(ctx, cl, layout, pos[0])
 	if err != nil {

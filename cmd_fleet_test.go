@@ -71,7 +71,13 @@ func TestFleetCommands(t *testing.T) {
 	if strings.TrimSpace(out.String()) != "[]" {
 		t.Errorf("fleet list after forget = %s, want []", out.String())
 	}
-	for _, args := range [][]string{{"fleet"}, {"fleet", "list"}, {"fleet", "list", "--etcd", ep, "-o", "yaml"}, {"fleet", "forget", "--etcd", ep}} {
+	// --timeout bounds the listing: one that cannot be met fails (exit 1),
+	// where the default lists.
+	err := run(t.Context(), []string{"fleet", "list", "--etcd", ep, "--timeout", "1ns"}, &out, &errOut)
+	if code := exitCode(err, &errOut); code != 1 || !strings.Contains(fmt.Sprint(err), "deadline exceeded") {
+		t.Errorf("fleet list --timeout 1ns: exit %d (%v), want 1 and a deadline exceeded", code, err)
+	}
+	for _, args := range [][]string{{"fleet"}, {"fleet", "list"}, {"fleet", "list", "--etcd", ep, "-o", "yaml"}, {"fleet", "forget", "--etcd", ep}, {"fleet", "list", "--etcd", ep, "--timeout", "0s"}} {
 		if err := run(t.Context(), args, &out, &errOut); exitCode(err, &errOut) != 2 {
 			t.Errorf("plugreg %q: exit %d, want 2", args, exitCode(err, &errOut))
 		}
@@ -120,7 +126,7 @@ func TestFleetWatchResyncsAfterCompaction(t *testing.T) {
 	reg.Apply(plugins.Registered, plugin("leaves"), "", now)
 	synced()
 	ep := strings.TrimPrefix(srv.Endpoint, "http://")
-	since, err := currentRevision(t.Context(), cl)
+	since, err := currentRevision(t.Context(), cl, apiTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -585,7 +585,9 @@ command takes --etcd ENDPOINTS (comma-separated, host:port or
 http(s)://host:port, as etcdctl's --endpoints), --prefix PREFIX (the
 agents' --publish-prefix, default /plugreg) and the --etcd-cacert,
 --etcd-cert, --etcd-key, --etcd-user and --etcd-password-file flags of
-run. Strings from etcd are quoted as list quotes them.
+run; list, watch and forget take --timeout D too, the bound of each wait
+on etcd (a listing, a removal; the flag help gives the default). Strings from etcd
+are quoted as list quotes them.
 
 list prints the plugins of every node, sorted by node, type and name, all
 as of one etcd revision, read in pages of 1,000 keys, so its memory does

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -47,18 +49,16 @@ func TestEndToEndStateDirUnwritable(t *testing.T) {
 		return err == nil && slices.Equal(n, []string{p1})
 	})
 
-	// The fault: the state directory becomes a regular file. The saver
-	// recreates a missing directory, so retry until the file wins.
-	eventually(t, waitTimeout, "state directory replaced by a regular file", func() bool {
-		if err := os.RemoveAll(stateDir); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(stateDir, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return false
-		}
-		return f.Close() == nil
-	})
+	// The fault: the state directory becomes a regular file, at once
+	// (renameat2's exchange), so that a save in progress fails on a file,
+	// never on a missing directory.
+	notDir := filepath.Join(e.tmp, "not-a-dir")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, notDir, unix.AT_FDCWD, stateDir, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatalf("exchange the state directory with a regular file: %v", err)
+	}
 	const notSaved, savedAgain = `"msg":"state not saved"`, `"msg":"state saved again"`
 	examplePlugin(t, e.dir, p2)
 	eventually(t, waitTimeout, "p2 registered", func() bool { return slices.Equal(names(list(t, e.api)), []string{p1, p2}) })

@@ -27,6 +27,12 @@ const maxFleetListRSS = 64 << 20
 // maxFleetListRSS. `plugreg fleet watch --since` a revision before them,
 // whose catch-up etcd sends in one response of 60 MB, follows again from
 // a listing: a resync, the two plugins, an end.
+// fleetListTimeout is the test's --timeout of fleet list: the etcd in the
+// test process runs with the race detector, and on a loaded machine
+// sends the 61 MB of values that the list refuses slower than the
+// default allows.
+const fleetListTimeout = time.Minute
+
 func TestFleetListBoundedRSS(t *testing.T) {
 	if args := os.Getenv(rssChildEnv); args != "" {
 		rssChild(t, args)
@@ -44,7 +50,7 @@ func TestFleetListBoundedRSS(t *testing.T) {
 	etcdtest.PutLarge(t, srv, 100<<10, l.Plugin("n2", "T", "mid"))
 	ep := strings.TrimPrefix(srv.Endpoint, "http://")
 
-	stdout, stderr, code, rss := peakRSS(t, bin, "fleet", "list", "--etcd", ep, "-o", "json")
+	stdout, stderr, code, rss := peakRSS(t, bin, "fleet", "list", "--etcd", ep, "-o", "json", "--timeout", fleetListTimeout.String())
 	if code != 0 {
 		t.Fatalf("fleet list: exit %d\n%s", code, stderr)
 	}
