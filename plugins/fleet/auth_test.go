@@ -199,3 +199,34 @@ func TestIndexRepaired(t *testing.T) {
 		t.Errorf("fleet list --name x = %d plugins, %v; want node a's", n, err)
 	}
 }
+
+// TestIndexRepairedAtFullRead has the index key of node a deleted while
+// node a is stopped: node a, started again on its lease (as from its
+// state file), reads its keys in full, finds its plugin key unchanged, and
+// writes the index key again at once, not a TTL later.
+func TestIndexRepairedAtFullRead(t *testing.T) {
+	srv := etcdtest.Start(t)
+	root := etcdtest.Client(t, srv, "", "")
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	const ttl = time.Minute
+	p, stop := start(t, fleetClient(t, srv, "", ""), reg, "a", ttl)
+	waitSynced(t, p, reg)
+	stop()
+	index := layout.Index("a", "T", "x")
+	if del, err := root.Delete(t.Context(), index); err != nil || del.Deleted != 1 {
+		t.Fatalf("deleting node a's index key: %v", err)
+	}
+	p, _ = start(t, fleetClient(t, srv, "", ""), reg, "a", ttl)
+	st := waitSynced(t, p, reg)
+	if st.Lease == 0 {
+		t.Fatalf("status %+v: no lease", st)
+	}
+	got, err := root.Get(t.Context(), index)
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("index key after node a's first sync: %v, %d keys; want it written again before the sync ends", err, len(got.Kvs))
+	}
+	if got.Kvs[0].Lease != st.Lease {
+		t.Errorf("index key on lease %x, want node a's %x", got.Kvs[0].Lease, st.Lease)
+	}
+}

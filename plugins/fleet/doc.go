@@ -155,7 +155,8 @@ write and delete other nodes' index keys. Writing index keys for another
 only makes List read a plugin key that is not there (a read per forged
 key). Deleting or replacing another's index keys hides that node's
 plugins from `fleet list --name` until the node checks its index: each
-node in sync rewrites its missing index keys every --publish-ttl (one
+node rewrites its missing index keys after every full read of its keys
+(at start, after an outage) and every --publish-ttl while in sync (one
 transaction per 128 plugins that compares the keys' leases and writes
 only when one differs), so the cost to the node is at most one TTL of
 absence from --name, and one rewrite. A node's plugin and node keys are

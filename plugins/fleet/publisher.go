@@ -99,7 +99,8 @@ const syncGap = 50 * time.Millisecond
 // once per syncGap, and retries a failed sync after a delay that doubles
 // up to maxRetryDelay. An event that the last sync already covered (its
 // revision is not above the one the sync read) makes no sync. Between
-// syncs, indexCheck makes it check the node's name index (checkIndex).
+// syncs, indexCheck makes it check the node's name index (checkIndex),
+// which a sync that read the node's keys in full does too.
 func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck <-chan time.Time) error {
 	dirty, fails := true, 0
 	var retry <-chan time.Time // a failed sync's delay, or the rest of syncGap
@@ -219,6 +220,14 @@ func (r *run) sync(ctx context.Context) (uint64, error) {
 	if len(ops) > 0 || full {
 		if err := r.write(ctx, ops, len(want)); err != nil {
 			r.published = nil // some transactions may have been applied
+			return 0, err
+		}
+	}
+	if full {
+		// A full read trusts the plugin keys it found; their index keys
+		// may have been deleted meanwhile by another node.
+		if err := r.checkIndex(ctx); err != nil {
+			r.published = nil
 			return 0, err
 		}
 	}

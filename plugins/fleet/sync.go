@@ -325,7 +325,8 @@ func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, err
 // the shared index, and delete this node's keys there. It sends one
 // transaction per maxTxnOps index keys that compares each key's lease and,
 // if any differs (a key deleted, or put on another lease), writes the
-// batch's index keys again. It runs every TTL while the node is in sync.
+// batch's index keys again. It runs after every full read of the node's
+// keys, and every TTL while the node is in sync.
 func (r *run) checkIndex(ctx context.Context) error {
 	var keys []string
 	for k, d := range r.published {
