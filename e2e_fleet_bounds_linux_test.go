@@ -27,7 +27,7 @@ const maxFleetListRSS = 64 << 20
 // maxFleetListRSS. `plugreg fleet watch --since` a revision before them,
 // whose catch-up etcd sends in one response of 60 MB, follows again from
 // a listing: a resync, the two plugins, an end.
-// fleetListTimeout is the test's --timeout of fleet list: the etcd in the
+// fleetListTimeout is the test's --timeout of fleet list and watch: the etcd in the
 // test process runs with the race detector, and on a loaded machine
 // sends the 61 MB of values that the list refuses slower than the
 // default allows.
@@ -68,7 +68,7 @@ func TestFleetListBoundedRSS(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	watch := exec.CommandContext(ctx, bin, "fleet", "watch", "--etcd", ep, "--since", fmt.Sprint(before-1), "-o", "json")
+	watch := exec.CommandContext(ctx, bin, "fleet", "watch", "--etcd", ep, "--since", fmt.Sprint(before-1), "-o", "json", "--timeout", fleetListTimeout.String())
 	var errOut strings.Builder
 	watch.Stderr = &errOut
 	out, err := watch.StdoutPipe()
@@ -92,6 +92,8 @@ func TestFleetListBoundedRSS(t *testing.T) {
 		}
 	}
 	if want := []string{"resync ", "put a", "put b", "end "}; strings.Join(kinds, ",") != strings.Join(want, ",") {
+		cancel()
+		watch.Wait() // stderr is complete, and no longer written
 		t.Errorf("fleet watch --since %d printed %q, want %q; stderr:\n%s", before-1, kinds, want, errOut.String())
 	}
 }

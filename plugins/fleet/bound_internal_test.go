@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
@@ -113,7 +114,11 @@ func readChild(t *testing.T, ep string) {
 	if _, err := cl.Range(t.Context(), &etcdv3.RangeRequest{Key: []byte("/"), CountOnly: true}); err != nil {
 		t.Fatal(err) // connected
 	}
-	r := &run{p: &Publisher{Store: cl, Layout: Layout{Prefix: "/test"}, Node: "n1"}, log: slog.New(slog.DiscardHandler), lease: 1}
+	// The etcd of the test runs with the race detector and, on a loaded
+	// machine, sends the values that the read refuses slower than the
+	// default timeout allows.
+	p := &Publisher{Store: cl, Layout: Layout{Prefix: "/test"}, Node: "n1", Timeout: time.Minute}
+	r := &run{p: p, log: slog.New(slog.DiscardHandler), lease: 1}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
