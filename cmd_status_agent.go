@@ -80,7 +80,7 @@ func (s *statusSource) status(ctx context.Context) (*plugregv1.StatusResponse, e
 	}
 	pending := s.registry.Pending()
 	for _, pd := range pending {
-		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason})
+		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason.String()})
 	}
 	resp.Types = typeStatus(st, s.registry.List(""), pending)
 	return resp, nil

@@ -277,7 +277,7 @@ func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 
 // request is the deregister request, for reason, of the plugin called
 // name, registered at its socket dir/name.sock.
-func (h *recordingHandler) request(name, reason string) handler.ExecInput {
+func (h *recordingHandler) request(name string, reason plugins.Reason) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
 	return handler.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
 		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
@@ -300,7 +300,7 @@ func (h *recordingHandler) pending() []string {
 	}
 	var names []string
 	for _, pd := range st.Pending {
-		names = append(names, pd.Plugin.Name+" "+pd.Reason)
+		names = append(names, pd.Plugin.Name+" "+pd.Reason.String())
 	}
 	return names
 }

@@ -647,7 +647,7 @@ func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan
 		}
 	}
 	if op.Kind == statecache.DeRegister {
-		err := l.r.Registrar.DeRegister(ctx, op.Plugin, op.Reason.String())
+		err := l.r.Registrar.DeRegister(ctx, op.Plugin, op.Reason)
 		return Result{Op: op, Plugin: op.Plugin, Err: errors.Join(err, saved)}, true
 	}
 	ar, ok := l.r.Registrar.(APIRegistrar)

@@ -190,7 +190,7 @@ func (l *loop) deregistered(res *Result) {
 func (l *loop) owe(ue *UndeliveredError) error {
 	p := ue.Plugin
 	k := statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}
-	if !l.cache.AddPending(k, p, reasonOf(ue.Reason), ue.Since) {
+	if !l.cache.AddPending(k, p, ue.Reason, ue.Since) {
 		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -202,7 +202,7 @@ func (l *loop) owe(ue *UndeliveredError) error {
 func (l *loop) syncPending() {
 	put, gone := l.cache.PendingChanges()
 	for _, pd := range put {
-		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason.String()}); err != nil {
+		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason}); err != nil {
 			p := pd.Plugin
 			l.log.Warn("pending deregistration not saved", append(pluginAttrs(p), "err", err)...)
 		}
@@ -210,17 +210,6 @@ func (l *loop) syncPending() {
 	for _, k := range gone {
 		l.r.Registry.DropPending(plugins.Plugin{Type: k.Type, Name: k.Name, SocketID: k.ID})
 	}
-}
-
-// reasonOf returns the statecache.Reason whose text is s (one of the
-// plugins.Reason constants), or statecache.Removed.
-func reasonOf(s string) statecache.Reason {
-	for _, r := range []statecache.Reason{statecache.Removed, statecache.Replaced, statecache.Unhealthy, statecache.RolledBack} {
-		if r.String() == s {
-			return r
-		}
-	}
-	return statecache.Removed
 }
 
 // retried records the outcome of a retried deregistration. A failure is

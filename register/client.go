@@ -556,7 +556,7 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 // RetryDeRegister. One that could not wait its turn is marked as if it had
 // waited for the call that holds the name: that is an order the lock
 // allows.
-func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"deregister", opPath(p), fmt.Errorf("no handler for plugin type %s", p.Type)}
@@ -585,7 +585,7 @@ func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string
 // returns ErrSuperseded. When p's type has no handler any more, the error
 // wraps ErrNoHandler. Both mean the deregistration is no longer owed; after
 // any other error it still is.
-func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error {
+func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
@@ -677,7 +677,7 @@ func (c *Client) registeredSince(k plugins.Key, since uint64) bool {
 
 // undelivered returns the *UndeliveredError of a DeRegister of the
 // incarnation id of p, for reason, that failed with err, marked now.
-func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason string, err error) *UndeliveredError {
+func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason plugins.Reason, err error) *UndeliveredError {
 	p.SocketID = id
 	return &UndeliveredError{Plugin: p, Reason: reason, Since: c.mark(), Err: err}
 }

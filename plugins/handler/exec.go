@@ -73,14 +73,14 @@ type ExecInput struct {
 	Endpoint    string            `json:"endpoint"`
 	SocketPath  string            `json:"socketPath"`
 	Versions    []string          `json:"versions"`
-	Reason      string            `json:"reason,omitempty"`      // deregister only
+	Reason      plugins.Reason    `json:"reason,omitempty"`      // deregister only, as its text ("removed", ...)
 	Annotations map[string]string `json:"annotations,omitempty"` // deregister only
 }
 
 // Validate runs the program with "validate".
 func (e *Exec) Validate(ctx context.Context, p plugins.Plugin) error {
 	p.Annotations = nil
-	_, err := e.run(ctx, "validate", p, "")
+	_, err := e.run(ctx, "validate", p, 0)
 	return err
 }
 
@@ -88,7 +88,7 @@ func (e *Exec) Validate(ctx context.Context, p plugins.Plugin) error {
 // it printed.
 func (e *Exec) Register(ctx context.Context, p plugins.Plugin) (Annotations, error) {
 	p.Annotations = nil
-	out, err := e.run(ctx, "register", p, "")
+	out, err := e.run(ctx, "register", p, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +130,14 @@ func parseAnnotations(out *headBuffer) (Annotations, error) {
 }
 
 // DeRegister runs the program with "deregister", and reason in the input.
-func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	_, err := e.run(ctx, "deregister", p, reason)
 	return err
 }
 
-// run runs the program for action and returns what it wrote to stdout.
-func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason string) (*headBuffer, error) {
+// run runs the program for action, with reason in the input unless it is
+// 0, and returns what it wrote to stdout.
+func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason plugins.Reason) (*headBuffer, error) {
 	v := p.Versions
 	if v == nil {
 		v = []string{}

@@ -35,6 +35,27 @@ func script(t *testing.T, body string) *Exec {
 
 var execPlugin = plugins.Plugin{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: "/e/csi.sock", SocketPath: "/p/csi.sock", Versions: []string{"1.0.0"}}
 
+// TestExecDeRegisterReasons: a program's deregister input carries the
+// reason it is given, as its documented word.
+func TestExecDeRegisterReasons(t *testing.T) {
+	out := t.TempDir()
+	e := script(t, `cat > "`+out+`/in.json"`)
+	for reason, word := range map[plugins.Reason]string{plugins.ReasonRemoved: "removed", plugins.ReasonReplaced: "replaced",
+		plugins.ReasonUnhealthy: "unhealthy", plugins.ReasonRolledBack: "rolled back"} {
+		if err := e.DeRegister(t.Context(), execPlugin, reason); err != nil {
+			t.Fatalf("DeRegister(%v) = %v", reason, err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "in.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in struct{ Reason *string }
+		if err := json.Unmarshal(b, &in); err != nil || in.Reason == nil || *in.Reason != word {
+			t.Errorf("DeRegister(%v): stdin %s (%v), want reason %q", reason, b, err, word)
+		}
+	}
+}
+
 func TestExecInputAndEnv(t *testing.T) {
 	out := t.TempDir()
 	e := script(t, `cat > "`+out+`/$1.json"; env | sort > "`+out+`/$1.env"`)

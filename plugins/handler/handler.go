@@ -38,7 +38,7 @@ type Handler interface {
 	// registered again, and the state file keeps it
 	// across agent restarts. So DeRegister may be called more than once for one
 	// deregistration, and should succeed for a plugin it no longer knows.
-	DeRegister(ctx context.Context, p plugins.Plugin, reason string) error
+	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
 }
 
 // maxHandlerErr bounds the text of a handler's error that comes from the
