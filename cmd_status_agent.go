@@ -119,9 +119,9 @@ func typeStatus(st register.Status, listed []plugins.Plugin, pending []plugins.P
 	}
 	for k, n := range st.Registrations {
 		switch k.Outcome {
-		case "rejected":
+		case register.Rejected:
 			of(k.Type).Rejections += n
-		case "failed":
+		case register.Failed:
 			of(k.Type).Failures += n
 		}
 	}

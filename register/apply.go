@@ -100,7 +100,7 @@ func (l *loop) registered(res *Result) {
 	if api {
 		dropOwed()
 	}
-	l.r.countOp(false, p.Type, "registered")
+	l.r.countRegistration(p.Type, Registered)
 	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
 }
 
@@ -123,7 +123,7 @@ func (l *loop) registerFailed(res *Result) {
 	}
 	var rej *RejectError
 	if errors.As(err, &rej) {
-		l.r.countOp(false, p.Type, "rejected")
+		l.r.countRegistration(p.Type, Rejected)
 		l.r.rejected(p, rej.Msg, time.Now())
 		if !l.reportFirst(op, reportedRejected) {
 			l.log.Debug("plugin rejected", a...)
@@ -134,7 +134,7 @@ func (l *loop) registerFailed(res *Result) {
 		l.log.Info("plugin rejected", a...)
 		return
 	}
-	l.r.countOp(false, p.Type, "failed")
+	l.r.countRegistration(p.Type, Failed)
 	// Running out of file descriptors hits every socket at once: say so
 	// once for the agent, not once per socket.
 	if outOfFDs(err) {
@@ -176,7 +176,7 @@ func (l *loop) deregistered(res *Result) {
 		l.unhealthy[op.Path] = UnhealthyPlugin{Plugin: ev.Plugin, Since: ev.Time}
 		l.refreshUnhealthy()
 	}
-	l.r.countOp(true, p.Type, op.Reason.String())
+	l.r.countDeregistration(p.Type, op.Reason)
 	a := attrs(res)
 	if err != nil {
 		a = append(a, "err", errText(err))

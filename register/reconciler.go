@@ -413,7 +413,7 @@ func (r *Reconciler) newLoop() *loop {
 			LastTick:        now,
 			Scans:           newScanTimes(),
 			Registrations:   make(map[TypeOutcome]uint64),
-			Deregistrations: make(map[TypeOutcome]uint64),
+			Deregistrations: make(map[TypeReason]uint64),
 			Refused:         make(map[string]uint64),
 		}
 		r.types = make(map[string]struct{}, len(r.Types))
