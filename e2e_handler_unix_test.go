@@ -161,10 +161,11 @@ fi
 	}
 	examplePlugin(t, e.dir, "dev", "--type", "DevicePlugin", "--versions", "v1beta1")
 
-	// The handler's error is its last stderr line cut to 512 bytes, and
-	// the message, longer than 512 bytes with its prefix, is cut to 512
-	// bytes, its original length included.
-	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: "))
+	// The handler's error is its last stderr line cut to 512 bytes, its
+	// original length included, and the message, longer than 512 bytes
+	// with its prefix, is cut to 512 bytes the same way.
+	lineMark := "… (" + strconv.Itoa(len("refused: ")+long) + " bytes)"
+	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: ")-len(lineMark)) + lineMark
 	full := "RegisterPlugin error -- plugin validation failed with err: " + validateErr
 	mark := "… (" + strconv.Itoa(len(full)) + " bytes)"
 	want := map[string]string{

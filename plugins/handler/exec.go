@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/plugreg/plugreg/plugins"
 )
@@ -185,13 +184,13 @@ func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason 
 // exitText is the error text of a program that ended with st and wrote
 // stderr: "killed by signal NAME" when a signal ended it, followed by ": "
 // and the last line of stderr if there is one; else that line, or "exit
-// status N" when there is none. It is cut by cutHandlerErr.
+// status N" when there is none. It is bounded by plugins.BoundText.
 func exitText(st *os.ProcessState, stderr []byte) string {
 	line := lastLine(stderr)
 	sig := signalName(st)
 	switch {
 	case sig != "" && line != "":
-		return cutHandlerErr("killed by signal " + sig + ": " + line)
+		return plugins.BoundText("killed by signal " + sig + ": " + line)
 	case sig != "":
 		return "killed by signal " + sig
 	case line != "":
@@ -212,17 +211,12 @@ func lastLine(b []byte) string {
 	return ""
 }
 
-// handlerText is s, text from a handler, as an error's text: invalid UTF-8
-// replaced by U+FFFD, each control character (ESC, CR, NUL and the like)
-// by a space, space trimmed at both ends, and cut by cutHandlerErr.
+// handlerText is s, text from a handler, as an error's text: bounded by
+// plugins.BoundText (invalid UTF-8 replaced by U+FFFD, each control
+// character, such as ESC, CR or NUL, by a space, and cut to
+// plugins.MaxText bytes), with space trimmed at both ends.
 func handlerText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	return cutHandlerErr(strings.TrimSpace(s))
+	return strings.TrimSpace(plugins.BoundText(s))
 }
 
 // headBuffer keeps the first MaxExecOutput bytes written to it and
