@@ -188,7 +188,8 @@ func TestRegisterThroughAPI(t *testing.T) {
 		{name: "register json", args: withArgs(reg, "-o", "json"), wantOut: jsonOf(toJSON(registered))},
 		{name: "register table", args: reg, wantInText: "api (owner alloc-1)"},
 		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", plugins.ErrRefused),
-			wantErr: `register CSIPlugin/n: "plugins: registration refused: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J"`},
+			// The agent turns the control character into a space (plugins.BoundText).
+			wantErr: `register CSIPlugin/n: plugins: registration refused: RegisterPlugin error -- plugin validation failed with err: no [2J` + "\n"},
 		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", plugins.ErrInvalid), wantErr: "register CSIPlugin/n: plugins: invalid registration: bad endpoint"},
 		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", plugins.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
 		{name: "handler down", args: reg, answer: fmt.Errorf("%w: connection refused", handler.ErrUnavailable), wantErr: "connection refused"},

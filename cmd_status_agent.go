@@ -80,7 +80,7 @@ func (s *statusSource) status(ctx context.Context) (*plugregv1.StatusResponse, e
 	}
 	pending := s.registry.Pending()
 	for _, pd := range pending {
-		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason})
+		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason.String()})
 	}
 	resp.Types = typeStatus(st, s.registry.List(""), pending)
 	return resp, nil
@@ -119,9 +119,9 @@ func typeStatus(st register.Status, listed []plugins.Plugin, pending []plugins.P
 	}
 	for k, n := range st.Registrations {
 		switch k.Outcome {
-		case "rejected":
+		case register.Rejected:
 			of(k.Type).Rejections += n
-		case "failed":
+		case register.Failed:
 			of(k.Type).Failures += n
 		}
 	}

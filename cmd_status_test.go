@@ -128,7 +128,7 @@ func TestStatusContents(t *testing.T) {
 		{Type: "V", Kind: handler.KindExec, Path: state}, {Type: "W", Kind: handler.KindGRPC, Path: served}}
 	st := register.Status{LastTick: now, Ready: true,
 		Unhealthy:     []register.UnhealthyPlugin{{Plugin: sick, Since: now}},
-		Registrations: map[register.TypeOutcome]uint64{{Type: "GPUPlugin", Outcome: "rejected"}: 3, {Type: "CSIPlugin", Outcome: "registered"}: 2},
+		Registrations: map[register.TypeOutcome]uint64{{Type: "GPUPlugin", Outcome: register.Rejected}: 3, {Type: "CSIPlugin", Outcome: register.Registered}: 2},
 		Rejected:      map[string]register.Rejection{"GPUPlugin": {Plugin: plugins.Plugin{Type: "GPUPlugin", Name: "gpu", SocketPath: "/p/gpu.sock"}, Msg: "no handler", At: now}},
 	}
 	src := &statusSource{cfg: cfg, started: now, stale: 10 * time.Second, registry: reg, dirs: []string{"/p"}, types: []string{"CSIPlugin", "X", "Y", "V", "W"},

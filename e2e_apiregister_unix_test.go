@@ -207,7 +207,7 @@ func checkAPIOwners(t *testing.T, e agentEnv, h *recordingHandler, reg []string,
 func deliveredReasons(h *recordingHandler) []string {
 	var out []string
 	for _, in := range h.deliveredTo() {
-		out = append(out, in.Name+" "+in.Endpoint+" "+in.Reason)
+		out = append(out, in.Name+" "+in.Endpoint+" "+in.Reason.String())
 	}
 	return out
 }

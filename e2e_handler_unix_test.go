@@ -161,10 +161,11 @@ fi
 	}
 	examplePlugin(t, e.dir, "dev", "--type", "DevicePlugin", "--versions", "v1beta1")
 
-	// The handler's error is its last stderr line cut to 512 bytes, and
-	// the message, longer than 512 bytes with its prefix, is cut to 512
-	// bytes, its original length included.
-	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: "))
+	// The handler's error is its last stderr line cut to 512 bytes, its
+	// original length included, and the message, longer than 512 bytes
+	// with its prefix, is cut to 512 bytes the same way.
+	lineMark := "… (" + strconv.Itoa(len("refused: ")+long) + " bytes)"
+	validateErr := "refused: " + strings.Repeat("x", 512-len("refused: ")-len(lineMark)) + lineMark
 	full := "RegisterPlugin error -- plugin validation failed with err: " + validateErr
 	mark := "… (" + strconv.Itoa(len(full)) + " bytes)"
 	want := map[string]string{
@@ -277,7 +278,7 @@ func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 
 // request is the deregister request, for reason, of the plugin called
 // name, registered at its socket dir/name.sock.
-func (h *recordingHandler) request(name, reason string) handler.ExecInput {
+func (h *recordingHandler) request(name string, reason plugins.Reason) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
 	return handler.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
 		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
@@ -300,7 +301,7 @@ func (h *recordingHandler) pending() []string {
 	}
 	var names []string
 	for _, pd := range st.Pending {
-		names = append(names, pd.Plugin.Name+" "+pd.Reason)
+		names = append(names, pd.Plugin.Name+" "+pd.Reason.String())
 	}
 	return names
 }

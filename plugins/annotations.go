@@ -2,8 +2,6 @@ package plugins
 
 import (
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Limits of a plugin's Annotations, which a handler's Register returns.
@@ -38,28 +36,15 @@ func validateMap(what string, a map[string]string) error {
 		if k == "" {
 			return fmt.Errorf("%s with an empty key", what)
 		}
-		if err := checkAnnotationText(k); err != nil {
+		if err := textFault(k); err != nil {
 			return fmt.Errorf("%s key %q %w", what, k, err)
 		}
-		if err := checkAnnotationText(v); err != nil {
+		if err := textFault(v); err != nil {
 			return fmt.Errorf("%s %q: value %q %w", what, k, v, err)
 		}
 	}
 	if n > MaxAnnotationBytes {
 		return fmt.Errorf("%ss of %d bytes, at most %d allowed", what, n, MaxAnnotationBytes)
-	}
-	return nil
-}
-
-// checkAnnotationText says what is wrong with s, or returns nil.
-func checkAnnotationText(s string) error {
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("is not valid UTF-8")
-	}
-	for i, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("contains control character %U at byte %d", r, i)
-		}
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package plugins
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/plugreg/plugreg/scan"
@@ -10,23 +13,46 @@ import (
 
 // MaxText bounds each piece of text from a plugin or a handler that the
 // agent shows but need not keep whole (the fields of a rejected plugin, an
-// error message), in bytes; see [BoundText].
+// error message, a handler's refusal), in bytes; see [BoundText].
 const MaxText = 512
+
+// textFault returns what breaks the text rule in s, or nil: text from a
+// plugin or a handler that the agent stores, logs or prints is valid
+// UTF-8 with no control character (C0, DEL or C1: unicode.IsControl),
+// so that it can move no terminal's cursor, break no line of a log or a
+// table, and survive a round trip through JSON and protobuf. The
+// validators refuse text that breaks it (prefixing the error with what
+// the text is), and BoundText repairs it.
+func textFault(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("contains control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}
 
 // maxBoundedVersions bounds the versions kept of a rejected plugin.
 const maxBoundedVersions = 8
 
-// BoundText returns s as valid UTF-8 of at most MaxText bytes: each
-// invalid byte sequence becomes U+FFFD, and a longer s is cut at a
-// character boundary and ends with its original length, "… (N bytes)".
-// Valid text within the bound is returned as it is, so BoundText of its
-// own result changes nothing.
+// BoundText returns s, text from a plugin or a handler, made safe to
+// store, log and print: it keeps the text rule (valid UTF-8, no control
+// character) and is at most MaxText bytes. Each invalid byte sequence
+// becomes U+FFFD and each control character a space, and a longer s is
+// cut at a character boundary and ends with its original length, "… (N
+// bytes)". Text that keeps the rule within the bound is returned as it is,
+// so BoundText of its own result changes nothing. It is the one cutter of
+// such text: the agent's logs, events, status, API errors, messages to
+// plugins and handler errors all bound their text with it.
 func BoundText(s string) string {
-	if len(s) <= MaxText && utf8.ValidString(s) {
+	if len(s) <= MaxText && textFault(s) == nil {
 		return s
 	}
 	n := len(s)
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(spaceControl, strings.ToValidUTF8(s, "\uFFFD"))
 	if len(s) <= MaxText {
 		return s
 	}
@@ -38,8 +64,17 @@ func BoundText(s string) string {
 	return s[:end] + mark
 }
 
+// spaceControl returns a space for a control character, else r; for
+// strings.Map.
+func spaceControl(r rune) rune {
+	if unicode.IsControl(r) {
+		return ' '
+	}
+	return r
+}
+
 // BoundPlugin returns p, which may break every rule of [ValidateInfo],
-// with each string made valid UTF-8 and cut ([BoundText]), at most 8
+// with each string made safe and cut ([BoundText]), at most 8
 // versions and no annotations, so that it can be logged, published as a
 // rejected plugin and encoded whatever the plugin sent.
 func BoundPlugin(p Plugin) Plugin {

@@ -3,8 +3,6 @@ package plugins
 import (
 	"fmt"
 	"path/filepath"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/plugreg/plugreg/scan"
 )
@@ -54,13 +52,9 @@ func checkText(what, s string, limit int) error {
 		return fmt.Errorf("%s is empty", what)
 	case len(s) > limit:
 		return fmt.Errorf("%s is %d bytes, longer than %d", what, len(s), limit)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s is not valid UTF-8", what)
 	}
-	for i, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%s contains control character %U at byte %d", what, r, i)
-		}
+	if err := textFault(s); err != nil {
+		return fmt.Errorf("%s %w", what, err)
 	}
 	return nil
 }

@@ -3,8 +3,6 @@ package plugins
 import (
 	"errors"
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 )
 
 // maxNameBytes is the longest plugin name accepted, in bytes: the length
@@ -23,13 +21,8 @@ func ValidateName(name string) error {
 	if len(name) > maxNameBytes {
 		return fmt.Errorf("plugin name is %d bytes, longer than %d", len(name), maxNameBytes)
 	}
-	if !utf8.ValidString(name) {
-		return errors.New("plugin name is not valid UTF-8")
-	}
-	for i, r := range name {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("plugin name contains control character %U at byte %d", r, i)
-		}
+	if err := textFault(name); err != nil {
+		return fmt.Errorf("plugin name %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,23 @@ import (
 	"strings"
 
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
+)
+
+// Reason says why a Handler's DeRegister is called. It is the core's type
+// (statecache.Reason) under this package's name, so that a reason is one Go
+// type from the core to its text: the registry, the handlers and the state
+// file carry it as it is, and its text ("removed", "replaced", "unhealthy",
+// "rolled back") is what an exec handler's input, a gRPC handler's request
+// and the state file hold.
+type Reason = statecache.Reason
+
+// Reasons a Handler's DeRegister is called.
+const (
+	ReasonRemoved    = statecache.Removed    // the plugin's socket is gone
+	ReasonReplaced   = statecache.Replaced   // a new socket took its place, or a restored plugin answers differently
+	ReasonUnhealthy  = statecache.Unhealthy  // it stopped answering while its socket stayed
+	ReasonRolledBack = statecache.RolledBack // Register succeeded but the plugin could not be told
 )
 
 // MaxPending bounds the pending deregistrations of a Registry. A handler
@@ -23,7 +40,7 @@ const MaxPending = 4096
 // incarnation of a plugin: its type, name and SocketID.
 type PendingDeregistration struct {
 	Plugin Plugin
-	Reason string // one of the Reason constants
+	Reason Reason // one of the Reason constants
 }
 
 // pendingKey is the incarnation a pending deregistration is owed for.
@@ -41,15 +58,6 @@ func (pd PendingDeregistration) keyOf() pendingKey {
 func (pd PendingDeregistration) clone() PendingDeregistration {
 	pd.Plugin = pd.Plugin.Clone()
 	return pd
-}
-
-// isReason reports whether s is one of the Reason constants.
-func isReason(s string) bool {
-	switch s {
-	case ReasonRemoved, ReasonReplaced, ReasonUnhealthy, ReasonRolledBack:
-		return true
-	}
-	return false
 }
 
 // PutPending records pd, replacing the entry of the same incarnation (type,

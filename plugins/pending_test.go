@@ -25,7 +25,7 @@ func TestRegistryPending(t *testing.T) {
 	old := draOld
 	old.Annotations = map[string]string{"node": "n1"}
 	old.SocketID = scan.ID{Ino: 1}
-	put := func(p Plugin, reason string) {
+	put := func(p Plugin, reason Reason) {
 		t.Helper()
 		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: reason}); err != nil {
 			t.Fatalf("PutPending = %v", err)
@@ -80,11 +80,11 @@ func TestRegistryPendingRefused(t *testing.T) {
 	tests := []struct {
 		name   string
 		p      Plugin
-		reason string
+		reason Reason
 		want   string
 	}{
-		{"unknown reason", csiHostpath, "gone", `unknown reason "gone"`},
-		{"long unknown reason", csiHostpath, strings.Repeat("x", 1000), "unknown reason of 1000 bytes"},
+		{"no reason", csiHostpath, 0, `at "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock": no reason`},
+		{"unknown reason", csiHostpath, ReasonRolledBack + 1, "unknown reason 5"},
 		{"empty socket path", noPath, ReasonRemoved, "empty socket path"},
 		{"bad name", badName, ReasonRemoved, "control character"},
 	}

@@ -106,11 +106,3 @@ type Key struct{ Type, Name string }
 
 // Key returns p's type and name.
 func (p Plugin) Key() Key { return Key{p.Type, p.Name} }
-
-// Reasons a Handler's DeRegister is called.
-const (
-	ReasonRemoved    = "removed"     // the plugin's socket is gone
-	ReasonReplaced   = "replaced"    // a new socket took its place, or a restored plugin answers differently
-	ReasonUnhealthy  = "unhealthy"   // it stopped answering while its socket stayed
-	ReasonRolledBack = "rolled back" // Register succeeded but the plugin could not be told
-)

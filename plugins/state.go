@@ -25,9 +25,6 @@ const StateVersion = 1
 // break the Registry's rules. [QuarantineCorrupt] moves such a file aside.
 var ErrCorrupt = errors.New("plugins: corrupt state file")
 
-// maxReasonBytes bounds an unknown reason that an error quotes.
-const maxReasonBytes = 32
-
 // maxQuarantineSuffix bounds the numbered names QuarantineCorrupt tries.
 const maxQuarantineSuffix = 1000
 
@@ -139,7 +136,7 @@ type stateDoc struct {
 // its plugin's record, and the reason.
 type pendingRecord struct {
 	pluginRecord
-	Reason string `json:"reason"`
+	Reason Reason `json:"reason"` // its text (Reason.MarshalText)
 }
 
 // pluginRecord is the JSON form of a Plugin.
@@ -299,12 +296,8 @@ func checkPending(pd PendingDeregistration) error {
 	if err := checkPlugin(pd.Plugin); err != nil {
 		return err
 	}
-	switch {
-	case isReason(pd.Reason):
-	case len(pd.Reason) > maxReasonBytes:
-		return fmt.Errorf("at %q: unknown reason of %d bytes", pd.Plugin.SocketPath, len(pd.Reason))
-	default:
-		return fmt.Errorf("at %q: unknown reason %q", pd.Plugin.SocketPath, pd.Reason)
+	if _, err := pd.Reason.MarshalText(); err != nil { // no reason, or not one of the Reason constants
+		return fmt.Errorf("at %q: %w", pd.Plugin.SocketPath, err)
 	}
 	return nil
 }

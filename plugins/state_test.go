@@ -286,7 +286,7 @@ func TestSaveInvalid(t *testing.T) {
 	pendingTwice.Pending[1].Plugin.Type, pendingTwice.Pending[1].Plugin.Name = pendingTwice.Pending[0].Plugin.Type, pendingTwice.Pending[0].Plugin.Name
 	pendingTwice.Pending[1].Plugin.SocketID = pendingTwice.Pending[0].Plugin.SocketID
 	pendingReason := testState()
-	pendingReason.Pending[0].Reason = ""
+	pendingReason.Pending[0].Reason = 0
 	pendingName := testState()
 	pendingName.Pending[1].Plugin.Name = ""
 	pendingNoPath := testState()
@@ -304,7 +304,7 @@ func TestSaveInvalid(t *testing.T) {
 		{"year 10000", farFuture, "out of range"},
 		{"bad annotation", badAnnotation, "control character"},
 		{"pending twice", pendingTwice, "pending deregistration 1: CSIPlugin \"gone.csi.k8s.io\" of socket \"/var/lib/kubelet/plugins_registry/sriov.sock\" listed twice"},
-		{"pending without reason", pendingReason, `pending deregistration 0: at "/var/lib/kubelet/plugins_registry/gone-reg.sock": unknown reason ""`},
+		{"pending without reason", pendingReason, `pending deregistration 0: at "/var/lib/kubelet/plugins_registry/gone-reg.sock": no reason`},
 		{"pending without name", pendingName, "pending deregistration 1: at \"/var/lib/kubelet/plugins_registry/sriov.sock\": plugin name is empty"},
 		{"pending without socket path", pendingNoPath, "pending deregistration 0: empty socket path"},
 	}
@@ -402,7 +402,8 @@ func TestLoadCorrupt(t *testing.T) {
 		{"name too long", doc(with(`a.example.com`, strings.Repeat("a", 254))), "longer than 253"},
 		{"versions not a list", doc(with(`["1.0.0"]`, `"1.0.0"`)), "cannot unmarshal string"},
 		{"pending not a list", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": {}}`, "cannot unmarshal object"},
-		{"pending without reason", withPending(plugin), `pending deregistration 0: at "/a.sock": unknown reason ""`},
+		{"pending without reason", withPending(plugin), `pending deregistration 0: at "/a.sock": no reason`},
+		{"pending with an empty reason", withPending(pendingWith(`"removed"`, `""`)), `unknown reason ""`},
 		{"pending with an unknown reason", withPending(pendingWith(`"removed"`, `"evicted"`)), `unknown reason "evicted"`},
 		{"pending with a long reason", withPending(pendingWith(`"removed"`, `"`+strings.Repeat("x", 100)+`"`)), "unknown reason of 100 bytes"},
 		{"pending reason not a string", withPending(pendingWith(`"removed"`, `1`)), "cannot unmarshal number"},

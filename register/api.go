@@ -647,7 +647,7 @@ func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan
 		}
 	}
 	if op.Kind == statecache.DeRegister {
-		err := l.r.Registrar.DeRegister(ctx, op.Plugin, op.Reason.String())
+		err := l.r.Registrar.DeRegister(ctx, op.Plugin, op.Reason)
 		return Result{Op: op, Plugin: op.Plugin, Err: errors.Join(err, saved)}, true
 	}
 	ar, ok := l.r.Registrar.(APIRegistrar)
@@ -717,13 +717,13 @@ func (l *loop) apiFailed(res *Result, in *apiInst) {
 	}
 	a := append(attrs(res), "err", errText(err))
 	if rej, ok := errors.AsType[*RejectError](err); ok {
-		l.r.countOp(false, p.Type, "rejected")
+		l.r.countRegistration(p.Type, Rejected)
 		l.r.rejected(p, rej.Msg, time.Now())
 		p.SocketID = op.ID
 		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
 		l.log.Info("plugin rejected", a...)
 	} else {
-		l.r.countOp(false, p.Type, "failed")
+		l.r.countRegistration(p.Type, Failed)
 		l.log.Info("registration failed", a...)
 	}
 	l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})

@@ -520,7 +520,7 @@ func TestDeregisterPluginEveryEndpoint(t *testing.T) {
 	}
 	var reasons []string
 	for _, d := range r.handler.deregistrations() {
-		reasons = append(reasons, d.Plugin.Endpoint+" "+d.Reason)
+		reasons = append(reasons, d.Plugin.Endpoint+" "+d.Reason.String())
 	}
 	if want := []string{ep1 + " removed", ep2 + " removed"}; !cmp.Equal(reasons, want, cmpopts.SortSlices(func(a, b string) bool { return a < b })) {
 		t.Errorf("handler DeRegister calls %q, want %q", reasons, want)

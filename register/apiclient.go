@@ -40,7 +40,7 @@ func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plu
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
-		return p, refusal("find handler", ep, "RegisterPlugin error -- no handler registered for plugin type: "+p.Type, nil)
+		return p, refusal("find handler", ep, noHandlerMsg(p.Type, ""), nil)
 	}
 	hctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
@@ -53,14 +53,14 @@ func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plu
 		if transient(ctx, hctx, err) {
 			return p, &OpError{"validate", ep, unavailable(ctx, hctx, err)}
 		}
-		return p, refusal("validate", ep, "RegisterPlugin error -- plugin validation failed with err: "+err.Error(), err)
+		return p, refusal("validate", ep, validationFailedMsg(err.Error()), err)
 	}
 	ann, owed, err := c.callRegister(hctx, h, p, p.SocketID)
 	if err != nil {
 		if transient(ctx, hctx, err) {
 			return p, &OpError{"register", ep, errors.Join(unavailable(ctx, hctx, err), owed)}
 		}
-		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
+		msg := registrationFailedMsg(err.Error())
 		return p, errors.Join(refusal("register", ep, msg, err), owed)
 	}
 	p.Annotations = ann

@@ -100,7 +100,7 @@ func (l *loop) registered(res *Result) {
 	if api {
 		dropOwed()
 	}
-	l.r.countOp(false, p.Type, "registered")
+	l.r.countRegistration(p.Type, Registered)
 	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
 }
 
@@ -123,7 +123,7 @@ func (l *loop) registerFailed(res *Result) {
 	}
 	var rej *RejectError
 	if errors.As(err, &rej) {
-		l.r.countOp(false, p.Type, "rejected")
+		l.r.countRegistration(p.Type, Rejected)
 		l.r.rejected(p, rej.Msg, time.Now())
 		if !l.reportFirst(op, reportedRejected) {
 			l.log.Debug("plugin rejected", a...)
@@ -134,7 +134,7 @@ func (l *loop) registerFailed(res *Result) {
 		l.log.Info("plugin rejected", a...)
 		return
 	}
-	l.r.countOp(false, p.Type, "failed")
+	l.r.countRegistration(p.Type, Failed)
 	// Running out of file descriptors hits every socket at once: say so
 	// once for the agent, not once per socket.
 	if outOfFDs(err) {
@@ -176,7 +176,7 @@ func (l *loop) deregistered(res *Result) {
 		l.unhealthy[op.Path] = UnhealthyPlugin{Plugin: ev.Plugin, Since: ev.Time}
 		l.refreshUnhealthy()
 	}
-	l.r.countOp(true, p.Type, op.Reason.String())
+	l.r.countDeregistration(p.Type, op.Reason)
 	a := attrs(res)
 	if err != nil {
 		a = append(a, "err", errText(err))
@@ -190,7 +190,7 @@ func (l *loop) deregistered(res *Result) {
 func (l *loop) owe(ue *UndeliveredError) error {
 	p := ue.Plugin
 	k := statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}
-	if !l.cache.AddPending(k, p, reasonOf(ue.Reason), ue.Since) {
+	if !l.cache.AddPending(k, p, ue.Reason, ue.Since) {
 		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -202,7 +202,7 @@ func (l *loop) owe(ue *UndeliveredError) error {
 func (l *loop) syncPending() {
 	put, gone := l.cache.PendingChanges()
 	for _, pd := range put {
-		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason.String()}); err != nil {
+		if err := l.r.Registry.PutPending(plugins.PendingDeregistration{Plugin: pd.Plugin, Reason: pd.Reason}); err != nil {
 			p := pd.Plugin
 			l.log.Warn("pending deregistration not saved", append(pluginAttrs(p), "err", err)...)
 		}
@@ -210,17 +210,6 @@ func (l *loop) syncPending() {
 	for _, k := range gone {
 		l.r.Registry.DropPending(plugins.Plugin{Type: k.Type, Name: k.Name, SocketID: k.ID})
 	}
-}
-
-// reasonOf returns the statecache.Reason whose text is s (one of the
-// plugins.Reason constants), or statecache.Removed.
-func reasonOf(s string) statecache.Reason {
-	for _, r := range []statecache.Reason{statecache.Removed, statecache.Replaced, statecache.Unhealthy, statecache.RolledBack} {
-		if r.String() == s {
-			return r
-		}
-	}
-	return statecache.Removed
 }
 
 // retried records the outcome of a retried deregistration. A failure is

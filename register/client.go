@@ -127,7 +127,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	p, err := c.getInfo(ctx, rc, path)
 	if status.Code(err) == codes.ResourceExhausted {
 		// The plugin answered, with more than any plugin needs to say.
-		msg := fmt.Sprintf("RegisterPlugin error -- plugin validation failed with err: GetInfo reply larger than %d bytes", MaxInfoBytes)
+		msg := validationFailedMsg(fmt.Sprintf("GetInfo reply larger than %d bytes", MaxInfoBytes))
 		return p, c.reject(ctx, rc, path, "get info", msg, err)
 	}
 	if err != nil {
@@ -136,12 +136,12 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	// What the plugin says is checked before it is used for anything:
 	// looked up, put in a message, logged, stored or published.
 	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
-		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
+		msg := validationFailedMsg(err.Error())
 		return plugins.BoundPlugin(p), c.reject(ctx, rc, path, "validate", msg, err)
 	}
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
-		msg := fmt.Sprintf("RegisterPlugin error -- no handler registered for plugin type: %s at socket %s", p.Type, path)
+		msg := noHandlerMsg(p.Type, path)
 		return p, c.reject(ctx, rc, path, "find handler", msg, nil)
 	}
 
@@ -156,7 +156,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		if transient(ctx, hctx, err) {
 			return p, &OpError{"validate", path, err}
 		}
-		msg := "RegisterPlugin error -- plugin validation failed with err: " + err.Error()
+		msg := validationFailedMsg(err.Error())
 		return p, c.reject(ctx, rc, path, "validate", msg, err)
 	}
 	ann, owed, err := c.callRegister(hctx, h, p, id)
@@ -164,7 +164,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		if transient(ctx, hctx, err) {
 			return p, &OpError{"register", path, errors.Join(err, owed)}
 		}
-		msg := "RegisterPlugin error -- plugin registration failed with err: " + err.Error()
+		msg := registrationFailedMsg(err.Error())
 		return p, errors.Join(c.reject(ctx, rc, path, "register", msg, err), owed)
 	}
 	p.Annotations = ann
@@ -223,7 +223,7 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 	rc := pluginregistration.NewRegistrationClient(unary.New(conn, MaxInfoBytes))
 	if refused != nil {
 		defer conn.Close()
-		msg := "RegisterPlugin error -- plugin validation failed with err: " + refused.Error()
+		msg := validationFailedMsg(refused.Error())
 		return nil, nil, c.reject(ctx, rc, path, "authorize", msg, refused)
 	}
 	return conn, rc, nil
@@ -556,7 +556,7 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 // RetryDeRegister. One that could not wait its turn is marked as if it had
 // waited for the call that holds the name: that is an order the lock
 // allows.
-func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"deregister", opPath(p), fmt.Errorf("no handler for plugin type %s", p.Type)}
@@ -585,7 +585,7 @@ func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason string
 // returns ErrSuperseded. When p's type has no handler any more, the error
 // wraps ErrNoHandler. Both mean the deregistration is no longer owed; after
 // any other error it still is.
-func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error {
+func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
@@ -677,7 +677,7 @@ func (c *Client) registeredSince(k plugins.Key, since uint64) bool {
 
 // undelivered returns the *UndeliveredError of a DeRegister of the
 // incarnation id of p, for reason, that failed with err, marked now.
-func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason string, err error) *UndeliveredError {
+func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason plugins.Reason, err error) *UndeliveredError {
 	p.SocketID = id
 	return &UndeliveredError{Plugin: p, Reason: reason, Since: c.mark(), Err: err}
 }

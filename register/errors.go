@@ -26,7 +26,7 @@ var ErrSuperseded = errors.New("register: a plugin of the same type and name reg
 // Err's.
 type UndeliveredError struct {
 	Plugin plugins.Plugin // as registered, SocketID included
-	Reason string         // what DeRegister was told
+	Reason plugins.Reason // what DeRegister was told
 	// Since is the Registrar's mark of the failure, for RetryDeRegister:
 	// a plugin of the same type and name registered after it supersedes
 	// the deregistration.

@@ -35,7 +35,7 @@ func (h prefixHandler) Register(context.Context, plugins.Plugin) (handler.Annota
 	return handler.Annotations{"node": h.node}, nil
 }
 
-func (h prefixHandler) DeRegister(context.Context, plugins.Plugin, string) error { return nil }
+func (h prefixHandler) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
 
 // The agent in a Go program: a Reconciler scans a plugin directory and
 // registers the plugins that appear there through a custom Handler; the

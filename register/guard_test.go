@@ -34,7 +34,7 @@ func (h *diskHandler) Register(_ context.Context, p plugins.Plugin) (handler.Ann
 	return nil, nil
 }
 
-func (h *diskHandler) DeRegister(_ context.Context, p plugins.Plugin, _ string) error {
+func (h *diskHandler) DeRegister(_ context.Context, p plugins.Plugin, _ plugins.Reason) error {
 	h.look("deregister", p)
 	return nil
 }
@@ -58,7 +58,7 @@ func onDisk(t *testing.T, path, name string) string {
 	pending := "-"
 	for _, pd := range st.Pending {
 		if pd.Plugin.Name == name {
-			pending = pd.Reason
+			pending = pd.Reason.String()
 		}
 	}
 	return fmt.Sprintf("listed=%t pending=%s", listed, pending)

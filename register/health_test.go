@@ -25,11 +25,11 @@ func (f chanRegistrar) Register(ctx context.Context, path string, _ scan.ID) (pl
 	f.calls <- reply
 	return plugins.Plugin{Name: "a", Type: "T", Endpoint: path, SocketPath: path}, <-reply
 }
-func (chanRegistrar) DeRegister(context.Context, plugins.Plugin, string) error { return nil }
-func (chanRegistrar) Verify(context.Context, plugins.Plugin) error             { return nil }
-func (chanRegistrar) InfoCheck(context.Context, plugins.Plugin) error          { return nil }
-func (chanRegistrar) ConnectCheck(context.Context, plugins.Plugin) error       { return nil }
-func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, string, uint64) error {
+func (chanRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
+func (chanRegistrar) Verify(context.Context, plugins.Plugin) error                     { return nil }
+func (chanRegistrar) InfoCheck(context.Context, plugins.Plugin) error                  { return nil }
+func (chanRegistrar) ConnectCheck(context.Context, plugins.Plugin) error               { return nil }
+func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason, uint64) error {
 	return nil
 }
 

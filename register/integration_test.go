@@ -57,7 +57,7 @@ type recorder struct {
 // deregCall is one DeRegister call a recorder received.
 type deregCall struct {
 	Plugin plugins.Plugin
-	Reason string
+	Reason plugins.Reason
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -90,9 +90,9 @@ func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (handler.Anno
 	return r.ann, r.failReg
 }
 
-func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	defer r.enter(p.Name)()
-	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason
+	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason.String()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p.Versions, p.Annotations = slices.Clone(p.Versions), maps.Clone(p.Annotations)
@@ -657,15 +657,15 @@ func TestIntegrationFailedRollbackIsPending(t *testing.T) {
 // from the running agent's registry, and from the state file an earlier
 // agent saved.
 func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
-	for _, reason := range []string{plugins.ReasonRemoved, plugins.ReasonReplaced, plugins.ReasonUnhealthy, plugins.ReasonRolledBack} {
+	for _, reason := range []plugins.Reason{plugins.ReasonRemoved, plugins.ReasonReplaced, plugins.ReasonUnhealthy, plugins.ReasonRolledBack} {
 		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e/a", SocketPath: "/p/a.sock",
 			SocketID: scan.ID{Dev: 1, Ino: 2}, Versions: []string{"1.0.0", "1.1.0"},
 			RegisteredAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-			Annotations:  handler.Annotations{"node": "n1", "volume-" + reason: "v1"}}
-		t.Run(reason+"/registry", func(t *testing.T) {
+			Annotations:  handler.Annotations{"node": "n1", "volume-" + reason.String(): "v1"}}
+		t.Run(reason.String()+"/registry", func(t *testing.T) {
 			checkRetried(t, newRigFrom(t, plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}})), p, reason)
 		})
-		t.Run(reason+"/restarted", func(t *testing.T) {
+		t.Run(reason.String()+"/restarted", func(t *testing.T) {
 			path := filepath.Join(sockettest.Dir(t), "state.json")
 			if err := plugins.Save(path, plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}}, plugins.MinStateLimit); err != nil {
 				t.Fatal(err)
@@ -681,10 +681,10 @@ func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
 
 // checkRetried ticks r until its pending deregistration of p is delivered,
 // and checks that the handler's one DeRegister call was of p for reason.
-func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason string) {
+func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason plugins.Reason) {
 	t.Helper()
 	r.tick()
-	r.handler.expect("deregister " + p.Name + " " + p.Endpoint + " " + reason)
+	r.handler.expect("deregister " + p.Name + " " + p.Endpoint + " " + reason.String())
 	if res := r.retried(); res.Err != nil {
 		t.Fatalf("retry: %v; want delivered", res.Err)
 	}

@@ -24,18 +24,17 @@ type Registrar interface {
 	// backoff while the socket exists. An error that wraps an
 	// *UndeliveredError also says that a rollback's DeRegister is owed.
 	Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error)
-	// DeRegister deregisters a registered plugin; reason says why
-	// (statecache.Reason's text). The plugin leaves the Registry whatever
+	// DeRegister deregisters a registered plugin; reason says why. The plugin leaves the Registry whatever
 	// it returns, and an error is logged. An error that wraps an
 	// *UndeliveredError is owed to the handler: the Reconciler keeps it
 	// pending and delivers it again with RetryDeRegister.
-	DeRegister(ctx context.Context, p plugins.Plugin, reason string) error
+	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
 	// RetryDeRegister delivers a pending deregistration again, with the
 	// plugin, reason and Since of its *UndeliveredError (0 for one
 	// restored from the state file). ErrSuperseded, and an error wrapping
 	// ErrNoHandler, mean it is no longer owed, and it is dropped; after
 	// any other error it is retried with backoff.
-	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error
+	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now,
 	// one wrapping statecache.ErrUnchecked that the check could not be
@@ -400,7 +399,7 @@ func (r *Reconciler) newLoop() *loop {
 	l.results = make(chan Result, l.maxInFlight)
 	for _, pd := range r.Registry.Pending() {
 		p := pd.Plugin
-		l.cache.RestorePending(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
+		l.cache.RestorePending(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, pd.Reason)
 	}
 	l.cache.PendingChanges() // the Registry holds them already
 	restored := l.unowed(r.Registry.List(""))
@@ -414,7 +413,7 @@ func (r *Reconciler) newLoop() *loop {
 			LastTick:        now,
 			Scans:           newScanTimes(),
 			Registrations:   make(map[TypeOutcome]uint64),
-			Deregistrations: make(map[TypeOutcome]uint64),
+			Deregistrations: make(map[TypeReason]uint64),
 			Refused:         make(map[string]uint64),
 		}
 		r.types = make(map[string]struct{}, len(r.Types))
@@ -609,9 +608,9 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID
 	reg := l.r.Registrar
 	switch op.Kind {
 	case statecache.DeRegister:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.DeRegister(ctx, op.Plugin, op.Reason.String())}
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.DeRegister(ctx, op.Plugin, op.Reason)}
 	case statecache.RetryDeRegister:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.RetryDeRegister(ctx, op.Plugin, op.Reason.String(), op.Stamp)}
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.RetryDeRegister(ctx, op.Plugin, op.Reason, op.Stamp)}
 	case statecache.Verify:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
 	case statecache.InfoCheck:

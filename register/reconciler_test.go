@@ -23,7 +23,7 @@ type call struct {
 	kind   string // "register", "deregister", "verify", "probe", "ping" or "retry"
 	path   string
 	plugin plugins.Plugin // deregister, retry: what is deregistered
-	reason string         // deregister, retry: why
+	reason plugins.Reason // deregister, retry: why
 	since  uint64         // retry: the Since of the failure
 	reply  chan error
 }
@@ -58,7 +58,7 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string, _ scan.ID) (p
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
 }
 
-func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	err := f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -69,7 +69,7 @@ func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason
 	return nil
 }
 
-func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason string, since uint64) error {
+func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error {
 	return f.do(ctx, call{kind: "retry", path: p.SocketPath, plugin: p, reason: reason, since: since})
 }
 
@@ -278,7 +278,7 @@ func TestReconcilerFollowsTheScanner(t *testing.T) {
 		e.dir.set("/p/a", 2)
 		time.Sleep(time.Second)
 		c := e.next("deregister", "/p/a")
-		if c.plugin.Name != "a" || c.reason != "replaced" {
+		if c.plugin.Name != "a" || c.reason != plugins.ReasonReplaced {
 			t.Errorf("deregister %+v for %q, want plugin a for \"replaced\"", c.plugin, c.reason)
 		}
 		t0 := time.Now()
@@ -498,11 +498,13 @@ type okRegistrar struct{}
 func (okRegistrar) Register(_ context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
 }
-func (okRegistrar) DeRegister(context.Context, plugins.Plugin, string) error              { return nil }
-func (okRegistrar) Verify(context.Context, plugins.Plugin) error                          { return nil }
-func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                       { return nil }
-func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                    { return nil }
-func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, string, uint64) error { return nil }
+func (okRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
+func (okRegistrar) Verify(context.Context, plugins.Plugin) error                     { return nil }
+func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                  { return nil }
+func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error               { return nil }
+func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason, uint64) error {
+	return nil
+}
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, and so on until none has found

@@ -79,7 +79,7 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 		}
 		synctest.Wait()
 		pending := e.plugs.Pending()
-		if len(pending) != 1 || pending[0].Plugin.Name != "a" || pending[0].Reason != "removed" {
+		if len(pending) != 1 || pending[0].Plugin.Name != "a" || pending[0].Reason != plugins.ReasonRemoved {
 			t.Fatalf("pending %+v, want a, removed", pending)
 		}
 
@@ -88,7 +88,7 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 			synctest.Wait()
 			select {
 			case c := <-e.reg.calls:
-				if c.kind != "retry" || c.path != "/p/a" || c.reason != "removed" || c.since != 1 {
+				if c.kind != "retry" || c.path != "/p/a" || c.reason != plugins.ReasonRemoved || c.since != 1 {
 					t.Fatalf("call %s %s %q since %d, want retry /p/a \"removed\" since 1", c.kind, c.path, c.reason, c.since)
 				}
 				at = append(at, time.Since(start))

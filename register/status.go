@@ -2,6 +2,7 @@ package register
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -21,11 +22,44 @@ const OtherType = "_other"
 // maxTypes bounds the plugin types counted apart.
 const maxTypes = 64
 
-// TypeOutcome keys the operation counters of Status: a plugin type (or
-// OtherType) and an outcome: the result of a registration attempt
-// ("registered", "rejected", "failed") or the reason of a deregistration
-// ("removed", "replaced", "unhealthy").
-type TypeOutcome struct{ Type, Outcome string }
+// Outcome is the result of a registration attempt, as Status counts it.
+type Outcome uint8
+
+// Outcomes of a registration attempt.
+const (
+	Registered Outcome = iota + 1 // the plugin was registered (or, unhealthy before, registered again)
+	Rejected                      // the plugin was refused, and told so: the error wraps a *RejectError
+	Failed                        // the attempt failed otherwise, and is retried
+)
+
+// String returns the text of o, the value of the "result" label of the
+// registrations metric: "registered", "rejected" or "failed"; or
+// "Outcome(N)" when o is none of them.
+func (o Outcome) String() string {
+	switch o {
+	case Registered:
+		return "registered"
+	case Rejected:
+		return "rejected"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// TypeOutcome keys the registration counters of Status: a plugin type (or
+// OtherType) and the outcome of an attempt.
+type TypeOutcome struct {
+	Type    string
+	Outcome Outcome
+}
+
+// TypeReason keys the deregistration counters of Status: a plugin type
+// (or OtherType) and the reason of a deregistration.
+type TypeReason struct {
+	Type   string
+	Reason plugins.Reason
+}
 
 // Status is what the reconciler reports about itself: its state as of the
 // last tick or scan, and counters since Run started.
@@ -70,7 +104,7 @@ type Status struct {
 	Rejected map[string]Rejection
 
 	Registrations   map[TypeOutcome]uint64 // registration attempts
-	Deregistrations map[TypeOutcome]uint64
+	Deregistrations map[TypeReason]uint64
 	Refused         map[string]uint64 // sockets refused, by reason: "max_plugins"
 }
 
@@ -134,27 +168,38 @@ func (r *Reconciler) update(f func(*Status)) {
 	f(&r.st)
 }
 
-// countOp adds one to the counter of a registration attempt (deregistration
-// false) or a deregistration of a plugin of type typ with outcome.
-func (r *Reconciler) countOp(deregistration bool, typ, outcome string) {
+// countRegistration adds one to the counter of a registration attempt of
+// a plugin of type typ with outcome o.
+func (r *Reconciler) countRegistration(typ string, o Outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.st.Registrations[TypeOutcome{r.countedType(typ), o}]++
+}
+
+// countDeregistration adds one to the counter of a deregistration of a
+// plugin of type typ for reason.
+func (r *Reconciler) countDeregistration(typ string, reason plugins.Reason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Deregistrations[TypeReason{r.countedType(typ), reason}]++
+}
+
+// countedType returns typ as the counters key it: typ while it is one of
+// the first maxTypes types seen (Reconciler.Types first), else OtherType.
+// r.mu must be held.
+func (r *Reconciler) countedType(typ string) string {
 	if _, known := r.types[typ]; !known {
 		if len(r.types) >= maxTypes+len(r.Types) {
-			typ = OtherType
-		} else {
-			r.types[typ] = struct{}{}
+			return OtherType
 		}
+		r.types[typ] = struct{}{}
 	}
-	m := r.st.Registrations
-	if deregistration {
-		m = r.st.Deregistrations
-	}
-	m[TypeOutcome{typ, outcome}]++
+	return typ
 }
 
 // rejected records the last rejection of a plugin of type typ, bounded
-// in its types as countOp counts them, after countOp counted it.
+// in its types as countedType counts them, after countRegistration counted
+// it.
 func (r *Reconciler) rejected(p plugins.Plugin, msg string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

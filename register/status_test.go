@@ -51,11 +51,11 @@ func TestStatus(t *testing.T) {
 		}
 		synctest.Wait()
 		st = e.rec.Status()
-		wantReg := map[TypeOutcome]uint64{{"T", "registered"}: 1, {"T", "rejected"}: 1, {"T", "failed"}: 4}
+		wantReg := map[TypeOutcome]uint64{{"T", Registered}: 1, {"T", Rejected}: 1, {"T", Failed}: 4}
 		if diff := cmp.Diff(wantReg, st.Registrations); diff != "" {
 			t.Errorf("Registrations (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[TypeOutcome]uint64{{"T", "removed"}: 1}, st.Deregistrations); diff != "" {
+		if diff := cmp.Diff(map[TypeReason]uint64{{"T", plugins.ReasonRemoved}: 1}, st.Deregistrations); diff != "" {
 			t.Errorf("Deregistrations (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(map[string]uint64{"max_plugins": 1}, st.Refused); diff != "" {
@@ -69,8 +69,8 @@ func TestStatus(t *testing.T) {
 			t.Errorf("Scans.Count %d, LastScan %v; want 7 scans, the last at %v", st.Scans.Count, st.LastScan, t0.Add(time.Second))
 		}
 		// A copy: changing it changes nothing in the reconciler.
-		st.Registrations[TypeOutcome{"T", "registered"}] = 99
-		if got := e.rec.Status().Registrations[TypeOutcome{"T", "registered"}]; got != 1 {
+		st.Registrations[TypeOutcome{"T", Registered}] = 99
+		if got := e.rec.Status().Registrations[TypeOutcome{"T", Registered}]; got != 1 {
 			t.Errorf("Status shares its counters with the caller: %d after the caller wrote 99", got)
 		}
 	})
@@ -83,22 +83,22 @@ func TestStatusTypeBound(t *testing.T) {
 	r := &Reconciler{Registry: plugins.NewRegistry(), Types: []string{"CSIPlugin", "DRAPlugin"}}
 	r.newLoop()
 	for i := range maxTypes + 3 {
-		r.countOp(false, fmt.Sprintf("T%03d", i), "rejected")
+		r.countRegistration(fmt.Sprintf("T%03d", i), Rejected)
 	}
-	r.countOp(false, "DRAPlugin", "registered") // configured: keeps its key after the junk
-	if got := r.Status().Registrations[TypeOutcome{"DRAPlugin", "registered"}]; got != 1 {
+	r.countRegistration("DRAPlugin", Registered) // configured: keeps its key after the junk
+	if got := r.Status().Registrations[TypeOutcome{"DRAPlugin", Registered}]; got != 1 {
 		t.Errorf("DRAPlugin registered = %d, want 1: a configured type was pushed into %s", got, OtherType)
 	}
-	r.countOp(false, "T000", "rejected") // known: keeps its key
-	r.countOp(true, fmt.Sprintf("T%03d", maxTypes+5), "removed")
+	r.countRegistration("T000", Rejected) // known: keeps its key
+	r.countDeregistration(fmt.Sprintf("T%03d", maxTypes+5), plugins.ReasonRemoved)
 	st := r.Status()
-	if got := st.Registrations[TypeOutcome{"T000", "rejected"}]; got != 2 {
+	if got := st.Registrations[TypeOutcome{"T000", Rejected}]; got != 2 {
 		t.Errorf("T000 rejected = %d, want 2", got)
 	}
-	if got := st.Registrations[TypeOutcome{OtherType, "rejected"}]; got != 3 {
+	if got := st.Registrations[TypeOutcome{OtherType, Rejected}]; got != 3 {
 		t.Errorf("%s rejected = %d, want 3", OtherType, got)
 	}
-	if got := st.Deregistrations[TypeOutcome{OtherType, "removed"}]; got != 1 {
+	if got := st.Deregistrations[TypeReason{OtherType, plugins.ReasonRemoved}]; got != 1 {
 		t.Errorf("%s removed = %d, want 1", OtherType, got)
 	}
 	if n := len(st.Registrations); n != maxTypes+2 {

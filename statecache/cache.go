@@ -37,34 +37,6 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Reason says why a DeRegister is due.
-type Reason uint8
-
-// Reasons for a DeRegister.
-const (
-	Removed   Reason = iota + 1 // the socket is gone
-	Replaced                    // a new incarnation of the socket waits, or a restored plugin answers differently
-	Unhealthy                   // the plugin stopped answering while its socket stayed
-	// RolledBack: a registration was undone because the plugin could not
-	// be told of it. The cache never gives it; it carries it for
-	// AddPending.
-	RolledBack
-)
-
-func (r Reason) String() string {
-	switch r {
-	case Removed:
-		return "removed"
-	case Replaced:
-		return "replaced"
-	case Unhealthy:
-		return "unhealthy"
-	case RolledBack:
-		return "rolled back"
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
-
 // ErrChanged, wrapped in the error given to Done for a Verify, says that
 // the plugin answered, but not as it did when it was registered.
 var ErrChanged = errors.New("statecache: plugin changed")

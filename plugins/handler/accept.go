@@ -60,7 +60,9 @@ func (a *Accept) Register(ctx context.Context, p plugins.Plugin) (Annotations, e
 
 // DeRegister has nothing to tear down; the caller removes the plugin from
 // the Registry. It returns nil.
-func (a *Accept) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error { return nil }
+func (a *Accept) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+	return nil
+}
 
 // acceptSyntax is the error for a value with no "=" at all.
 const acceptSyntax = "want TYPE=PATTERNS, e.g. CSIPlugin=1.*"

@@ -30,6 +30,6 @@ func (c *Checked) Register(ctx context.Context, p plugins.Plugin) (Annotations, 
 }
 
 // DeRegister calls c.Handler's DeRegister.
-func (c *Checked) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (c *Checked) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	return c.Handler.DeRegister(ctx, p, reason)
 }

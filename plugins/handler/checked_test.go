@@ -30,8 +30,8 @@ func (l *callLog) Register(ctx context.Context, p plugins.Plugin) (Annotations, 
 	return Annotations{"k": "v"}, nil
 }
 
-func (l *callLog) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
-	l.calls = append(l.calls, "deregister "+p.Name+" "+reason)
+func (l *callLog) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+	l.calls = append(l.calls, "deregister "+p.Name+" "+reason.String())
 	return nil
 }
 

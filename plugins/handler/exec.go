@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/plugreg/plugreg/plugins"
 )
@@ -73,14 +72,14 @@ type ExecInput struct {
 	Endpoint    string            `json:"endpoint"`
 	SocketPath  string            `json:"socketPath"`
 	Versions    []string          `json:"versions"`
-	Reason      string            `json:"reason,omitempty"`      // deregister only
+	Reason      plugins.Reason    `json:"reason,omitempty"`      // deregister only, as its text ("removed", ...)
 	Annotations map[string]string `json:"annotations,omitempty"` // deregister only
 }
 
 // Validate runs the program with "validate".
 func (e *Exec) Validate(ctx context.Context, p plugins.Plugin) error {
 	p.Annotations = nil
-	_, err := e.run(ctx, "validate", p, "")
+	_, err := e.run(ctx, "validate", p, 0)
 	return err
 }
 
@@ -88,7 +87,7 @@ func (e *Exec) Validate(ctx context.Context, p plugins.Plugin) error {
 // it printed.
 func (e *Exec) Register(ctx context.Context, p plugins.Plugin) (Annotations, error) {
 	p.Annotations = nil
-	out, err := e.run(ctx, "register", p, "")
+	out, err := e.run(ctx, "register", p, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +129,14 @@ func parseAnnotations(out *headBuffer) (Annotations, error) {
 }
 
 // DeRegister runs the program with "deregister", and reason in the input.
-func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
+func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	_, err := e.run(ctx, "deregister", p, reason)
 	return err
 }
 
-// run runs the program for action and returns what it wrote to stdout.
-func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason string) (*headBuffer, error) {
+// run runs the program for action, with reason in the input unless it is
+// 0, and returns what it wrote to stdout.
+func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason plugins.Reason) (*headBuffer, error) {
 	v := p.Versions
 	if v == nil {
 		v = []string{}
@@ -184,13 +184,13 @@ func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason 
 // exitText is the error text of a program that ended with st and wrote
 // stderr: "killed by signal NAME" when a signal ended it, followed by ": "
 // and the last line of stderr if there is one; else that line, or "exit
-// status N" when there is none. It is cut by cutHandlerErr.
+// status N" when there is none. It is bounded by plugins.BoundText.
 func exitText(st *os.ProcessState, stderr []byte) string {
 	line := lastLine(stderr)
 	sig := signalName(st)
 	switch {
 	case sig != "" && line != "":
-		return cutHandlerErr("killed by signal " + sig + ": " + line)
+		return plugins.BoundText("killed by signal " + sig + ": " + line)
 	case sig != "":
 		return "killed by signal " + sig
 	case line != "":
@@ -211,17 +211,12 @@ func lastLine(b []byte) string {
 	return ""
 }
 
-// handlerText is s, text from a handler, as an error's text: invalid UTF-8
-// replaced by U+FFFD, each control character (ESC, CR, NUL and the like)
-// by a space, space trimmed at both ends, and cut by cutHandlerErr.
+// handlerText is s, text from a handler, as an error's text: bounded by
+// plugins.BoundText (invalid UTF-8 replaced by U+FFFD, each control
+// character, such as ESC, CR or NUL, by a space, and cut to
+// plugins.MaxText bytes), with space trimmed at both ends.
 func handlerText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	return cutHandlerErr(strings.TrimSpace(s))
+	return strings.TrimSpace(plugins.BoundText(s))
 }
 
 // headBuffer keeps the first MaxExecOutput bytes written to it and

@@ -35,6 +35,27 @@ func script(t *testing.T, body string) *Exec {
 
 var execPlugin = plugins.Plugin{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: "/e/csi.sock", SocketPath: "/p/csi.sock", Versions: []string{"1.0.0"}}
 
+// TestExecDeRegisterReasons: a program's deregister input carries the
+// reason it is given, as its documented word.
+func TestExecDeRegisterReasons(t *testing.T) {
+	out := t.TempDir()
+	e := script(t, `cat > "`+out+`/in.json"`)
+	for reason, word := range map[plugins.Reason]string{plugins.ReasonRemoved: "removed", plugins.ReasonReplaced: "replaced",
+		plugins.ReasonUnhealthy: "unhealthy", plugins.ReasonRolledBack: "rolled back"} {
+		if err := e.DeRegister(t.Context(), execPlugin, reason); err != nil {
+			t.Fatalf("DeRegister(%v) = %v", reason, err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "in.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in struct{ Reason *string }
+		if err := json.Unmarshal(b, &in); err != nil || in.Reason == nil || *in.Reason != word {
+			t.Errorf("DeRegister(%v): stdin %s (%v), want reason %q", reason, b, err, word)
+		}
+	}
+}
+
 func TestExecInputAndEnv(t *testing.T) {
 	out := t.TempDir()
 	e := script(t, `cat > "`+out+`/$1.json"; env | sort > "`+out+`/$1.env"`)
@@ -88,8 +109,10 @@ func TestExecErrors(t *testing.T) {
 		{"last stderr line", "echo first >&2; echo 'not this plugin: csi.example.com' >&2; printf '\\n  \\n' >&2; exit 1", "not this plugin: csi.example.com"},
 		{"no stderr", "echo on stdout; exit 3", "exit status 3"},
 		{"crlf", "printf 'refused\\r\\n' >&2; exit 1", "refused"},
-		{"long line", "head -c 2000 /dev/zero | tr '\\0' x >&2; exit 1", strings.Repeat("x", 512)},
-		{"10 KB line, cut on a character boundary", "printf x >&2; yes é | head -n 5000 | tr -d '\\n' >&2; echo >&2; exit 1", "x" + strings.Repeat("é", 255)},
+		// Cut to plugins.MaxText bytes, ending with the length of the line.
+		{"long line", "head -c 2000 /dev/zero | tr '\\0' x >&2; exit 1", strings.Repeat("x", 512-len("… (2000 bytes)")) + "… (2000 bytes)"},
+		{"10 KB line, cut on a character boundary", "printf x >&2; yes é | head -n 5000 | tr -d '\\n' >&2; echo >&2; exit 1",
+			"x" + strings.Repeat("é", (512-1-len("… (10001 bytes)"))/2) + "… (10001 bytes)"},
 		{"escape sequences", "printf '\\033[31mrefused\\033[0m here\\n' >&2; exit 1", "[31mrefused [0m here"},
 		{"lone carriage return", "printf 'progress 50%%\\rrefused: x\\n' >&2; exit 1", "progress 50% refused: x"},
 		{"NUL", "printf 'a\\000b\\n' >&2; exit 1", "a b"},

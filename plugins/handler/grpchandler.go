@@ -114,9 +114,10 @@ func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, err
 	return Annotations(a), nil
 }
 
-// DeRegister calls the handler's DeRegister with reason.
-func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason string) error {
-	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason})
+// DeRegister calls the handler's DeRegister with reason, as its text
+// ("removed", ...).
+func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()})
 	return g.callErr(err)
 }
 

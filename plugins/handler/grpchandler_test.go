@@ -101,7 +101,7 @@ func TestGRPCRequests(t *testing.T) {
 }
 
 // TestGRPCErrors: a status other than OK refuses, with its message, one
-// line of at most 512 bytes, as the error; UNAVAILABLE is "handler
+// line of at most 512 bytes (plugins.BoundText), as the error; UNAVAILABLE is "handler
 // unavailable", never a refusal.
 func TestGRPCErrors(t *testing.T) {
 	path := filepath.Join(sockettest.Dir(t), "h.sock")
@@ -119,7 +119,7 @@ func TestGRPCErrors(t *testing.T) {
 		{"not a status", errors.New("plain error"), "plain error", false},
 		{"control characters", status.Error(codes.InvalidArgument, "line 1\nline\t2\x07\n"), "line 1 line 2", false},
 		{"invalid UTF-8", status.Error(codes.InvalidArgument, "bad \xff byte"), "bad \uFFFD byte", false},
-		{"long", status.Error(codes.InvalidArgument, strings.Repeat("é", 400)), strings.Repeat("é", 256), false},
+		{"long", status.Error(codes.InvalidArgument, strings.Repeat("é", 400)), strings.Repeat("é", (512-len("… (800 bytes)"))/2) + "… (800 bytes)", false},
 		{"unavailable", status.Error(codes.Unavailable, "warming up"), "handler for T unavailable: warming up", true},
 	}
 	for _, tc := range tests {

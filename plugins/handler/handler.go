@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"strings"
 
 	"github.com/plugreg/plugreg/plugins"
 )
@@ -38,20 +37,5 @@ type Handler interface {
 	// registered again, and the state file keeps it
 	// across agent restarts. So DeRegister may be called more than once for one
 	// deregistration, and should succeed for a plugin it no longer knows.
-	DeRegister(ctx context.Context, p plugins.Plugin, reason string) error
-}
-
-// maxHandlerErr bounds the text of a handler's error that comes from the
-// handler (an Exec's stderr line, a GRPC's status message).
-const maxHandlerErr = 512
-
-// cutHandlerErr returns s as valid UTF-8 (each invalid byte sequence
-// replaced by U+FFFD) of at most maxHandlerErr bytes, cut without
-// splitting a character.
-func cutHandlerErr(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > maxHandlerErr {
-		s = strings.ToValidUTF8(s[:maxHandlerErr], "")
-	}
-	return s
+	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
 }

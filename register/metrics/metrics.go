@@ -165,9 +165,9 @@ func expose(src Sources) []byte {
 	}
 	fams := []family{
 		vec2("plugreg_registrations_total", "Registration attempts by plugin type and result (registered, rejected, failed).",
-			"counter", "type", "result", st.Registrations),
+			"counter", "type", "result", st.Registrations, func(k register.TypeOutcome) (string, string) { return k.Type, k.Outcome.String() }),
 		vec2("plugreg_deregistrations_total", "Deregistrations by plugin type and reason (removed, replaced, unhealthy).",
-			"counter", "type", "reason", st.Deregistrations),
+			"counter", "type", "reason", st.Deregistrations, func(k register.TypeReason) (string, string) { return k.Type, k.Reason.String() }),
 		vec1("plugreg_sockets_refused_total", "Sockets the agent refused to handle, by reason.",
 			"counter", "reason", st.Refused),
 		histogram("plugreg_scan_duration_seconds", "Duration of a scan of the plugin directories.", st.Scans),
@@ -256,10 +256,13 @@ func vec1(name, help, typ, label string, values map[string]uint64) family {
 	return f
 }
 
-func vec2(name, help, typ, label0, label1 string, values map[register.TypeOutcome]uint64) family {
+// vec2 is a family of two labels, whose values labels returns for each
+// key of values.
+func vec2[K comparable](name, help, typ, label0, label1 string, values map[K]uint64, labels func(K) (string, string)) family {
 	f := family{name: name, help: help, typ: typ}
 	for v, n := range values {
-		f.series = append(f.series, series{labels: [][2]string{{label0, v.Type}, {label1, v.Outcome}}, value: strconv.FormatUint(n, 10)})
+		l0, l1 := labels(v)
+		f.series = append(f.series, series{labels: [][2]string{{label0, l0}, {label1, l1}}, value: strconv.FormatUint(n, 10)})
 	}
 	sortSeries(f.series)
 	return f

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -507,11 +508,11 @@ func TestMetricsExposition(t *testing.T) {
 		name: "counters and histogram",
 		sources: Sources{Agent: agentStatus(func(st *register.Status) {
 			st.Registrations = map[register.TypeOutcome]uint64{
-				{Type: "CSIPlugin", Outcome: "registered"}: 2,
-				{Type: "CSIPlugin", Outcome: "failed"}:     1,
-				{Type: "Bogus", Outcome: "rejected"}:       1,
+				{Type: "CSIPlugin", Outcome: register.Registered}: 2,
+				{Type: "CSIPlugin", Outcome: register.Failed}:     1,
+				{Type: "Bogus", Outcome: register.Rejected}:       1,
 			}
-			st.Deregistrations = map[register.TypeOutcome]uint64{{Type: "CSIPlugin", Outcome: "replaced"}: 1}
+			st.Deregistrations = map[register.TypeReason]uint64{{Type: "CSIPlugin", Reason: plugins.ReasonReplaced}: 1}
 			st.Refused = map[string]uint64{"max_plugins": 3}
 			for _, d := range scanDurations {
 				i, _ := slices.BinarySearch(st.Scans.Bounds, d) // the first bound >= d
