@@ -418,8 +418,7 @@ reached an agent, or the agent refused the stream because it serves
 
 Waits until a condition of plugin TYPE/NAME holds, then exits with status
 0 at once, for a script or a service that must not start before its
-plugin (see the README for a systemd ExecStartPre= and a container
-entrypoint). It follows the agent's watch stream of TYPE: the snapshot
+plugin. It follows the agent's watch stream of TYPE: the snapshot
 first, then every event, so it ends as soon as the registry changes, and it
 holds one of the agent's --max-watchers streams while it waits; it never
 polls the agent. Until an agent listens on --api (not started yet,
@@ -452,6 +451,22 @@ RegisterPlugin error -- ...", or ": not seen (no agent is listening on
 		Give up after D; positive. Default 1m0s.
 	--api PATH
 		Unix socket of the agent's API. Default: see Default paths.
+
+A workload that needs its CSI driver, as a systemd unit:
+
+	[Unit]
+	After=plugreg.service
+
+	[Service]
+	ExecStartPre=/usr/local/bin/plugreg wait --type CSIPlugin --name csi.example.com --timeout 120s
+	ExecStart=/usr/local/bin/my-workload
+
+and as a container entrypoint, with the agent's API socket mounted
+(docker run -v /run/plugreg:/run/plugreg ..., or --api PATH):
+
+	#!/bin/sh
+	plugreg wait --type CSIPlugin --name csi.example.com --timeout 120s || exit 1
+	exec my-workload "$@"
 
 # plugreg status
 

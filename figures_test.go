@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/constant"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Figures in the docs. A figure that README.md, doc.go or a package's
+// doc.go states names the constant it comes from with a Go doc link
+// right after it or right before it, in brackets:
+//
+//	the checks due run together every 5 s ([register.checkBatch])
+//	at most [register.DefaultMaxPerUID] (1,000) API registrations per uid
+//
+// The link is package.Name, the package by its name (main for the root
+// package; unexported names too), or Name alone in a package's own
+// doc.go. TestDocFigures checks each such figure against the constant's
+// value, so a constant cannot change without its figures. A figure is a
+// number with an optional unit (ns, µs, ms, s, min, h; B, KiB, MiB, KB,
+// MB) or a Go duration (100ms, 1m0s).
+
+// The forms of a figure and of the name of its constant.
+const (
+	figurePattern = `(?:\d+(?:\.\d+)?(?:ns|µs|us|ms|s|m|h))+|\d+(?:,\d{3})*(?:\.\d+)?(?:\s?(?:ns|µs|us|ms|s|sec|seconds?|min|minutes?|h|hours?|B|bytes?|KiB|MiB|GiB|KB|MB|GB)\b)?`
+	refPattern    = `(?:[a-z][a-z0-9]*\.)?[A-Za-z_]\w*`
+)
+
+var (
+	// figureThenRef matches "FIGURE ([ref])" and "FIGURE [ref]".
+	figureThenRef = regexp.MustCompile(`(?:^|[^\w.,])(` + figurePattern + `)\s?\(?\[(` + refPattern + `)\]`)
+	// refThenFigure matches "[ref] (FIGURE)".
+	refThenFigure = regexp.MustCompile(`\[(` + refPattern + `)\]\s?\((` + figurePattern + `)\)`)
+)
+
+// figure is one figure of a doc that names its constant.
+type figure struct {
+	file string
+	line int
+	text string // as the doc states it
+	ref  string // package.Name, or Name in a package's doc.go
+}
+
+// docFigures returns the figures of text, which is a README or the text
+// of a doc comment; a doc comment's "//" are dropped, and a figure may
+// span lines.
+func docFigures(file, text string) []figure {
+	var flat strings.Builder
+	var starts []int // offset in flat of each line
+	for line := range strings.Lines(text) {
+		starts = append(starts, flat.Len())
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\n"))
+		line = strings.TrimSpace(strings.TrimPrefix(line, "//"))
+		flat.WriteString(line)
+		flat.WriteByte(' ')
+	}
+	s := flat.String()
+	lineOf := func(off int) int {
+		n := 0
+		for n < len(starts) && starts[n] <= off {
+			n++
+		}
+		return n
+	}
+	var out []figure
+	for _, m := range figureThenRef.FindAllStringSubmatchIndex(s, -1) {
+		out = append(out, figure{file, lineOf(m[2]), s[m[2]:m[3]], s[m[4]:m[5]]})
+	}
+	for _, m := range refThenFigure.FindAllStringSubmatchIndex(s, -1) {
+		out = append(out, figure{file, lineOf(m[4]), s[m[4]:m[5]], s[m[2]:m[3]]})
+	}
+	return out
+}
+
+// TestDocFigures checks every figure that README.md, doc.go and the
+// package docs state with the name of its constant against that
+// constant.
+func TestDocFigures(t *testing.T) {
+	var figures []figure
+	for _, file := range docFiles(t) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		figures = append(figures, docFigures(file, string(b))...)
+	}
+	if len(figures) == 0 {
+		t.Fatal("the docs name no constant after a figure")
+	}
+	consts := newConstants()
+	for _, f := range figures {
+		pkg, name, ok := strings.Cut(f.ref, ".")
+		if !ok {
+			pkg, name = docPackage(f.file), f.ref
+		}
+		c, err := consts.lookup(pkg, name)
+		if err != nil {
+			t.Errorf("%s:%d: %s [%s]: %v", f.file, f.line, f.text, f.ref, err)
+			continue
+		}
+		if err := figureIs(f.text, c); err != nil {
+			t.Errorf("%s:%d: %s [%s]: %v", f.file, f.line, f.text, f.ref, err)
+		}
+	}
+}
+
+// docFiles returns README.md, doc.go and every package's doc.go.
+func docFiles(t *testing.T) []string {
+	files := []string{"README.md"}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case !d.IsDir() && d.Name() == "doc.go":
+			files = append(files, filepath.ToSlash(p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// docPackage returns the name of the package that the doc file documents.
+func docPackage(file string) string {
+	if path.Dir(file) == "." {
+		return "main"
+	}
+	return path.Base(path.Dir(file))
+}
+
+// figureIs says whether the figure text states the value of c.
+func figureIs(text string, c *types.Const) error {
+	val := constant.ToFloat(c.Val())
+	if val.Kind() != constant.Float {
+		return fmt.Errorf("%s is not a number", c.Name())
+	}
+	want, _ := constant.Float64Val(val)
+	isDuration := types.TypeString(c.Type(), nil) == "time.Duration"
+	if d, err := time.ParseDuration(text); err == nil && strings.IndexFunc(text, isSpace) < 0 {
+		if !isDuration {
+			return fmt.Errorf("a duration, but %s is %v, not a time.Duration", c.Name(), c.Val())
+		}
+		if float64(d) != want {
+			return fmt.Errorf("%s is %v", c.Name(), time.Duration(want))
+		}
+		return nil
+	}
+	num, unit, _ := strings.Cut(strings.Replace(text, " ", "\x00", 1), "\x00")
+	if unit == "" {
+		if i := strings.IndexFunc(num, func(r rune) bool { return r != ',' && r != '.' && (r < '0' || r > '9') }); i > 0 {
+			num, unit = num[:i], num[i:]
+		}
+	}
+	got, err := strconv.ParseFloat(strings.ReplaceAll(num, ",", ""), 64)
+	if err != nil {
+		return err
+	}
+	scale, decimal, unitIsTime := unitScale(unit)
+	switch {
+	case isDuration && !unitIsTime:
+		return fmt.Errorf("%s is the duration %v; give the figure a unit of time", c.Name(), time.Duration(want))
+	case !isDuration && unitIsTime:
+		return fmt.Errorf("%s is %v, not a time.Duration", c.Name(), c.Val())
+	}
+	if decimal {
+		// A decimal size is rounded to the digits the figure gives.
+		digits := 0
+		if _, frac, ok := strings.Cut(num, "."); ok {
+			digits = len(frac)
+		}
+		p := math.Pow(10, float64(digits))
+		if math.Round(want/scale*p)/p != got {
+			return fmt.Errorf("%s is %v, about %.*f %s", c.Name(), c.Val(), digits, want/scale, unit)
+		}
+		return nil
+	}
+	if got*scale != want {
+		if isDuration {
+			return fmt.Errorf("%s is %v", c.Name(), time.Duration(want))
+		}
+		return fmt.Errorf("%s is %v", c.Name(), c.Val())
+	}
+	return nil
+}
+
+func isSpace(r rune) bool { return r == ' ' }
+
+// unitScale returns what one unit is worth, whether a figure in it is
+// rounded, and whether it is a unit of time.
+func unitScale(unit string) (scale float64, decimal, isTime bool) {
+	switch unit {
+	case "ns":
+		return 1, false, true
+	case "µs", "us":
+		return 1e3, false, true
+	case "ms":
+		return 1e6, false, true
+	case "s", "sec", "second", "seconds":
+		return 1e9, false, true
+	case "min", "minute", "minutes":
+		return 60e9, false, true
+	case "h", "hour", "hours":
+		return 3600e9, false, true
+	case "KiB":
+		return 1 << 10, false, false
+	case "MiB":
+		return 1 << 20, false, false
+	case "GiB":
+		return 1 << 30, false, false
+	case "KB":
+		return 1e3, true, false
+	case "MB":
+		return 1e6, true, false
+	case "GB":
+		return 1e9, true, false
+	}
+	return 1, false, false // B, bytes, or none
+}
+
+// constants type-checks the module's packages, on demand, for the values
+// of their constants. A package from outside the module and the standard
+// library is taken as empty: a constant built from one of its names has
+// no value, and the errors of type-checking are ignored.
+type constants struct {
+	fset *token.FileSet
+	std  types.Importer
+	dirs map[string][]string // directories of the module's packages, by package name
+	pkgs map[string]*types.Package
+}
+
+func newConstants() *constants {
+	fset := token.NewFileSet()
+	return &constants{fset: fset, std: importer.ForCompiler(fset, "gc", nil), pkgs: map[string]*types.Package{}}
+}
+
+// lookup returns the constant name of the module's package called pkg.
+func (cs *constants) lookup(pkg, name string) (*types.Const, error) {
+	if cs.dirs == nil {
+		cs.dirs = map[string][]string{}
+		err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			if bp, err := build.ImportDir(p, 0); err == nil {
+				cs.dirs[bp.Name] = append(cs.dirs[bp.Name], filepath.ToSlash(p))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	dirs := cs.dirs[pkg]
+	if len(dirs) != 1 {
+		return nil, fmt.Errorf("%d packages of the module are called %s", len(dirs), pkg)
+	}
+	p, err := cs.load(path.Clean(modulePath + "/" + dirs[0]))
+	if err != nil {
+		return nil, err
+	}
+	c, ok := p.Scope().Lookup(name).(*types.Const)
+	if !ok {
+		return nil, fmt.Errorf("package %s has no constant %s", pkg, name)
+	}
+	if c.Val().Kind() == constant.Unknown {
+		return nil, fmt.Errorf("%s has no value known without building the package", name)
+	}
+	return c, nil
+}
+
+// modulePath is the module's path; the root package is modulePath/.
+const modulePath = "github.com/plugreg/plugreg"
+
+// Import type-checks a package of the module, imports one of the
+// standard library, and takes any other as empty.
+func (cs *constants) Import(importPath string) (*types.Package, error) {
+	if importPath == modulePath || strings.HasPrefix(importPath, modulePath+"/") {
+		return cs.load(path.Clean(importPath + "/."))
+	}
+	if first, _, _ := strings.Cut(importPath, "/"); !strings.Contains(first, ".") {
+		return cs.std.Import(importPath)
+	}
+	p := types.NewPackage(importPath, path.Base(importPath))
+	p.MarkComplete()
+	return p, nil
+}
+
+// load type-checks the module's package of the import path.
+func (cs *constants) load(importPath string) (*types.Package, error) {
+	if p, ok := cs.pkgs[importPath]; ok {
+		return p, nil
+	}
+	dir := strings.TrimPrefix(strings.TrimPrefix(importPath, modulePath), "/")
+	if dir == "" {
+		dir = "."
+	}
+	bp, err := build.ImportDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for _, name := range bp.GoFiles {
+		f, err := parser.ParseFile(cs.fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	conf := types.Config{Importer: cs, Error: func(error) {}, FakeImportC: true}
+	p, err := conf.Check(importPath, cs.fset, files, nil)
+	if p == nil {
+		return nil, errors.Join(errors.New("type-check "+importPath), err)
+	}
+	cs.pkgs[importPath] = p
+	return p, nil
+}
