@@ -337,3 +337,70 @@ func (cs *constants) load(importPath string) (*types.Package, error) {
 	cs.pkgs[importPath] = p
 	return p, nil
 }
+
+// helpFlag matches a flag of `plugreg COMMAND -h` with its usage, as
+// flag.PrintDefaults prints them.
+var helpFlag = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][-A-Za-z0-9]*)(?: [^\n]*)?\n    \t([^\n]*)$`)
+
+// helpDefault is the default that flag.PrintDefaults appends to a usage.
+var helpDefault = regexp.MustCompile(`\(default "?([^"]*?)"?\)$`)
+
+// docFlag matches a flag entry of doc.go: its names on a line after one
+// tab, its text on the lines after two.
+var docFlag = regexp.MustCompile(`(?m)^\t(-[^\n]*)\n((?:\t\t[^\n]*\n)+)`)
+
+// docDefault matches the default a flag entry of doc.go states.
+var docDefault = regexp.MustCompile(`(?:^|\.\s|\()Default ([^\s:;,]+?)[.;,]?(?:\s|$)`)
+
+// TestDocFlagDefaults checks that the default each flag entry of doc.go
+// states is the one `plugreg COMMAND -h` prints, which the flag takes from
+// its constant.
+func TestDocFlagDefaults(t *testing.T) {
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, sec := range strings.Split(string(b), "\n# plugreg ")[1:] {
+		cmd, body, _ := strings.Cut(sec, "\n")
+		cmd, _, _ = strings.Cut(cmd, " ")
+		var stdout, stderr strings.Builder
+		if err := run(t.Context(), []string{cmd, "-h"}, &stdout, &stderr); err != nil && !errors.Is(err, errHelp) {
+			continue // no flags to check, or not on this OS: TestDocFlags says which
+		}
+		defaults := map[string]string{}
+		for _, m := range helpFlag.FindAllStringSubmatch(stdout.String()+stderr.String(), -1) {
+			if d := helpDefault.FindStringSubmatch(m[2]); d != nil {
+				defaults[m[1]] = d[1]
+			}
+		}
+		for _, e := range docFlag.FindAllStringSubmatch(body, -1) {
+			d := docDefault.FindStringSubmatch(strings.Join(strings.Fields(e[2]), " "))
+			if d == nil {
+				continue
+			}
+			for _, name := range regexp.MustCompile(`--?([a-z][-a-z0-9]*)`).FindAllStringSubmatch(e[1], -1) {
+				help, ok := defaults[name[1]]
+				if !ok {
+					continue
+				}
+				checked++
+				if !sameDefault(d[1], help) {
+					t.Errorf("doc.go, plugreg %s --%s: Default %s, but -h says %s", cmd, name[1], d[1], help)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked %d defaults of doc.go against -h; want the defaults of run's flags at least", checked)
+	}
+}
+
+// sameDefault says whether the default doc.go states is the one -h prints.
+func sameDefault(doc, help string) bool {
+	if a, err := time.ParseDuration(doc); err == nil {
+		b, err := time.ParseDuration(help)
+		return err == nil && a == b
+	}
+	return doc == help
+}
