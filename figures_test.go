@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +49,10 @@ var (
 	// refThenFigure matches "[ref] (FIGURE)".
 	refThenFigure = regexp.MustCompile(`\[(` + refPattern + `)\]\s?\((` + figurePattern + `)\)`)
 )
+
+// docLink matches a link to a name of the module, [package.Name], in
+// README.md and doc.go; a Markdown link, [text](url), is not one.
+var docLink = regexp.MustCompile(`\[([a-z][a-z0-9]*)\.([A-Za-z_]\w*)\]([^(]|$)`)
 
 // figure is one figure of a doc that names its constant.
 type figure struct {
@@ -104,6 +109,21 @@ func TestDocFigures(t *testing.T) {
 		t.Fatal("the docs name no constant after a figure")
 	}
 	consts := newConstants()
+	for _, file := range []string{"README.md", "doc.go"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range docLink.FindAllStringSubmatch(string(b), -1) {
+			p, err := consts.pkg(m[1])
+			if err == nil && p.Scope().Lookup(m[2]) == nil {
+				err = fmt.Errorf("package %s declares no %s", m[1], m[2])
+			}
+			if err != nil {
+				t.Errorf("%s: [%s.%s]: %v", file, m[1], m[2], err)
+			}
+		}
+	}
 	for _, f := range figures {
 		pkg, name, ok := strings.Cut(f.ref, ".")
 		if !ok {
@@ -255,6 +275,26 @@ func newConstants() *constants {
 
 // lookup returns the constant name of the module's package called pkg.
 func (cs *constants) lookup(pkg, name string) (*types.Const, error) {
+	p, err := cs.pkg(pkg)
+	if err != nil {
+		return nil, err
+	}
+	obj := p.Scope().Lookup(name)
+	if obj == nil {
+		return nil, fmt.Errorf("package %s declares no %s", pkg, name)
+	}
+	c, ok := obj.(*types.Const)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a constant", name)
+	}
+	if c.Val().Kind() == constant.Unknown {
+		return nil, fmt.Errorf("%s has no value known without building the package", name)
+	}
+	return c, nil
+}
+
+// pkg returns the module's package called name, type-checked.
+func (cs *constants) pkg(name string) (*types.Package, error) {
 	if cs.dirs == nil {
 		cs.dirs = map[string][]string{}
 		err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
@@ -273,22 +313,11 @@ func (cs *constants) lookup(pkg, name string) (*types.Const, error) {
 			return nil, err
 		}
 	}
-	dirs := cs.dirs[pkg]
+	dirs := cs.dirs[name]
 	if len(dirs) != 1 {
-		return nil, fmt.Errorf("%d packages of the module are called %s", len(dirs), pkg)
+		return nil, fmt.Errorf("%d packages of the module are called %s", len(dirs), name)
 	}
-	p, err := cs.load(path.Clean(modulePath + "/" + dirs[0]))
-	if err != nil {
-		return nil, err
-	}
-	c, ok := p.Scope().Lookup(name).(*types.Const)
-	if !ok {
-		return nil, fmt.Errorf("package %s has no constant %s", pkg, name)
-	}
-	if c.Val().Kind() == constant.Unknown {
-		return nil, fmt.Errorf("%s has no value known without building the package", name)
-	}
-	return c, nil
+	return cs.load(path.Clean(modulePath + "/" + dirs[0]))
 }
 
 // modulePath is the module's path; the root package is modulePath/.
@@ -403,4 +432,50 @@ func sameDefault(doc, help string) bool {
 		return err == nil && a == b
 	}
 	return doc == help
+}
+
+// TestFigureIs checks how a figure is read: its units, rounding and
+// forms.
+func TestFigureIs(t *testing.T) {
+	timePkg := types.NewPackage("time", "time")
+	duration := types.NewNamed(types.NewTypeName(token.NoPos, timePkg, "Duration", nil), types.Typ[types.Int64], nil)
+	num := func(v int64) *types.Const {
+		return types.NewConst(token.NoPos, nil, "c", types.Typ[types.UntypedInt], constant.MakeInt64(v))
+	}
+	dur := func(d time.Duration) *types.Const {
+		return types.NewConst(token.NoPos, nil, "c", duration, constant.MakeInt64(int64(d)))
+	}
+	tests := []struct {
+		text string
+		c    *types.Const
+		ok   bool
+	}{
+		{"5 s", dur(5 * time.Second), true},
+		{"5s", dur(5 * time.Second), true},
+		{"6 s", dur(5 * time.Second), false},
+		{"5", dur(5 * time.Second), false}, // a duration needs a unit
+		{"100ms", dur(100 * time.Millisecond), true},
+		{"1m0s", dur(time.Minute), true},
+		{"1 min", dur(time.Minute), true},
+		{"250 ms", dur(250 * time.Millisecond), true},
+		{"64 KiB", num(64 << 10), true},
+		{"63 KiB", num(64 << 10), false},
+		{"22 KB", num(22468), true},
+		{"23 KB", num(22468), false},
+		{"1,000", num(1000), true},
+		{"1,024", num(1000), false},
+		{"8", num(8), true},
+		{"8 s", num(8), false}, // a count is not a duration
+	}
+	for _, tc := range tests {
+		err := figureIs(tc.text, tc.c)
+		if (err == nil) != tc.ok {
+			t.Errorf("figureIs(%q, %v) = %v, want ok %v", tc.text, tc.c.Val(), err, tc.ok)
+		}
+	}
+	figs := docFigures("x.go", "// runs every 5\n// s ([register.checkBatch]), at most [api.TrustedConns] (8) and\n// 64 KiB [StreamWindowBytes]; [doc.go](doc.go)\n")
+	want := []figure{{"x.go", 1, "5 s", "register.checkBatch"}, {"x.go", 3, "64 KiB", "StreamWindowBytes"}, {"x.go", 2, "8", "api.TrustedConns"}}
+	if !slices.Equal(figs, want) {
+		t.Errorf("docFigures = %+v, want %+v", figs, want)
+	}
 }
