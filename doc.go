@@ -774,7 +774,7 @@ name (a path that is not valid UTF-8 is never dialled, and counted);
 grow the agent past --max-plugins (the rest are not dialled, one warning
 a minute, no memory per path); or stop the agent with a file system that
 does not answer (a FUSE or NFS mount under or over a plugin dir, before or
-while the agent runs): that dir's scan waits, at most one second per scan,
+while the agent runs): that dir's scan waits, at most 1 s ([scan.stallAfter]) per scan,
 and keeps its last entries; other dirs are scanned and registered, the API
 answers, the state is saved, each lookup there (a connect, or the checks
 of an API registration's endpoint) is given up after --dial-timeout, no

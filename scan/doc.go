@@ -90,13 +90,13 @@
 // other OSes no dir is settled and no call is raw.
 //
 // A settled dir is scanned on the goroutine of Scan; any other dir on a
-// goroutine of its own, one read at a time, which Scan waits for at most a
-// second. A dir whose read has not returned by then keeps the entries of
+// goroutine of its own, one read at a time, which Scan waits for at most
+// 1 s ([stallAfter]). A dir whose read has not returned by then keeps the entries of
 // its last read, the other dirs are scanned as usual, and Scan reports it
 // with a [*StallError], at every Scan while the read lasts, without waiting
 // for it again; the first Scan after the read returns takes its result. New
 // also resolves each dir on a goroutine of its own, and scans a dir it
-// cannot resolve within a second at its absolute path as given.
+// cannot resolve within stallAfter at its absolute path as given.
 //
 // # Socket identity
 //

@@ -56,7 +56,7 @@
 //     prefix before the bytes arrive. Only that call fails: its stream is
 //     reset with CANCEL and the rest of the reply is skipped.
 //   - The client announces a header-list limit of 64 KiB
-//     (SETTINGS_MAX_HEADER_LIST_SIZE) and decodes no more of a reply's
+//     ([maxHeaderListSize]; SETTINGS_MAX_HEADER_LIST_SIZE) and decodes no more of a reply's
 //     header list than that; a reply whose headers or trailers exceed it
 //     fails with ResourceExhausted, naming the limit (grpc-go says Internal
 //     here; this is a limit, not a broken peer). A gRPC reply needs a few
