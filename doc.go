@@ -273,7 +273,7 @@ failed validate or register reaches the plugin in the kubelet's
 words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
 ... plugin registration failed with err: LINE". A failed deregister is
 logged, and the plugin is deregistered all the same; the deregister is
-run again with backoff (1, 2, 4, ... intervals, up to --max-backoff) until
+run again with backoff (up to --max-backoff; see package statecache) until
 it succeeds or a plugin of the same type and name is registered again, and
 the state file keeps it across restarts. So deregister may run more than
 once for one plugin, and should succeed for a plugin it does not know.

@@ -125,7 +125,7 @@
 // plugin's incarnation (type, name and socket identity: two sockets that
 // carry one name, as in a rolling update, each get their DeRegister). The
 // cache schedules the retries like any other operation
-// (Client.RetryDeRegister): at once, then after 1, 2, 4, ... intervals,
+// (Client.RetryDeRegister): at once, then with the state cache's backoff,
 // capped at MaxBackoff, until the handler's DeRegister succeeds; they take
 // at most a quarter of MaxInFlight (at least one), and those of one plugin
 // type at most half of that, so that a handler that hangs cannot hold
@@ -167,8 +167,8 @@
 // cannot start, being missing, not executable or replaced, or fork
 // failing). A failure is never reported to
 // the plugin, and is counted as "failed".
-// Both are retried with the backoff of the state cache (1, 2, 4, ...
-// intervals, capped at MaxBackoff) while the socket exists; the
+// Both are retried with the backoff of the state cache (see package
+// statecache), capped at MaxBackoff, while the socket exists; the
 // "rejected" event and its Info log line come once per incarnation of the
 // socket, whatever the message, not at every retry. A plugin that hangs holds one of the MaxInFlight
 // slots until its timeout and delays no other. Sockets beyond MaxPlugins
