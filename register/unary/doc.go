@@ -62,7 +62,7 @@
 //     here; this is a limit, not a broken peer). A gRPC reply needs a few
 //     hundred bytes of headers, and the limit is what bounds the memory a
 //     plugin can make the agent spend on them.
-//   - Flow control: the client announces windows of 1 MiB for each stream
+//   - Flow control: the client announces windows of 1 MiB ([recvWindow]) for each stream
 //     and for the connection, and gives the connection's back with
 //     WINDOW_UPDATE once half of it is used, so no reply within maxReply
 //     ever waits for one. It sends within the server's windows and frame
