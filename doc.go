@@ -267,16 +267,17 @@ when it had any):
 
 Exit status 0 is success. Otherwise the error is the last non-blank line
 the program wrote to stderr, with control characters turned into spaces and
-cut to 512 bytes ([handler.maxHandlerErr]), or "exit status N" when there is none, or "killed by
-signal NAME" (KILL, TERM, ...), then that line, when a signal ended it; a
-failed validate or register reaches the plugin in the kubelet's
-words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
-... plugin registration failed with err: LINE". A failed deregister is
-logged, and the plugin is deregistered all the same; the deregister is
-run again with backoff (up to --max-backoff; see package statecache) until
-it succeeds or a plugin of the same type and name is registered again, and
-the state file keeps it across restarts. So deregister may run more than
-once for one plugin, and should succeed for a plugin it does not know.
+cut to 512 bytes ([handler.maxHandlerErr]), or "exit status N" when there
+is none, or "killed by signal NAME" (KILL, TERM, ...), then that line, when
+a signal ended it; a failed validate or register reaches the plugin in the
+kubelet's words: "RegisterPlugin error -- plugin validation failed with
+err: LINE" or ... plugin registration failed with err: LINE". A failed
+deregister is logged, and the plugin is deregistered all the same; the
+deregister is run again with backoff (up to --max-backoff; see package
+statecache) until it succeeds or a plugin of the same type and name is
+registered again, and the state file keeps it across restarts. So
+deregister may run more than once for one plugin, and should succeed for a
+plugin it does not know.
 
 A program that cannot start (ENOENT, EACCES, ETXTBSY, EAGAIN or ENOMEM: it
 is missing, not executable or being replaced by an upgrade, its
@@ -299,9 +300,9 @@ PLUGREG_ACTION=validate|register|deregister (on Windows PATH and SystemRoot
 point at the system root instead). The program runs in the agent's working
 directory. --handler-timeout bounds each call: then the program is killed,
 with everything in its process group (SIGKILL to the group it leads; on
-Windows only the program itself). What it writes beyond 64 KiB ([handler.MaxExecOutput]) per stream
-is read and discarded. The calls for one plugin name never overlap, and at
-most --max-in-flight run at once.
+Windows only the program itself). What it writes beyond 64 KiB
+([handler.MaxExecOutput]) per stream is read and discarded. The calls for
+one plugin name never overlap, and at most --max-in-flight run at once.
 
 # gRPC handlers
 
@@ -327,13 +328,13 @@ backoff until the handler answers; only the plugin's own answer (gone,
 changed, or refused by the handler) deregisters it. A handler may return
 the status UNAVAILABLE itself, to the same effect.
 
-The contract of the calls (which status refuses and how the plugin is
-told, UNAVAILABLE and deadlines retried, a failed DeRegister retried with
-backoff and kept across restarts so that DeRegister must be idempotent,
-the reasons, the limits on annotations) is the comment of the Handler
-service in proto/plugreg/v1/handler.proto. A reply over 64 KiB ([handler.MaxGRPCReply]) fails the
-call. The calls for one plugin name never overlap, and at most
---max-in-flight run at once.
+The contract of the calls (which status refuses and how the plugin is told,
+UNAVAILABLE and deadlines retried, a failed DeRegister retried with backoff
+and kept across restarts so that DeRegister must be idempotent, the
+reasons, the limits on annotations) is the comment of the Handler service
+in proto/plugreg/v1/handler.proto. A reply over 64 KiB
+([handler.MaxGRPCReply]) fails the call. The calls for one plugin name
+never overlap, and at most --max-in-flight run at once.
 
 # plugreg list
 
@@ -397,8 +398,8 @@ change in order; the events and revisions are described in package plugins.
 		marks the state file clean, the next run continues the revisions and
 		the events after REV follow; after kill -9 or a crash, the state file
 		may lack the last 250 ms ([plugins.saveGap]) of events, so the next
-		run continues [plugins.RevisionGap] revisions past the saved one, and a REV from before the crash gets a
-		resync first, never a gap.
+		run continues [plugins.RevisionGap] revisions past the saved one,
+		and a REV from before the crash gets a resync first, never a gap.
 	--type TYPE
 		Watch only plugins of this type (Nomad's PluginsUpdatedCh): the
 		snapshot holds them only, and only their events follow. Revisions
@@ -411,24 +412,25 @@ change in order; the events and revisions are described in package plugins.
 		json), error (rejected only) and plugins (snapshot and resync only).
 
 If the agent goes away, as in a restart, watch reconnects for up to 30 s
-([main.watchReconnect]) and
-resumes after the last revision it printed, so it loses nothing. If it never
-reached an agent, or the agent refused the stream because it serves
---max-watchers already ("too many watchers"), it exits with status 1 at once.
+([main.watchReconnect]) and resumes after the last revision it printed, so
+it loses nothing. If it never reached an agent, or the agent refused the
+stream because it serves --max-watchers already ("too many watchers"), it
+exits with status 1 at once.
 
 # plugreg wait
 
 	plugreg wait --type TYPE --name NAME [--for registered|healthy|gone] [--owner ID] [--timeout D] [--api PATH]
 
-Waits until a condition of plugin TYPE/NAME holds, then exits with status
-0 at once, for a script or a service that must not start before its
-plugin. It follows the agent's watch stream of TYPE: the snapshot
-first, then every event, so it ends as soon as the registry changes, and it
-holds one of the agent's --max-watchers streams while it waits; it never
-polls the agent. Until an agent listens on --api (not started yet,
-restarting), it tries to connect again after 50 ms ([main.waitRetryMin]),
-then twice as long each time, up to 1 s ([main.waitRetryMax]): that waits for a socket, not for the plugin. A
-stream that ends (the agent stopped) is followed again the same way.
+Waits until a condition of plugin TYPE/NAME holds, then exits with status 0
+at once, for a script or a service that must not start before its plugin.
+It follows the agent's watch stream of TYPE: the snapshot first, then every
+event, so it ends as soon as the registry changes, and it holds one of the
+agent's --max-watchers streams while it waits; it never polls the agent.
+Until an agent listens on --api (not started yet, restarting), it tries to
+connect again after 50 ms ([main.waitRetryMin]), then twice as long each
+time, up to 1 s ([main.waitRetryMax]): that waits for a socket, not for the
+plugin. A stream that ends (the agent stopped) is followed again the same
+way.
 
 If the condition does not hold within --timeout, wait exits with status 1
 and says what it saw of the plugin last, and why it could not follow the
@@ -607,10 +609,10 @@ agents' --publish-prefix, default /plugreg) and the --etcd-cacert,
 run. Strings from etcd are quoted as list quotes them.
 
 list prints the plugins of every node, sorted by node, type and name, all
-as of one etcd revision, read in pages of 1,000 ([fleet.PageSize]) keys, so its memory does
-not grow with the fleet. --type, --name and --node select; --name reads
-only that name's index keys. -o json prints an array of objects with the
-keys of list -o json plus node.
+as of one etcd revision, read in pages of 1,000 ([fleet.PageSize]) keys, so
+its memory does not grow with the fleet. --type, --name and --node select;
+--name reads only that name's index keys. -o json prints an array of
+objects with the keys of list -o json plus node.
 
 watch prints every change of a plugin key after revision --since (default
 0: from now), one line each: the revision, put or delete, NODE TYPE NAME
@@ -622,11 +624,12 @@ with revision "-") and watches from the listing's revision.
 
 wait is `plugreg wait` against the fleet view: it exits with status 0 as
 soon as NODE publishes plugin T/N (--for registered, the default) or no
-longer does (--for gone), and with status 1 after --timeout (default 1m0s)
-with what it saw last ("N on node NODE: published", "not seen"). It lists
-the plugin once, then follows etcd's watch of the plugin keys from that
-listing's revision; while etcd cannot be reached, or after its watch ends,
-it lists again, pausing as plugreg wait does between attempts.
+longer does (--for gone), and with status 1 after --timeout (default 1m0s
+([main.defaultWaitTimeout])) with what it saw last ("N on node NODE:
+published", "not seen"). It lists the plugin once, then follows etcd's
+watch of the plugin keys from that listing's revision; while etcd cannot be
+reached, or after its watch ends, it lists again, pausing as plugreg wait
+does between attempts.
 
 forget deletes NODE's keys at once: it revokes the node's lease and
 deletes what is left of its node, plugin and index keys, for a node an
@@ -697,14 +700,14 @@ which the service files do not count as a failure.
 
 	plugreg completion bash|zsh|fish
 
-Prints a script that completes plugreg's commands, subcommands and flags
-in the shell; the values of the flags that take one of a fixed set (-o,
---for, --log-format, --log-level); and the types and names of the
-running agent's plugins where an argument is a plugin: TYPE and NAME of
-get, and --type and --name of list, watch, wait and deregister, from the
-agent on the --api of the command line (or the default one), which must
-answer within 1 s ([main.completionTimeout]). Elsewhere, such as a flag that takes a path, the shell
-completes file names. Load it with
+Prints a script that completes plugreg's commands, subcommands and flags in
+the shell; the values of the flags that take one of a fixed set (-o, --for,
+--log-format, --log-level); and the types and names of the running agent's
+plugins where an argument is a plugin: TYPE and NAME of get, and --type and
+--name of list, watch, wait and deregister, from the agent on the --api of
+the command line (or the default one), which must answer within 1 s
+([main.completionTimeout]). Elsewhere, such as a flag that takes a path,
+the shell completes file names. Load it with
 
 	source <(plugreg completion bash)    # in ~/.bashrc
 	source <(plugreg completion zsh)     # in ~/.zshrc, after compinit
@@ -761,26 +764,26 @@ bounded before the agent does work for it.
 
 A plugin directory (anyone who may create a socket in it) can register a
 plugin of any type and name, as with the kubelet: the directory's
-permissions are the first protection (a missing --dir is created 0750;
-run warns about a --dir its group or others may write to), and --allow-uid
-also requires the socket file's owner and the serving process (peer
-credentials) to have an allowed uid before anything is sent. It cannot:
-make the agent dial another socket than the one the scan saw (before and
-after each connect every directory below the plugin dir must still be a
-directory and the socket the one the scan saw, taken by the one call
-scan.StatSocket: device, inode and times; otherwise "socket refused: path
-changed between scan and dial"); break the API or the state file with a
-name (a path that is not valid UTF-8 is never dialled, and counted);
-grow the agent past --max-plugins (the rest are not dialled, one warning
-a minute, no memory per path); or stop the agent with a file system that
-does not answer (a FUSE or NFS mount under or over a plugin dir, before or
-while the agent runs): that dir's scan waits, at most 1 s ([scan.stallAfter]) per scan,
-and keeps its last entries; other dirs are scanned and registered, the API
-answers, the state is saved, each lookup there (a connect, or the checks
-of an API registration's endpoint) is given up after --dial-timeout, no
-new one starts in that directory until the hung ones return, and
-/healthz names the dir (see package scan, Settled and StallError). A raw system call, which
-holds the agent's thread while it runs, is made only below dirs whose
+permissions are the first protection (a missing --dir is created 0750; run
+warns about a --dir its group or others may write to), and --allow-uid also
+requires the socket file's owner and the serving process (peer credentials)
+to have an allowed uid before anything is sent. It cannot: make the agent
+dial another socket than the one the scan saw (before and after each
+connect every directory below the plugin dir must still be a directory and
+the socket the one the scan saw, taken by the one call scan.StatSocket:
+device, inode and times; otherwise "socket refused: path changed between
+scan and dial"); break the API or the state file with a name (a path that
+is not valid UTF-8 is never dialled, and counted); grow the agent past
+--max-plugins (the rest are not dialled, one warning a minute, no memory
+per path); or stop the agent with a file system that does not answer (a
+FUSE or NFS mount under or over a plugin dir, before or while the agent
+runs): that dir's scan waits, at most 1 s ([scan.stallAfter]) per scan, and
+keeps its last entries; other dirs are scanned and registered, the API
+answers, the state is saved, each lookup there (a connect, or the checks of
+an API registration's endpoint) is given up after --dial-timeout, no new
+one starts in that directory until the hung ones return, and /healthz names
+the dir (see package scan, Settled and StallError). A raw system call,
+which holds the agent's thread while it runs, is made only below dirs whose
 mounts are all local file systems, checked against /proc/self/mountinfo
 before each scan and connect.
 
@@ -826,26 +829,27 @@ measured under such loads.
 An API writer (root, the agent's uid, or a uid of --api-register-uid, told
 by the connection's peer credentials; Windows: SYSTEM, the agent's user,
 elevated Administrators; illumos, Solaris and AIX tell no peer, so nobody
-registers there) may register and deregister. Each instance records the
-uid that registered it; only that uid, root or the agent's uid may replace
-or deregister an owner's instances (others: PERMISSION_DENIED naming both
+registers there) may register and deregister. Each instance records the uid
+that registered it; only that uid, root or the agent's uid may replace or
+deregister an owner's instances (others: PERMISSION_DENIED naming both
 uids). A uid holds at most 1,000 ([register.DefaultMaxPerUID]) API
-registrations, whatever the owner names, and --max-plugins in all. An endpoint must be an absolute path of a
-unix socket that the caller's uid owns, or root, or (with --allow-uid) an
-allowed uid, which must serve it too when it is checked; any path the
-caller may not use gets one message, whether it is missing, not a socket
-or another's, and --no-check skips only the liveness checks. register and
-deregister return once the state file holds the change, fsynced.
+registrations, whatever the owner names, and --max-plugins in all. An
+endpoint must be an absolute path of a unix socket that the caller's uid
+owns, or root, or (with --allow-uid) an allowed uid, which must serve it
+too when it is checked; any path the caller may not use gets one message,
+whether it is missing, not a socket or another's, and --no-check skips only
+the liveness checks. register and deregister return once the state file
+holds the change, fsynced.
 
 etcd, and the other nodes that share it (run --publish, plugreg fleet),
 cannot stop the agent: unreachable at start, a wrong password (retried at
-most every 30 s ([fleet.authRetry])), auth enabled later or every member restarted, the agent
-serves its registry and API, reports the fault once per change (log,
-/healthz body, plugreg_publish_* metrics) and publishes once it can. A
-password goes only over TLS or to a loopback endpoint. A node's role lets
-it write and delete other nodes' name index keys, which each node rewrites
-within a --publish-ttl; a node continues a saved lease only if etcd shows
-its own node key on it (see package plugins/fleet).
+most every 30 s ([fleet.authRetry])), auth enabled later or every member
+restarted, the agent serves its registry and API, reports the fault once
+per change (log, /healthz body, plugreg_publish_* metrics) and publishes
+once it can. A password goes only over TLS or to a loopback endpoint. A
+node's role lets it write and delete other nodes' name index keys, which
+each node rewrites within a --publish-ttl; a node continues a saved lease
+only if etcd shows its own node key on it (see package plugins/fleet).
 
 The metrics endpoint (--metrics) is off by default, loopback-only unless
 --metrics-allow-remote, holds its connections within
