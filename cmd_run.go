@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ const shutdownGrace = time.Second
 const (
 	defaultProbeInterval     = 30 * time.Second
 	defaultInfoProbeInterval = 5 * time.Minute
-	healthStale              = 10 // intervals without a heartbeat of the loop (every 5 s), or of one scan, before /healthz fails, but at least healthStaleMin
+	healthStale              = 10 // intervals without a heartbeat of the loop (at each batch of checks), or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin           = 10 * time.Second
 )
 
@@ -110,9 +111,9 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 
 	flags := newFlagSet("run", "[flags]", stderr)
 	flags.Var(&c.dirs, "dir", "plugin `directory` to scan, recursively (repeatable; default "+defaultDir()+")")
-	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default CSIPlugin=1.* DevicePlugin=v1beta1 DRAPlugin=v1.DRAPlugin,v1beta1.DRAPlugin)")
+	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default "+defaultAcceptText()+")")
 	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH|grpc:SOCKET`: exec runs the program PATH for each validate, register and deregister; grpc calls the plugreg.v1.Handler service served on the unix socket SOCKET (an absolute path; it may come up after the agent: until then registrations of TYPE fail and are retried). Repeatable, once per type. The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment, and for the service")
-	flags.Var(&c.interval, "interval", "time between two scans: the longest a new or removed socket waits to be seen; each costs the idle agent one wake-up (one thread, on Linux) and a stat per plugin directory, so a longer one costs less CPU and fewer wake-ups and a shorter one sees sockets sooner (the README measures both); after a scan that found changes, the next comes after an eighth of it (10ms at least), until the scans have found nothing new for half of it")
+	flags.Var(&c.interval, "interval", "time between two scans: the longest a new or removed socket waits to be seen; each costs the idle agent one wake-up (one thread, on Linux) and a stat per plugin directory, so a longer one costs less CPU and fewer wake-ups and a shorter one sees sockets sooner (the README measures both); scans come sooner during a burst of changes (go doc ./register)")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
 	flags.StringVar(&c.state, "state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")
@@ -130,7 +131,7 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	flags.Var(&c.timeouts.handler, "handler-timeout", "timeout of a handler's Validate and Register, or DeRegister")
 	flags.Var(&c.maxInFlight, "max-in-flight", "registrations and deregistrations running at once")
 	flags.Var(&c.maxBackoff, "max-backoff", "longest wait before a failed registration is retried")
-	flags.Var(&c.fullScanEvery, "full-scan-every", "read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, 600 scans at the default interval)")
+	flags.Var(&c.fullScanEvery, "full-scan-every", fmt.Sprintf("read every directory every `N` scans, changed or not (0: only the first scan; default: once a minute, %d scans at the default interval)", fullScansEvery(register.DefaultInterval)))
 	flags.Var(&c.maxPlugins, "max-plugins", "sockets the agent handles at most; more are refused, not dialled")
 	flags.Var(&c.maxWatchers, "max-watchers", "API watch streams served at once; one more fails with RESOURCE_EXHAUSTED, and a uid other than root's and the agent's holds at most a quarter")
 	flags.Var(&c.apiMaxStreams, "api-max-streams", "streams at once on one API connection; one more is refused")
@@ -493,6 +494,16 @@ func sources(rec *register.Reconciler, scanner *scan.Scanner, reg *plugins.Regis
 		s.StateWrites, s.StateWriteErrors = saver.Writes, saver.Errors
 	}
 	return s
+}
+
+// defaultAcceptText is the default of --accept, as the flag is given:
+// handler.DefaultAccept.
+func defaultAcceptText() string {
+	var parts []string
+	for _, a := range handler.DefaultAccept() {
+		parts = append(parts, a.Type+"="+strings.Join(a.Patterns, ","))
+	}
+	return strings.Join(parts, " ")
 }
 
 // fullScansEvery is the default of --full-scan-every for a scan interval:

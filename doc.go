@@ -63,12 +63,11 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		Time between two scans; positive. Default 100ms. It is the longest
 		a new or removed socket waits to be seen, and what the idle agent
 		costs: one wake-up per scan (on Linux of one thread, and nothing
-		else of the agent runs) and a stat of each plugin directory. The
-		README's performance table measures 100ms against 250ms and 1s. A
-		scan that found changes is followed by the next one after an eighth
-		of D (10ms at least), until the scans have found nothing new for
-		D/2, so that a burst of plugins is seen in a fraction of D. Backoff
-		and probes are counted in intervals.
+		else of the agent runs) and a stat of each plugin directory; the
+		README's performance table measures what a longer one saves. A scan
+		that found changes is followed by quicker ones until the burst is
+		over, so that a burst of plugins is seen in a fraction of D (see
+		package register). Backoff and probes are counted in intervals.
 	--accept TYPE=PATTERNS
 		Accept plugins of TYPE whose supported versions match one of the
 		comma-separated path.Match patterns (1.*, *, v1beta1). Repeatable,
@@ -132,18 +131,19 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		with backoff; N busy verifications in a row make it unhealthy.
 	--probe-rate R
 		Liveness checks per second at most, both kinds, across all plugins;
-		0: no bound. Default 40. Up to rate × interval plugins (1,200 at the
-		defaults) each is checked as often as the two intervals say; with
-		more, each is checked less often, so checking costs the same at
-		10,000 plugins as at 1,200.
+		0: no bound. Default 40. Up to R × --probe-interval plugins each
+		is checked as often as the two intervals say; with more, each is
+		checked less often, so checking costs no more however many plugins
+		there are.
 	--metrics ADDR
 		Serve /metrics, /healthz and /readyz over HTTP on ADDR, such as
 		127.0.0.1:9402. Default: off. ADDR must be loopback (an address with
 		no host, such as :9402, means every interface and is refused as well).
 		/healthz fails when the reconcile loop has not ticked, a scan has
 		been running, or the read of a plugin dir has stalled (a dead mount
-		below or over it, named), for 10 intervals or 10 s, whichever is
-		longer. See package register/metrics.
+		below or over it, named), for 10 ([main.healthStale]) intervals or
+		10 s ([main.healthStaleMin]), whichever is longer. See package
+		register/metrics.
 	--metrics-allow-remote
 		Allow a --metrics address that is not loopback. The endpoints have
 		no authentication. Default: off.
@@ -170,8 +170,8 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		Read every directory every N scans, changed or not: the safety net
 		for file systems that do not update directory modification times
 		(some network and FUSE file systems). 0: only the first scan. Default:
-		one minute's worth of scans, 600 at the default interval; unless
-		given, it follows --interval.
+		one minute's worth of scans, 600 ([scan.DefaultFullScanEvery]) at
+		the default interval; unless given, it follows --interval.
 	--max-plugins N
 		Sockets the agent handles at most. Sockets beyond it are refused:
 		counted in plugreg_sockets_refused_total{reason="max_plugins"} (once
@@ -182,19 +182,20 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 	--max-watchers N
 		API watch streams served at once. One more fails at once with
 		RESOURCE_EXHAUSTED, "too many watchers"; a stream that ends frees
-		its slot. A uid other than root's and the agent's holds at most a
-		quarter of them (16 by default), and all callers whose uid cannot
-		be told together as much; one more fails with "too many watchers
-		of uid N". A watcher that stops reading costs the agent what gRPC
-		buffers for its stream (64 KiB of events, or a snapshot, encoded
+		its slot. A uid other than root's and the agent's holds at most
+		one in [api.watchShare] (4) of them, and all callers whose uid
+		cannot be told together as much; one more fails with "too many
+		watchers of uid N". A watcher that stops reading costs the agent
+		what gRPC buffers for its stream (64 KiB ([api.StreamWindowBytes])
+		of events, or a snapshot, encoded
 		once per revision and shared by every watcher sent it) and one
 		event more, however far behind it falls; it gets a resync when it
 		reads on. Default 64.
 	--api-max-streams N
 		Streams (calls and watches) at once on one API connection; one
 		more is refused (REFUSED_STREAM), and a gRPC client waits for a
-		free one. Default 16. Each stream buffers at most 64 KiB of its
-		request ([api.StreamWindowBytes]), and a request larger than the
+		free one. Default 16. Each stream buffers at most 64 KiB
+		([api.StreamWindowBytes]) of its request, and a request larger than the
 		largest valid one ([api.MaxRequestBytes]) is refused without being
 		read; a register or deregister from a caller that may not write is
 		refused on its headers, before its body is read.
@@ -207,7 +208,7 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		keeps for scans, plugins, handlers, etcd and the state file
 		([api.DescriptorReserve]); the "agent started" log line gives the
 		number in force (api_max_conns). A connection with no stream is
-		closed after a minute ([api.DefaultIdleTimeout]); a watch keeps its
+		closed after 1 min ([api.DefaultIdleTimeout]); a watch keeps its
 		connection. Default 256.
 	--allow-uid UID[,UID...]
 		Register only sockets whose file owner and serving process (peer
@@ -223,8 +224,9 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		the client's uid from the socket (peer credentials). Repeatable.
 		Unix only, as --allow-uid; on Windows SYSTEM, the agent's user and
 		elevated Administrators may register, and on illumos, Solaris and
-		AIX, which tell no peer, nobody may. An owner (register --owner) holds 1000
-		API registrations at most, and all owners together --max-plugins.
+		AIX, which tell no peer, nobody may. A uid holds at most 1,000
+		([register.DefaultMaxPerUID]) API registrations, whatever owners it
+		names, and all uids together --max-plugins.
 	--publish ENDPOINTS
 		Publish the registry to etcd at these comma-separated endpoints
 		(etcd://HOST:2379, host:port or http(s)://host:port), for `plugreg
@@ -265,16 +267,17 @@ when it had any):
 
 Exit status 0 is success. Otherwise the error is the last non-blank line
 the program wrote to stderr, with control characters turned into spaces and
-cut to 512 bytes, or "exit status N" when there is none, or "killed by
-signal NAME" (KILL, TERM, ...), then that line, when a signal ended it; a
-failed validate or register reaches the plugin in the kubelet's
-words: "RegisterPlugin error -- plugin validation failed with err: LINE" or
-... plugin registration failed with err: LINE". A failed deregister is
-logged, and the plugin is deregistered all the same; the deregister is
-run again with backoff (1, 2, 4, ... intervals, up to --max-backoff) until
-it succeeds or a plugin of the same type and name is registered again, and
-the state file keeps it across restarts. So deregister may run more than
-once for one plugin, and should succeed for a plugin it does not know.
+cut to 512 bytes ([plugins.MaxText], marked "… (N bytes)"), or "exit status N" when there
+is none, or "killed by signal NAME" (KILL, TERM, ...), then that line, when
+a signal ended it; a failed validate or register reaches the plugin in the
+kubelet's words: "RegisterPlugin error -- plugin validation failed with
+err: LINE" or ... plugin registration failed with err: LINE". A failed
+deregister is logged, and the plugin is deregistered all the same; the
+deregister is run again with backoff (up to --max-backoff; see package
+statecache) until it succeeds or a plugin of the same type and name is
+registered again, and the state file keeps it across restarts. So
+deregister may run more than once for one plugin, and should succeed for a
+plugin it does not know.
 
 A program that cannot start (ENOENT, EACCES, ETXTBSY, EAGAIN or ENOMEM: it
 is missing, not executable or being replaced by an upgrade, its
@@ -284,7 +287,8 @@ proceed once the program can start. The agent does not start if PATH is
 missing or not executable when it starts.
 
 register may print annotations on stdout: one JSON object of strings, such
-as {"node":"worker-1"}, at most 32 keys and 4 KiB of keys and values in all,
+as {"node":"worker-1"}, at most 32 ([plugins.MaxAnnotations]) keys and
+4 KiB ([plugins.MaxAnnotationBytes]) of keys and values in all,
 valid UTF-8 without control characters, keys not empty. Nothing (or only
 blanks) means none. Anything else is a failed registration: the plugin is
 told, and the program is called again with deregister, reason "rolled
@@ -296,9 +300,9 @@ PLUGREG_ACTION=validate|register|deregister (on Windows PATH and SystemRoot
 point at the system root instead). The program runs in the agent's working
 directory. --handler-timeout bounds each call: then the program is killed,
 with everything in its process group (SIGKILL to the group it leads; on
-Windows only the program itself). What it writes beyond 64 KiB per stream
-is read and discarded. The calls for one plugin name never overlap, and at
-most --max-in-flight run at once.
+Windows only the program itself). What it writes beyond 64 KiB
+([handler.MaxExecOutput]) per stream is read and discarded. The calls for
+one plugin name never overlap, and at most --max-in-flight run at once.
 
 # gRPC handlers
 
@@ -324,13 +328,13 @@ backoff until the handler answers; only the plugin's own answer (gone,
 changed, or refused by the handler) deregisters it. A handler may return
 the status UNAVAILABLE itself, to the same effect.
 
-The contract of the calls (which status refuses and how the plugin is
-told, UNAVAILABLE and deadlines retried, a failed DeRegister retried with
-backoff and kept across restarts so that DeRegister must be idempotent,
-the reasons, the limits on annotations) is the comment of the Handler
-service in proto/plugreg/v1/handler.proto. A reply over 64 KiB fails the
-call. The calls for one plugin name never overlap, and at most
---max-in-flight run at once.
+The contract of the calls (which status refuses and how the plugin is told,
+UNAVAILABLE and deadlines retried, a failed DeRegister retried with backoff
+and kept across restarts so that DeRegister must be idempotent, the
+reasons, the limits on annotations) is the comment of the Handler service
+in proto/plugreg/v1/handler.proto. A reply over 64 KiB
+([handler.MaxGRPCReply]) fails the call. The calls for one plugin name
+never overlap, and at most --max-in-flight run at once.
 
 # plugreg list
 
@@ -393,9 +397,9 @@ change in order; the events and revisions are described in package plugins.
 		restart of the agent: after a clean stop (SIGTERM), whose last save
 		marks the state file clean, the next run continues the revisions and
 		the events after REV follow; after kill -9 or a crash, the state file
-		may lack the last 250 ms of events, so the next run continues 2^32
-		revisions past the saved one, and a REV from before the crash gets a
-		resync first, never a gap.
+		may lack the last 250 ms ([plugins.saveGap]) of events, so the next
+		run continues [plugins.RevisionGap] revisions past the saved one,
+		and a REV from before the crash gets a resync first, never a gap.
 	--type TYPE
 		Watch only plugins of this type (Nomad's PluginsUpdatedCh): the
 		snapshot holds them only, and only their events follow. Revisions
@@ -407,25 +411,26 @@ change in order; the events and revisions are described in package plugins.
 		per line with the keys revision, event, time, plugin (as in list -o
 		json), error (rejected only) and plugins (snapshot and resync only).
 
-If the agent goes away, as in a restart, watch reconnects for up to 30 s and
-resumes after the last revision it printed, so it loses nothing. If it never
-reached an agent, or the agent refused the stream because it serves
---max-watchers already ("too many watchers"), it exits with status 1 at once.
+If the agent goes away, as in a restart, watch reconnects for up to 30 s
+([main.watchReconnect]) and resumes after the last revision it printed, so
+it loses nothing. If it never reached an agent, or the agent refused the
+stream because it serves --max-watchers already ("too many watchers"), it
+exits with status 1 at once.
 
 # plugreg wait
 
 	plugreg wait --type TYPE --name NAME [--for registered|healthy|gone] [--owner ID] [--timeout D] [--api PATH]
 
-Waits until a condition of plugin TYPE/NAME holds, then exits with status
-0 at once, for a script or a service that must not start before its
-plugin (see the README for a systemd ExecStartPre= and a container
-entrypoint). It follows the agent's watch stream of TYPE: the snapshot
-first, then every event, so it ends as soon as the registry changes, and it
-holds one of the agent's --max-watchers streams while it waits; it never
-polls the agent. Until an agent listens on --api (not started yet,
-restarting), it tries to connect again after 50 ms, then twice as long
-each time, up to 1 s: that waits for a socket, not for the plugin. A
-stream that ends (the agent stopped) is followed again the same way.
+Waits until a condition of plugin TYPE/NAME holds, then exits with status 0
+at once, for a script or a service that must not start before its plugin.
+It follows the agent's watch stream of TYPE: the snapshot first, then every
+event, so it ends as soon as the registry changes, and it holds one of the
+agent's --max-watchers streams while it waits; it never polls the agent.
+Until an agent listens on --api (not started yet, restarting), it tries to
+connect again after 50 ms ([main.waitRetryMin]), then twice as long each
+time, up to 1 s ([main.waitRetryMax]): that waits for a socket, not for the
+plugin. A stream that ends (the agent stopped) is followed again the same
+way.
 
 If the condition does not hold within --timeout, wait exits with status 1
 and says what it saw of the plugin last, and why it could not follow the
@@ -452,6 +457,22 @@ RegisterPlugin error -- ...", or ": not seen (no agent is listening on
 		Give up after D; positive. Default 1m0s.
 	--api PATH
 		Unix socket of the agent's API. Default: see Default paths.
+
+A workload that needs its CSI driver, as a systemd unit:
+
+	[Unit]
+	After=plugreg.service
+
+	[Service]
+	ExecStartPre=/usr/local/bin/plugreg wait --type CSIPlugin --name csi.example.com --timeout 120s
+	ExecStart=/usr/local/bin/my-workload
+
+and as a container entrypoint, with the agent's API socket mounted
+(docker run -v /run/plugreg:/run/plugreg ..., or --api PATH):
+
+	#!/bin/sh
+	plugreg wait --type CSIPlugin --name csi.example.com --timeout 120s || exit 1
+	exec my-workload "$@"
 
 # plugreg status
 
@@ -481,7 +502,7 @@ It exits with status 0 when the agent is healthy, and 1, after the
 screen, with "plugreg: agent unhealthy: REASON" when it is not, as
 /healthz answers 503 with the same REASON: the loop has not started or
 stopped running, a scan has run too long, or a plugin dir's read is
-stalled (10 intervals, and 10 s at least). So it can back a monitoring
+stalled (as run --metrics says). So it can back a monitoring
 check. Failed state file writes, an unavailable handler and a stale fleet
 view show on the screen but do not make the agent unhealthy, as they do
 not fail /healthz.
@@ -590,10 +611,10 @@ on etcd (a listing, a removal; the flag help gives the default). Strings from et
 are quoted as list quotes them.
 
 list prints the plugins of every node, sorted by node, type and name, all
-as of one etcd revision, read in pages of 1,000 keys, so its memory does
-not grow with the fleet. --type, --name and --node select; --name reads
-only that name's index keys. -o json prints an array of objects with the
-keys of list -o json plus node.
+as of one etcd revision, read in pages of 1,000 ([fleet.PageSize]) keys, so
+its memory does not grow with the fleet. --type, --name and --node select;
+--name reads only that name's index keys. -o json prints an array of
+objects with the keys of list -o json plus node.
 
 watch prints every change of a plugin key after revision --since (default
 0: from now), one line each: the revision, put or delete, NODE TYPE NAME
@@ -605,11 +626,12 @@ with revision "-") and watches from the listing's revision.
 
 wait is `plugreg wait` against the fleet view: it exits with status 0 as
 soon as NODE publishes plugin T/N (--for registered, the default) or no
-longer does (--for gone), and with status 1 after --timeout (default 1m0s)
-with what it saw last ("N on node NODE: published", "not seen"). It lists
-the plugin once, then follows etcd's watch of the plugin keys from that
-listing's revision; while etcd cannot be reached, or after its watch ends,
-it lists again after 50 ms, then twice as long each time, up to 1 s.
+longer does (--for gone), and with status 1 after --timeout (default 1m0s
+([main.defaultWaitTimeout])) with what it saw last ("N on node NODE:
+published", "not seen"). It lists the plugin once, then follows etcd's
+watch of the plugin keys from that listing's revision; while etcd cannot be
+reached, or after its watch ends, it lists again, pausing as plugreg wait
+does between attempts.
 
 forget deletes NODE's keys at once: it revokes the node's lease and
 deletes what is left of its node, plugin and index keys, for a node an
@@ -656,7 +678,7 @@ path of this executable and `run` followed by the run flags given:
 	          rc.conf; the log goes to syslog, tagged plugreg
 	macOS     a launchd daemon, /Library/LaunchDaemons/com.github.plugreg.plist;
 	          the log goes to /var/log/plugreg.log
-	Windows   the service "plugreg" (automatic start, restarted 5 s after a
+	Windows   the service "plugreg" (automatic start, restarted after a
 	          failure) and its Application event log source "plugreg"
 
 Each restarts the agent when it fails. install makes the relative paths in
@@ -680,14 +702,14 @@ which the service files do not count as a failure.
 
 	plugreg completion bash|zsh|fish
 
-Prints a script that completes plugreg's commands, subcommands and flags
-in the shell; the values of the flags that take one of a fixed set (-o,
---for, --log-format, --log-level); and the types and names of the
-running agent's plugins where an argument is a plugin: TYPE and NAME of
-get, and --type and --name of list, watch, wait and deregister, from the
-agent on the --api of the command line (or the default one), which must
-answer within 1 s. Elsewhere, such as a flag that takes a path, the shell
-completes file names. Load it with
+Prints a script that completes plugreg's commands, subcommands and flags in
+the shell; the values of the flags that take one of a fixed set (-o, --for,
+--log-format, --log-level); and the types and names of the running agent's
+plugins where an argument is a plugin: TYPE and NAME of get, and --type and
+--name of list, watch, wait and deregister, from the agent on the --api of
+the command line (or the default one), which must answer within 1 s
+([main.completionTimeout]). Elsewhere, such as a flag that takes a path,
+the shell completes file names. Load it with
 
 	source <(plugreg completion bash)    # in ~/.bashrc
 	source <(plugreg completion zsh)     # in ~/.zshrc, after compinit
@@ -744,39 +766,40 @@ bounded before the agent does work for it.
 
 A plugin directory (anyone who may create a socket in it) can register a
 plugin of any type and name, as with the kubelet: the directory's
-permissions are the first protection (a missing --dir is created 0750;
-run warns about a --dir its group or others may write to), and --allow-uid
-also requires the socket file's owner and the serving process (peer
-credentials) to have an allowed uid before anything is sent. It cannot:
-make the agent dial another socket than the one the scan saw (before and
-after each connect every directory below the plugin dir must still be a
-directory and the socket the one the scan saw, taken by the one call
-scan.StatSocket: device, inode and times; otherwise "socket refused: path
-changed between scan and dial"); break the API or the state file with a
-name (a path that is not valid UTF-8 is never dialled, and counted);
-grow the agent past --max-plugins (the rest are not dialled, one warning
-a minute, no memory per path); or stop the agent with a file system that
-does not answer (a FUSE or NFS mount under or over a plugin dir, before or
-while the agent runs): that dir's scan waits, at most one second per scan,
-and keeps its last entries; other dirs are scanned and registered, the API
-answers, the state is saved, each lookup there (a connect, or the checks
-of an API registration's endpoint) is given up after --dial-timeout, no
-new one starts in that directory until the hung ones return, and
-/healthz names the dir (see package scan, Settled and StallError). A raw system call, which
-holds the agent's thread while it runs, is made only below dirs whose
+permissions are the first protection (a missing --dir is created 0750; run
+warns about a --dir its group or others may write to), and --allow-uid also
+requires the socket file's owner and the serving process (peer credentials)
+to have an allowed uid before anything is sent. It cannot: make the agent
+dial another socket than the one the scan saw (before and after each
+connect every directory below the plugin dir must still be a directory and
+the socket the one the scan saw, taken by the one call scan.StatSocket:
+device, inode and times; otherwise "socket refused: path changed between
+scan and dial"); break the API or the state file with a name (a path that
+is not valid UTF-8 is never dialled, and counted); grow the agent past
+--max-plugins (the rest are not dialled, one warning a minute, no memory
+per path); or stop the agent with a file system that does not answer (a
+FUSE or NFS mount under or over a plugin dir, before or while the agent
+runs): that dir's scan waits, at most 1 s ([scan.stallAfter]) per scan, and
+keeps its last entries; other dirs are scanned and registered, the API
+answers, the state is saved, each lookup there (a connect, or the checks of
+an API registration's endpoint) is given up after --dial-timeout, no new
+one starts in that directory until the hung ones return, and /healthz names
+the dir (see package scan, Settled and StallError). A raw system call,
+which holds the agent's thread while it runs, is made only below dirs whose
 mounts are all local file systems, checked against /proc/self/mountinfo
 before each scan and connect.
 
-A plugin can send anything. A GetInfo reply over 64 KiB is a rejection;
-every string is validated (UTF-8, no control characters) and bounded (name
-and type 253 bytes, endpoint 1,024, 16 versions of 64) before its handler
-judges it, and cut to 512 bytes in logs, events and messages. One
-state-file record is at most plugins.MaxRecordBytes (22 KB), so the
-largest state has a size limit that Save and Load share.
+A plugin can send anything. A GetInfo reply over 64 KiB
+([register.MaxInfoBytes]) is a rejection; every string is validated (UTF-8,
+no control characters) and bounded (see plugins.ValidateInfo) before its
+handler judges it, and cut to 512 bytes ([plugins.MaxText]) in logs,
+events and messages. One state-file record is at most 22 KB
+([plugins.MaxRecordBytes]), so the largest state has a size limit that
+Save and Load share.
 
 A handler (an exec program or a grpc service the operator configured) is
-trusted to judge plugins, not to behave: replies and annotations are
-bounded (32 keys, 4 KiB), stderr is one line of 512 bytes, a hung call is
+trusted to judge plugins, not to behave: replies, annotations and an
+exec program's stderr are bounded (see Exec handlers), a hung call is
 cut by --handler-timeout, and a program that cannot start is "handler
 unavailable", retried, never a refusal. For an API registration, the
 DeRegister owed should the agent die during the handler's Register or
@@ -785,60 +808,55 @@ the registry agree.
 
 An API reader (mode 0600 socket, 0660 with --api-group; Windows:
 Administrators and SYSTEM) may list, get and watch. It is bounded before
-any work (see package plugins/api): a request larger than
-api.MaxRequestBytes (22 KB, the largest valid one) is refused on its
-length prefix, unread; every stream's and connection's flow-control window
-is a fixed 64 KiB; Register and Deregister from a reader are refused on
-their headers; at most --api-max-streams (16) streams per connection and
---api-max-conns (256) connections, lowered to RLIMIT_NOFILE less
-api.DescriptorReserve (128) kept for scans, plugins, handlers, etcd and
-the state file, of which readers hold all but api.TrustedConns (8), kept
-for root and the agent's uid; a connection over the limit is closed at
-once, one without a stream after a minute; at most --max-watchers (64)
-watch streams, a quarter of them per uid other than root's and the
-agent's. A watcher that stops reading costs what gRPC buffers for its
-stream: a snapshot is encoded once per revision and its bytes shared by
-every watcher it is sent to. Measured (TestEndToEndAPIBounds: loads from
-processes of other uids, the agent's RSS before the load and its peak
-under it, against a bound of twice the first plus 32 MB; before these
-bounds in brackets): 150 concurrent 4 MiB Register requests, 13 -> 24 MB
-(12 -> 730 MB); 64 watchers that never read, 16 per uid, on 10,000
-plugins of the largest info, 112 -> 135 MB (111 -> 909 MB); 1,000
-connections held open, 12 -> 20 MB, 248 kept; 300 held under a
-256-descriptor limit, 120 kept (before: scans failed with EMFILE and
-root's list got no answer). Under each, root's list answered and a new
-plugin registered in under 0.1 s. The most a reader can make the agent
-buffer at once is 64 KiB per stream, 16 streams per connection over 248
-connections (~250 MB if every stream trickles a request it never
-finishes), plus one snapshot per revision its stalled watchers started at.
+any work (see package plugins/api): a request larger than the largest
+valid one, 22 KB ([api.MaxRequestBytes]), is refused on its length
+prefix, unread; every stream's and connection's flow-control window is a
+fixed 64 KiB ([api.StreamWindowBytes]); Register and Deregister from a
+reader are refused on their headers; at most --api-max-streams streams
+per connection and --api-max-conns connections, lowered to RLIMIT_NOFILE
+less [api.DescriptorReserve] (128) kept for scans, plugins, handlers,
+etcd and the state file, of which readers hold all but
+[api.TrustedConns] (8), kept for root and the agent's uid; a connection
+over the limit is closed at once, one without a stream after 1 min
+([api.DefaultIdleTimeout]); at most --max-watchers watch streams, one in
+[api.watchShare] (4) of them per uid other than root's and the agent's.
+A watcher that stops reading costs what gRPC buffers for its stream: a
+snapshot is encoded once per revision and its bytes shared by every
+watcher it is sent to. The most a reader can make the agent buffer at
+once is a window per stream, --api-max-streams streams per connection
+over the connections it may hold, plus one snapshot per revision its
+stalled watchers started at. The README gives what TestEndToEndAPIBounds
+measured under such loads.
 
 An API writer (root, the agent's uid, or a uid of --api-register-uid, told
 by the connection's peer credentials; Windows: SYSTEM, the agent's user,
 elevated Administrators; illumos, Solaris and AIX tell no peer, so nobody
-registers there) may register and deregister. Each instance records the
-uid that registered it; only that uid, root or the agent's uid may replace
-or deregister an owner's instances (others: PERMISSION_DENIED naming both
-uids). A uid holds at most 1,000 API registrations, whatever the owner
-names, and --max-plugins in all. An endpoint must be an absolute path of a
-unix socket that the caller's uid owns, or root, or (with --allow-uid) an
-allowed uid, which must serve it too when it is checked; any path the
-caller may not use gets one message, whether it is missing, not a socket
-or another's, and --no-check skips only the liveness checks. register and
-deregister return once the state file holds the change, fsynced.
+registers there) may register and deregister. Each instance records the uid
+that registered it; only that uid, root or the agent's uid may replace or
+deregister an owner's instances (others: PERMISSION_DENIED naming both
+uids). A uid holds at most 1,000 ([register.DefaultMaxPerUID]) API
+registrations, whatever the owner names, and --max-plugins in all. An
+endpoint must be an absolute path of a unix socket that the caller's uid
+owns, or root, or (with --allow-uid) an allowed uid, which must serve it
+too when it is checked; any path the caller may not use gets one message,
+whether it is missing, not a socket or another's, and --no-check skips only
+the liveness checks. register and deregister return once the state file
+holds the change, fsynced.
 
 etcd, and the other nodes that share it (run --publish, plugreg fleet),
 cannot stop the agent: unreachable at start, a wrong password (retried at
-most every 30 s), auth enabled later or every member restarted, the agent
-serves its registry and API, reports the fault once per change (log,
-/healthz body, plugreg_publish_* metrics) and publishes once it can. A
-password goes only over TLS or to a loopback endpoint. A node's role lets
-it write and delete other nodes' name index keys, which each node rewrites
-within a --publish-ttl; a node continues a saved lease only if etcd shows
-its own node key on it (see package plugins/fleet).
+most every 30 s ([fleet.authRetry])), auth enabled later or every member
+restarted, the agent serves its registry and API, reports the fault once
+per change (log, /healthz body, plugreg_publish_* metrics) and publishes
+once it can. A password goes only over TLS or to a loopback endpoint. A
+node's role lets it write and delete other nodes' name index keys, which
+each node rewrites within a --publish-ttl; a node continues a saved lease
+only if etcd shows its own node key on it (see package plugins/fleet).
 
 The metrics endpoint (--metrics) is off by default, loopback-only unless
---metrics-allow-remote, holds at most 64 connections, closes idle ones
-after 60 s, and renders /metrics once for concurrent scrapes.
+--metrics-allow-remote, holds its connections within
+metrics.DefaultLimits (their number, timeouts and header size), and
+renders /metrics once for concurrent scrapes.
 
 The agent's own files: whatever --state, --api, --handler and
 --etcd-password-file say, run refuses to start when another user could

@@ -11,7 +11,8 @@ imports neither.
 # Registry
 
 [Registry] holds the registered plugins as plain [Plugin] values, one per
-registration socket. It is the one type here that others read concurrently:
+instance ([Plugin.Instance]: a registration socket, or an API
+registration). It is the one type here that others read concurrently:
 List, Get and State return deep copies, so callers may keep and modify
 them.
 
@@ -22,7 +23,7 @@ plugin that is not there is a no-op without an event. The last
 [HistorySize] events are kept. Whatever a plugin sent, everything the
 Registry holds can be encoded, as protobuf and as the state file: a
 rejected plugin and its message are bounded ([BoundPlugin], [BoundText]:
-valid UTF-8, no control characters, [MaxText] bytes a string), and a registered one that breaks a rule
+valid UTF-8, no control characters, 512 bytes ([MaxText]) a string), and a registered one that breaks a rule
 of the state file is not stored (FuzzRegistryEncodes checks both).
 
 [Registry.Watch] streams a Snapshot, then every change in order; a watcher

@@ -100,8 +100,9 @@ func (p Plugin) Clone() Plugin {
 }
 
 // Key identifies a plugin by type and name: its handler sees one plugin
-// of a type and name at a time (handler.Handlers.Lock), and a Registry
-// keeps at most one pending deregistration of each.
+// of a type and name at a time (handler.Handlers.Lock). A Registry keeps
+// at most one pending deregistration per incarnation: a Key and a
+// SocketID (see PendingDeregistration).
 type Key struct{ Type, Name string }
 
 // Key returns p's type and name.

@@ -25,8 +25,7 @@
 // saw something and the results, it wakes on a timer of its own at the
 // tick the cache next has something due (statecache's NextDue: a retry, a
 // batch of checks) or a pending deregistration is due, and at each batch
-// of checks, every 5 s (once an interval, if longer), its heartbeat in
-// Status. Between scans the scanner sleeps on Linux on a timerfd that the
+// of checks (see Liveness), its heartbeat in Status. Between scans the scanner sleeps on Linux on a timerfd that the
 // Go runtime's poller watches, armed and read with raw system calls, and
 // package scan stats the directories of an idle tree with raw system
 // calls too, below a plugin dir where they cannot hang
@@ -38,10 +37,10 @@
 // nanosleep, which costs less than a Go timer's wake-up (see nap), and the
 // other OSes, and the loop's timer there, on a Go timer. So an idle agent
 // on Linux costs one wake-up and a stat of each directory per interval,
-// and a wake-up of the loop every 5 s.
+// and a wake-up of the loop per batch of checks.
 //
 // A scan that found changes is followed by the next one an eighth of
-// Interval later (10 ms at least), and so on until the scans have found
+// Interval later (10 ms ([minFollowUp]) at least), and so on until the scans have found
 // nothing new for half an interval; then scans come once per interval
 // again. So the sockets of a burst, created over a few hundred
 // milliseconds by processes that stall now and then, are seen in a
@@ -76,9 +75,8 @@
 // scanner, the Client and the Registry. Run it until the context is done
 // and read the Registry (List, Get, Watch). Zero fields take the Default
 // values, except ProbeInterval, InfoProbeInterval and ProbeRate, which
-// zero turns off (`plugreg run` checks each plugin with a connect every
-// 30 s and with GetInfo every 5 minutes, at most DefaultProbeRate checks a
-// second).
+// zero turns off (`plugreg run` sets all three from its flags, with
+// defaults of its own for the two intervals).
 // `plugreg run` is this wiring plus what its flags add: the API socket
 // (api.APIServer), the state file (plugins.Load and plugins.Saver)
 // and the metrics (register/metrics).
@@ -92,10 +90,10 @@
 //     while it is refused, since a socket file appears at bind, before its
 //     owner listens; see Symlinks for the checks made then); with
 //     AllowUIDs, refuse a socket whose file owner or serving process has
-//     another uid, before any RPC; call GetInfo. A reply over MaxInfoBytes
-//     (64 KiB) is a rejection: NotifyRegistrationStatus(false,
+//     another uid, before any RPC; call GetInfo. A reply over 64 KiB
+//     ([MaxInfoBytes]) is a rejection: NotifyRegistrationStatus(false,
 //     "RegisterPlugin error -- plugin validation failed with err: GetInfo
-//     reply larger than 65536 bytes");
+//     reply larger than N bytes"), N being MaxInfoBytes;
 //  2. an empty endpoint becomes the socket path;
 //  3. what the plugin reported fails plugins.ValidateInfo: Notify(false,
 //     "RegisterPlugin error -- plugin validation failed with err: ERR");
@@ -109,7 +107,7 @@
 //     with DeRegister and the sequence is retried.
 //
 // Text a plugin chose (its name, type or endpoint, the message of an error
-// it returned) is cut to 512 bytes wherever the agent puts it: a log line,
+// it returned) is cut to 512 bytes ([plugins.MaxText]) wherever the agent puts it: a log line,
 // an event, a message to the plugin.
 //
 // Validate, Register and DeRegister for one plugin name never overlap (see
@@ -127,7 +125,7 @@
 // plugin's incarnation (type, name and socket identity: two sockets that
 // carry one name, as in a rolling update, each get their DeRegister). The
 // cache schedules the retries like any other operation
-// (Client.RetryDeRegister): at once, then after 1, 2, 4, ... intervals,
+// (Client.RetryDeRegister): at once, then with the state cache's backoff,
 // capped at MaxBackoff, until the handler's DeRegister succeeds; they take
 // at most a quarter of MaxInFlight (at least one), and those of one plugin
 // type at most half of that, so that a handler that hangs cannot hold
@@ -169,8 +167,8 @@
 // cannot start, being missing, not executable or replaced, or fork
 // failing). A failure is never reported to
 // the plugin, and is counted as "failed".
-// Both are retried with the backoff of the state cache (1, 2, 4, ...
-// intervals, capped at MaxBackoff) while the socket exists; the
+// Both are retried with the backoff of the state cache (see package
+// statecache), capped at MaxBackoff, while the socket exists; the
 // "rejected" event and its Info log line come once per incarnation of the
 // socket, whatever the message, not at every retry. A plugin that hangs holds one of the MaxInFlight
 // slots until its timeout and delays no other. Sockets beyond MaxPlugins
@@ -198,7 +196,7 @@
 //     after the next scan, in the scanner's wake-up, so that the check
 //     costs no wake-up of its own.
 //
-// The checks due within 5 s (or within the shorter check interval) run
+// The checks due within 5 s ([checkBatch]) (or within the shorter check interval) run
 // together, at one tick, where they cost less than spread over its ticks
 // (statecache's Config.CheckBatch): a batch costs a wake-up, and the Go
 // runtime's sysmon polling while it runs, whatever its size. ProbeRate
@@ -385,7 +383,7 @@
 // A stale socket costs the kubelet 10 s per attempt (its dial blocks) and
 // a backoff of up to 2 m 2 s that outlives a plugin restart; here a
 // refused connection fails at once, and the backoff is capped at
-// MaxBackoff (30 s by default) and starts again for a new socket. A hung
+// MaxBackoff (30 s ([DefaultMaxBackoff]) by default) and starts again for a new socket. A hung
 // handler wedges its socket forever in the kubelet; here HandlerTimeout
 // bounds it, and stopping the agent cancels it. A failed DeRegister is only
 // logged by the kubelet; here it is pending until delivered. The kubelet documents that

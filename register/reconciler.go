@@ -111,7 +111,7 @@ type Reconciler struct {
 	// plugins (0: no bound), so that checking stays a small, fixed cost
 	// however many plugins there are: with more than ProbeRate ×
 	// ProbeInterval of them, each is checked less often than configured.
-	// The checks due within 5 s (or within the shorter check interval)
+	// The checks due within checkBatch (or within the shorter check interval)
 	// run together, at one tick, where they cost less than one tick
 	// apart: a check comes up to that long after its interval.
 	ProbeRate float64
@@ -201,10 +201,10 @@ type Result struct {
 //
 // The loop wakes for a scan that saw a change, for the outcome of an
 // operation, and on a timer of its own when the state cache or a pending
-// deregistration next has something due, and at least every 5 s (once
-// an interval, if longer), its heartbeat. A scan that finds nothing new
-// wakes no one: while nothing changes, the agent costs a scan per interval
-// and a wake-up every 5 s, when the liveness checks due run.
+// deregistration next has something due, and at least every checkBatch
+// (once an interval, if longer), its heartbeat. A scan that finds nothing
+// new wakes no one: while nothing changes, the agent costs a scan per
+// interval and a wake-up per checkBatch, when the liveness checks due run.
 func (r *Reconciler) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -74,7 +74,7 @@ type Status struct {
 	// Ready is set once the operations of the first scan have completed.
 	Ready bool
 	// LastTick is when the loop last woke on its timer, or when Run
-	// started: the loop's heartbeat, at least every 5 s. It goes on
+	// started: the loop's heartbeat, at least every checkBatch. It goes on
 	// while a scan hangs.
 	LastTick time.Time
 	// ScanStarted is when the scan in progress started; zero between

@@ -55,15 +55,14 @@
 // made in the same step as the change before it can leave the directory's
 // mtime and ctime as they were. As in git's "racy" index entries, a directory
 // is therefore read again by the next scan whatever its stat, whenever its
-// mtime was at most 3 s before the clock at the start of the scan that read
+// mtime was at most 3 s ([racySlack]) before the clock at the start of the scan that read
 // it: FAT's 2 s granularity, plus the lag of the kernel's coarse clock behind
 // the wall clock (a tick, at most 16 ms), with a margin. A directory whose
 // mtime has a sub-second part is on a file system with finer timestamps
-// (a tick at most), and for it the window is 50 ms: after a change it is
+// (a tick at most), and for it the window is 50 ms ([fineRacySlack]): after a change it is
 // read once or twice more, where a directory with whole-second times is
-// read again by every scan for 3 s (30 scans at the agent's default 100 ms
-// interval, more while the agent scans sooner during a burst of changes;
-// see package register). Clock trouble weakens the rule, and then only
+// read again by every scan for racySlack (one scan an interval, more while
+// the agent scans sooner during a burst of changes; see package register). Clock trouble weakens the rule, and then only
 // the full scans catch up: a wall clock that jumps forward, or a file server
 // whose clock lags this host's by more than the margin. A clock that jumps
 // back, or a server clock ahead of ours, only makes directories racy for
@@ -91,13 +90,13 @@
 // other OSes no dir is settled and no call is raw.
 //
 // A settled dir is scanned on the goroutine of Scan; any other dir on a
-// goroutine of its own, one read at a time, which Scan waits for at most a
-// second. A dir whose read has not returned by then keeps the entries of
+// goroutine of its own, one read at a time, which Scan waits for at most
+// 1 s ([stallAfter]). A dir whose read has not returned by then keeps the entries of
 // its last read, the other dirs are scanned as usual, and Scan reports it
 // with a [*StallError], at every Scan while the read lasts, without waiting
 // for it again; the first Scan after the read returns takes its result. New
 // also resolves each dir on a goroutine of its own, and scans a dir it
-// cannot resolve within a second at its absolute path as given.
+// cannot resolve within stallAfter at its absolute path as given.
 //
 // # Socket identity
 //

@@ -19,7 +19,7 @@ any work for it. [APIServer.ServerOptions] gives the gRPC server requests
 of at most [MaxRequestBytes] (a larger one is refused on its length
 prefix, unread), fixed flow-control windows of [StreamWindowBytes] per
 stream and per connection, at most [Limits].MaxStreams streams per
-connection, headers of 16 KiB, connections closed after
+connection, headers of 16 KiB ([maxHeaderListBytes]), connections closed after
 [Limits].IdleTimeout with no stream, and the check of who may write made
 on a Register's or Deregister's headers, before its body is read.
 [LimitConns] wraps the listener: at most [MaxConns] connections, which

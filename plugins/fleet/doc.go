@@ -36,10 +36,10 @@ key shows nothing.
 The Publisher keeps no queue of events: the desired state is the
 registry itself. It watches the registry only to learn that it changed,
 then compares the registry with what it last wrote and writes the
-difference in transactions (at most 128 operations each, etcd's default
---max-txn-ops; a plugin key and its index key in the same one). While
+difference in transactions (at most 128 ([maxTxnOps]) operations each,
+etcd's default --max-txn-ops; a plugin key and its index key in the same one). While
 etcd is down, slow or refusing, it retries with a delay that doubles up
-to 5 s, and its memory is the registry's size however much churn there
+to 5 s ([maxRetryDelay]), and its memory is the registry's size however much churn there
 is. Whenever a write failed, or the lease was lost or taken up again, it
 first reads the node's subtree from etcd (at one revision, in pages
 bounded in bytes) and then
@@ -84,15 +84,15 @@ with a leader (metadata hasleader): a member that lost its leader
 answers "no leader" at once, and a call answered Unavailable is sent
 again to the next endpoint, unavailableRetries times. A call that may be
 applied twice (a read, a transaction of this package) is also sent again
-when a member leaves it unanswered for firstAttempt (1 s, etcd's default
-election timeout): a write forwarded to a leader that was killed is never
+when a member leaves it unanswered for 1 s ([firstAttempt]), etcd's
+default election timeout: a write forwarded to a leader that was killed is never
 answered, so a leader kill costs an election, not the publisher's 5 s
-timeout; while etcd elects a leader the publisher retries every
+([defaultTimeout]) timeout; while etcd elects a leader the publisher retries every
 electionRetry. With a user, the client authenticates
 on its first call and again when etcd says the token is invalid or
 missing (simple tokens die with a restarted member; auth enabled later),
 then retries the call once; a password etcd refused is tried again at
-most every authRetry (30 s). A watch resumes on its own, on a member
+most every 30 s ([authRetry]). A watch resumes on its own, on a member
 with a leader, from the revision after the last one delivered when its
 stream ends; a compacted revision ends it
 ([WatchCanceledError], [ErrCompacted] from [Watch]). A call that timed
@@ -112,10 +112,10 @@ A node's role lets it write values of any size under its own prefix
 (etcd bounds a request, 1.5 MiB by default, not a key's count). Every
 read of the view is bounded in bytes, so such values cost a reader
 little: [List], [Watch] and a publisher's read of its node's keys skip a
-value over [MaxValueBytes] (64 KiB; a plugin's value is smaller: the
+value over 64 KiB ([MaxValueBytes]; a plugin's value is smaller: the
 largest the rules allow, every character escaped, is about 60 KB) and
 count it. They read pages of at most [PageSize] keys whose answer is at
-most maxAnswerBytes (4 MiB): the client refuses a longer answer on its
+most 4 MiB ([maxAnswerBytes]): the client refuses a longer answer on its
 length prefix (grpc's MaxCallRecvMsgSize) without receiving it, and the
 page is read again as pages of fallbackPage keys, and one of those that
 is still too long key by key (its keys alone, then each value bounded by

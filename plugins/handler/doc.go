@@ -28,7 +28,8 @@ program for each call: PATH validate|register|deregister, with the plugin
 as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
 versions, and reason for deregister). Exit status 0 is success; otherwise
 the call is refused, and the error is the last non-blank line of its
-stderr, with control characters turned into spaces and cut to 512 bytes,
+stderr, with control characters turned into spaces and cut to 512 bytes
+([plugins.MaxText], marked "… (N bytes)"),
 or "exit status N"; a program ended by a signal says "killed by signal
 NAME" (KILL, TERM, ...), then that line. A program that cannot start
 (ENOENT, EACCES, ETXTBSY, EAGAIN, ENOMEM: missing, not executable, being
@@ -51,7 +52,7 @@ with an error wrapping [ErrUnavailable], "handler for TYPE
 unavailable: CAUSE", and so does a call the handler answers with
 UNAVAILABLE: the caller retries it, it is no refusal. Any other status
 but OK is a refusal whose text is the status message, on one line and cut
-to 512 bytes. Register returns the reply's annotations for the caller to
+to 512 bytes ([plugins.MaxText]). Register returns the reply's annotations for the caller to
 check with [CheckAnnotations]; a reply over [MaxGRPCReply] fails the
 call. The socket need not exist when the agent starts.
 

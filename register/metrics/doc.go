@@ -18,10 +18,13 @@
 // refused as well.
 //
 // NewServer serves the endpoints within DefaultLimits: at most 64
-// connections open at once (one more is closed as soon as it is accepted),
-// a request's header read within 5 s and the request within 10 s, the
-// response written within 30 s, a keep-alive connection closed after 60 s
-// without a request, and a header of at most 8 KiB. Scrapes that arrive
+// ([defaultMaxConns]) connections open at once (one more is closed as soon
+// as it is accepted), a request's header read within 5 s
+// ([defaultReadHeaderTimeout]) and the request within 10 s
+// ([defaultReadTimeout]), the response written within 30 s
+// ([defaultWriteTimeout]), a keep-alive connection closed after 60 s
+// ([defaultIdleTimeout]) without a request, and a header of at most 8 KiB
+// ([defaultMaxHeaderBytes]). Scrapes that arrive
 // while /metrics is being rendered are served that render, so the agent
 // renders one page at a time whatever the number of scrapers. The page
 // grows with the sockets, which --max-plugins bounds: about 2.8 MB at

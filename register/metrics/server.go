@@ -21,17 +21,27 @@ type Limits struct {
 	MaxHeaderBytes    int           // of a request's header (net/http allows 4 KiB more)
 }
 
+// The fields of DefaultLimits.
+const (
+	defaultMaxConns          = 64
+	defaultReadHeaderTimeout = 5 * time.Second
+	defaultReadTimeout       = 10 * time.Second
+	defaultWriteTimeout      = 30 * time.Second
+	defaultIdleTimeout       = 60 * time.Second
+	defaultMaxHeaderBytes    = 8 << 10
+)
+
 // DefaultLimits are the limits of the agent's metrics server: room for a
 // few scrapers and health checkers with keep-alive connections, and none
 // for a client that holds a connection without using it.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxConns:          64,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    8 << 10,
+		MaxConns:          defaultMaxConns,
+		ReadHeaderTimeout: defaultReadHeaderTimeout,
+		ReadTimeout:       defaultReadTimeout,
+		WriteTimeout:      defaultWriteTimeout,
+		IdleTimeout:       defaultIdleTimeout,
+		MaxHeaderBytes:    defaultMaxHeaderBytes,
 	}
 }
 

@@ -56,13 +56,13 @@
 //     prefix before the bytes arrive. Only that call fails: its stream is
 //     reset with CANCEL and the rest of the reply is skipped.
 //   - The client announces a header-list limit of 64 KiB
-//     (SETTINGS_MAX_HEADER_LIST_SIZE) and decodes no more of a reply's
+//     ([maxHeaderListSize]; SETTINGS_MAX_HEADER_LIST_SIZE) and decodes no more of a reply's
 //     header list than that; a reply whose headers or trailers exceed it
 //     fails with ResourceExhausted, naming the limit (grpc-go says Internal
 //     here; this is a limit, not a broken peer). A gRPC reply needs a few
 //     hundred bytes of headers, and the limit is what bounds the memory a
 //     plugin can make the agent spend on them.
-//   - Flow control: the client announces windows of 1 MiB for each stream
+//   - Flow control: the client announces windows of 1 MiB ([recvWindow]) for each stream
 //     and for the connection, and gives the connection's back with
 //     WINDOW_UPDATE once half of it is used, so no reply within maxReply
 //     ever waits for one. It sends within the server's windows and frame
