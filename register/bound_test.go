@@ -89,13 +89,19 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 	h.Add("CSIPlugin", handler.DefaultAccept()[0])
 	reg := plugins.NewRegistry()
 	applied := make(chan Result, 1)
-	// The junk plugin is tried again every interval.
+	ctx, cancel := context.WithCancel(t.Context())
+	// The junk plugin is tried again every interval; an outcome that the
+	// test no longer reads does not hold the loop once it is stopped.
 	rec := &Reconciler{
 		Scan: sc.Scan, Registry: reg, Interval: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
 		Registrar: &Client{Handlers: h, Log: log},
-		Types:     h.Types(), Log: log, applied: func(r Result) { applied <- r },
+		Types:     h.Types(), Log: log, applied: func(r Result) {
+			select {
+			case applied <- r:
+			case <-ctx.Done():
+			}
+		},
 	}
-	ctx, cancel := context.WithCancel(t.Context())
 	wctx, stopWatch := context.WithCancel(ctx)
 	var events []plugins.Event
 	watched := make(chan struct{})

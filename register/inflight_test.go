@@ -84,13 +84,18 @@ func TestOperationsRunConcurrently(t *testing.T) {
 			h := handler.NewHandlers()
 			h.Add("CSIPlugin", handler.DefaultAccept()[0])
 			applied := make(chan Result, plugged)
+			ctx, cancel := context.WithCancel(t.Context())
 			rec := &Reconciler{
 				Scan: scansEndWithTest(t, sc.Scan), Registry: plugins.NewRegistry(), Interval: time.Second, MaxInFlight: tc.maxInFlight,
 				// The calls wait for the barrier longer than the test does.
 				Registrar: &Client{Handlers: h, GetInfoTimeout: 2 * eventTimeout, Log: log},
-				Types:     h.Types(), Log: log, applied: func(r Result) { applied <- r },
+				Types:     h.Types(), Log: log, applied: func(r Result) {
+					select {
+					case applied <- r:
+					case <-ctx.Done(): // not read any more: the test ended
+					}
+				},
 			}
-			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- rec.Run(ctx) }()
 			defer func() { cancel(); <-done }()
