@@ -20,6 +20,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -70,7 +71,7 @@ func checkTableOrJSON(output string) error {
 func writePlugins(w io.Writer, output string, ms []*plugregv1.Plugin) error {
 	ps := make([]plugins.Plugin, len(ms))
 	for i, m := range ms {
-		ps[i] = api.FromProto(m)
+		ps[i] = codec.FromProto(m)
 	}
 	if output == "json" {
 		return writeJSON(w, ps)

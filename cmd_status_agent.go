@@ -15,6 +15,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
@@ -76,11 +77,11 @@ func (s *statusSource) status(ctx context.Context) (*plugregv1.StatusResponse, e
 		resp.Dirs = append(resp.Dirs, ds)
 	}
 	for _, u := range st.Unhealthy {
-		resp.UnhealthyPlugins = append(resp.UnhealthyPlugins, &plugregv1.UnhealthyPlugin{Plugin: api.ToProto(u.Plugin), Since: timestamppb.New(u.Since)})
+		resp.UnhealthyPlugins = append(resp.UnhealthyPlugins, &plugregv1.UnhealthyPlugin{Plugin: codec.ToProto(u.Plugin), Since: timestamppb.New(u.Since)})
 	}
 	pending := s.registry.Pending()
 	for _, pd := range pending {
-		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason})
+		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: codec.ToProto(pd.Plugin), Reason: pd.Reason})
 	}
 	resp.Types = typeStatus(st, s.registry.List(""), pending)
 	return resp, nil

@@ -256,12 +256,11 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 
 For each Validate, Register and DeRegister of a plugin of TYPE, the agent
 runs PATH with one argument, validate, register or deregister, and one JSON
-object on stdin with the keys of list -o json, name, type, endpoint,
-socketPath and versions, plus for deregister reason (removed, replaced,
-unhealthy or rolled back) and annotations (those of the registration,
-when it had any):
+object on stdin: the plugin as list -o json prints it, plus for deregister
+reason (removed, replaced, unhealthy or rolled back); annotations are
+those of the registration for deregister, {} otherwise:
 
-	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
+	{"schema":1,"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"],...}
 
 Exit status 0 is success. Otherwise the error is the last non-blank line
 the program wrote to stderr, with control characters turned into spaces and
@@ -351,7 +350,11 @@ is exact.
 		with `plugreg register`, whose socketPath is ""), owner (the
 		register --owner; "" when none), options (the register
 		--option pairs; {} when none) and uid (the uid that ran register;
-		null for a discovered plugin, and for one whose uid is unknown).
+		null for a discovered plugin, and for one whose uid is unknown),
+		after schema (the version of this form, 1) and, when set, socketId
+		(the registration socket's identity) and noCheck (register
+		--no-check). The state file, the fleet view and exec handlers
+		hold plugins in this form too.
 		The table's SOURCE column shows the socket path, or "api" and the
 		owner.
 	--type TYPE

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/handler"
@@ -279,14 +280,16 @@ func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 // name, registered at its socket dir/name.sock.
 func (h *recordingHandler) request(name, reason string) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
-	return handler.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
-		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
+	return handler.ExecInput{PluginJSON: plugins.PluginJSON{Schema: plugins.JSONSchema, Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path,
+		Versions: []string{"1.0.0"}, Annotations: map[string]string{"node": "n1", "plugin": name}, Source: plugins.SourceSocket,
+		Options: map[string]string{}}, Reason: reason}
 }
 
-// checkDelivered compares the requests delivered with want.
+// checkDelivered compares the requests delivered with want, but for the
+// time and the socket's identity of each.
 func (h *recordingHandler) checkDelivered(want ...handler.ExecInput) {
 	h.t.Helper()
-	if diff := cmp.Diff(want, h.deliveredTo()); diff != "" {
+	if diff := cmp.Diff(want, h.deliveredTo(), cmpopts.IgnoreFields(plugins.PluginJSON{}, "RegisteredAt", "SocketID")); diff != "" {
 		h.t.Errorf("handler deregistered (-want +got):\n%s", diff)
 	}
 }

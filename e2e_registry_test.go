@@ -71,11 +71,11 @@ func TestEndToEndWatch(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "socketPath", "source", "type", "uid", "versions"}; !slices.Equal(keys, want) {
+	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "schema", "socketId", "socketPath", "source", "type", "uid", "versions"}; !slices.Equal(keys, want) {
 		t.Errorf("registered event's plugin keys %v, want %v", keys, want)
 	}
 	csiSock := filepath.Join(e.dir, "csi.example.com.sock")
-	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{},
+	want := listed{Schema: 1, Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{},
 		Source: "socket", Options: map[string]string{}}
 	if reg.Plugin == nil {
 		t.Fatalf("registered event without a plugin: %s", reg)
@@ -84,7 +84,10 @@ func TestEndToEndWatch(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, got.RegisteredAt); err != nil {
 		t.Errorf("registered event: registeredAt %q: %v", got.RegisteredAt, err)
 	}
-	got.RegisteredAt = ""
+	if got.SocketID == nil || got.SocketID.Ino == 0 {
+		t.Errorf("registered event: socketId %+v, want the socket's identity", got.SocketID)
+	}
+	got.RegisteredAt, got.SocketID = "", nil
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("registered event's plugin (-want +got):\n%s", diff)
 	}

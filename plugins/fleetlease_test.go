@@ -102,7 +102,7 @@ func TestSaveFleetLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `{
-  "version": 1,
+  "version": 2,
   "revision": 3,
   "clean": true,
   "plugins": [],

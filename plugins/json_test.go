@@ -54,3 +54,42 @@ func TestJSONUID(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONSchema: ToJSON writes "schema": JSONSchema; a value without the
+// key (written before it existed) reads, and one of a newer schema is
+// refused rather than read as if it were this one.
+func TestJSONSchema(t *testing.T) {
+	p := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/run/a.sock", SocketPath: "/reg/a.sock", Versions: []string{"1.0.0"},
+		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b, err := json.Marshal(ToJSON(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"schema":1,`; !strings.HasPrefix(string(b), want) {
+		t.Errorf("json.Marshal(ToJSON(p)) = %s, want it to start with %s", b, want)
+	}
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"schema 0", `{"name":"a","type":"CSIPlugin","endpoint":"/run/a.sock","socketPath":"/reg/a.sock","versions":["1.0.0"],"registeredAt":"2026-01-02T03:04:05Z"}`, true},
+		{"this schema", string(b), true},
+		{"newer schema", `{"schema":2,"name":"a","type":"CSIPlugin","registeredAt":"2026-01-02T03:04:05Z"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var j PluginJSON
+			if err := json.Unmarshal([]byte(tc.value), &j); err != nil {
+				t.Fatal(err)
+			}
+			got, err := j.Plugin()
+			switch {
+			case !tc.ok && err == nil:
+				t.Errorf("PluginJSON.Plugin of %s = %+v, want an error", tc.value, got)
+			case tc.ok && err != nil:
+				t.Errorf("PluginJSON.Plugin of %s = %v", tc.value, err)
+			case tc.ok && !cmp.Equal(p, got):
+				t.Errorf("PluginJSON.Plugin of %s (-want +got):\n%s", tc.value, cmp.Diff(p, got))
+			}
+		})
+	}
+}

@@ -9,6 +9,9 @@ import (
 )
 
 // Plugin is a registered plugin as the registry stores and lists it.
+// It has one JSON form ([PluginJSON]) and one protobuf message (package
+// plugins/codec), which carry every field: a new field is added there
+// too, and TestPluginShapes of package plugins/handler fails until it is.
 type Plugin struct {
 	Name         string    // from GetInfo
 	Type         string    // from GetInfo, e.g. "CSIPlugin"

@@ -13,6 +13,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -78,13 +79,13 @@ func FuzzRegistryEncodes(f *testing.F) {
 		}
 		list := &plugregv1.ListResponse{}
 		for _, q := range r.List("") {
-			list.Plugins = append(list.Plugins, api.ToProto(q))
+			list.Plugins = append(list.Plugins, codec.ToProto(q))
 		}
 		if _, err := proto.Marshal(list); err != nil {
 			t.Fatalf("List cannot be encoded: %v", err)
 		}
 		if q, err := r.Get(typ, name); err == nil {
-			if _, err := proto.Marshal(api.ToProto(q)); err != nil {
+			if _, err := proto.Marshal(codec.ToProto(q)); err != nil {
 				t.Fatalf("Get cannot be encoded: %v", err)
 			}
 		}

@@ -16,9 +16,14 @@ import (
 	"github.com/plugreg/plugreg/scan"
 )
 
-// StateVersion is the version of the state document that Save writes and
-// Load accepts.
-const StateVersion = 1
+// StateVersion is the version of the state document that Save writes.
+// Load reads it and version 1, whose records are plugins of JSON schema 0
+// (see JSONSchema) and leave out the keys that are empty, false or null.
+const StateVersion = 2
+
+// minStateVersion is the oldest version of the state document that Load
+// reads.
+const minStateVersion = 1
 
 // ErrCorrupt is matched by the errors of [Load] for a state file that
 // exists but cannot be used: not JSON, another version, or records that
@@ -40,29 +45,30 @@ const maxQuarantineSuffix = 1000
 // The file is one JSON object (see MarshalJSON) and nothing else:
 //
 //	{
-//	  "version": 1,
+//	  "version": 2,
 //	  "revision": 42,
 //	  "plugins": [
 //	    {
+//	      "schema": 1,
 //	      "name": "hostpath.csi.k8s.io",
 //	      "type": "CSIPlugin",
 //	      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
 //	      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath-reg.sock",
-//	      "socketId": {"dev": 2049, "ino": 1835021, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789},
 //	      "versions": ["1.0.0"],
 //	      "registeredAt": "2026-08-21T10:00:00.5Z",
-//	      "annotations": {"node": "worker-1"}
+//	      "annotations": {"node": "worker-1"},
+//	      "source": "socket",
+//	      "owner": "",
+//	      "options": {},
+//	      "uid": null,
+//	      "socketId": {"dev": 2049, "ino": 1835021, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789}
 //	    }
 //	  ],
 //	  "pendingDeregistrations": [
 //	    {
+//	      "schema": 1,
 //	      "name": "old.csi.k8s.io",
-//	      "type": "CSIPlugin",
-//	      "endpoint": "/var/lib/kubelet/plugins/old/csi.sock",
-//	      "socketPath": "/var/lib/kubelet/plugins_registry/old-reg.sock",
-//	      "socketId": {"dev": 2049, "ino": 1835022, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789},
-//	      "versions": ["1.0.0"],
-//	      "registeredAt": "2026-08-21T09:00:00Z",
+//	      ...
 //	      "reason": "removed"
 //	    }
 //	  ],
@@ -74,7 +80,8 @@ const maxQuarantineSuffix = 1000
 //	  }
 //	}
 //
-// A pending deregistration is a plugin record, as the plugin was
+// A plugin is in its one JSON form, [PluginJSON], as `plugreg list -o
+// json` prints it. A pending deregistration is a plugin, as it was
 // registered, plus the reason its handler's DeRegister was given (one of
 // the Reason constants); at most one per incarnation of a plugin (type,
 // name and socketId): two sockets that carried one name each have theirs.
@@ -85,18 +92,16 @@ const maxQuarantineSuffix = 1000
 // "fleet" is the etcd lease of the fleet publisher ([FleetLease]): the
 // lease ID, the etcd cluster ID, the key prefix and the node name.
 //
-// An API plugin's record also holds "source": "api", and, when not empty
-// or false, "owner", "options", "noCheck" and "uid", the uid that
-// registered it. A record without "uid" loads as a plugin of unknown uid,
+// A plugin without "uid" (uid null) loads as a plugin of unknown uid,
 // which only a privileged caller may replace or deregister (see Caller).
 //
-// Unknown fields are an error. "clean", "annotations",
-// "pendingDeregistrations", "fleet" and "uid" are optional and left out when
-// false, empty or absent, so they need no new StateVersion: files written
-// before they existed load as they are (a file without "clean" as one of an agent that did not stop
-// cleanly), and so do files without them in an agent that does not know
-// them (a file with them is corrupt to that agent, which rebuilds from the
-// scan). Any other new field needs a new StateVersion.
+// Unknown fields are an error. "clean", "pendingDeregistrations" and
+// "fleet" are optional and left out when false, empty or absent, and so
+// are the keys of a plugin that version 1 left out, so that files of
+// version 1 load as they are (a file without "clean" as one of an agent
+// that did not stop cleanly). Any other new field needs a new
+// StateVersion: an agent that does not know the version finds the file
+// corrupt, and rebuilds from the scan.
 type State struct {
 	Version  int    // StateVersion; Save writes StateVersion whatever this says
 	Revision uint64 // of the latest event included
@@ -125,8 +130,8 @@ type stateDoc struct {
 	// Clean is left out when false, so that a file without it (written
 	// while the agent ran, or by an agent that did not know the field)
 	// stays readable by any agent, and means "not clean".
-	Clean   bool           `json:"clean,omitempty"`
-	Plugins []pluginRecord `json:"plugins"`
+	Clean   bool         `json:"clean,omitempty"`
+	Plugins []PluginJSON `json:"plugins"`
 	// Pending is left out when empty, so that a file without any stays
 	// readable by an agent that does not know the field.
 	Pending []pendingRecord `json:"pendingDeregistrations,omitempty"`
@@ -135,43 +140,11 @@ type stateDoc struct {
 	Fleet *fleetRecord `json:"fleet,omitempty"`
 }
 
-// pendingRecord is the JSON form of a PendingDeregistration: the fields of
-// its plugin's record, and the reason.
+// pendingRecord is the JSON form of a PendingDeregistration: its
+// plugin's JSON form, and the reason.
 type pendingRecord struct {
-	pluginRecord
+	PluginJSON
 	Reason string `json:"reason"`
-}
-
-// pluginRecord is the JSON form of a Plugin.
-type pluginRecord struct {
-	Name         string         `json:"name"`
-	Type         string         `json:"type"`
-	Endpoint     string         `json:"endpoint"`
-	SocketPath   string         `json:"socketPath"`
-	SocketID     socketIDRecord `json:"socketId"`
-	Versions     []string       `json:"versions"`
-	RegisteredAt time.Time      `json:"registeredAt"`
-	// Annotations is left out when empty, so that a file without any
-	// stays readable by an agent that does not know the field.
-	Annotations map[string]string `json:"annotations,omitempty"`
-	// The fields of an API plugin, left out for a discovered one.
-	Source  string            `json:"source,omitempty"`
-	Owner   string            `json:"owner,omitempty"`
-	Options map[string]string `json:"options,omitempty"`
-	NoCheck bool              `json:"noCheck,omitempty"`
-	// UID, the uid that registered an API plugin, is left out when
-	// unknown, so that a file without it stays readable by an agent that
-	// does not know the field.
-	UID *uint32 `json:"uid,omitempty"`
-}
-
-// socketIDRecord is the JSON form of a scan.ID.
-type socketIDRecord struct {
-	Dev   uint64 `json:"dev"`
-	Ino   uint64 `json:"ino"`
-	Mtime int64  `json:"mtime"`
-	Ctime int64  `json:"ctime"`
-	Birth int64  `json:"birth"`
 }
 
 // MarshalJSON returns the state document of s, version StateVersion, as
@@ -182,56 +155,6 @@ func (s State) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-// recordOf returns the JSON form of p.
-func recordOf(p Plugin) pluginRecord {
-	id := p.SocketID
-	return pluginRecord{
-		Name:         p.Name,
-		Type:         p.Type,
-		Endpoint:     p.Endpoint,
-		SocketPath:   p.SocketPath,
-		SocketID:     socketIDRecord{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
-		Versions:     p.Versions,
-		RegisteredAt: p.RegisteredAt.UTC(),
-		Annotations:  p.Annotations,
-		Source:       sourceRecord(p.Source),
-		Owner:        p.Owner,
-		Options:      p.Options,
-		NoCheck:      p.NoCheck,
-		UID:          uidOf(p),
-	}
-}
-
-// sourceRecord is the source field of a record: left out for a
-// discovered plugin, whose Source a Registry keeps as "".
-func sourceRecord(s string) string {
-	if s == SourceSocket {
-		return ""
-	}
-	return s
-}
-
-// plugin returns the Plugin of r.
-func (r pluginRecord) plugin() Plugin {
-	id := r.SocketID
-	p := Plugin{
-		Name:         r.Name,
-		Type:         r.Type,
-		Endpoint:     r.Endpoint,
-		SocketPath:   r.SocketPath,
-		SocketID:     scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
-		Versions:     r.Versions,
-		RegisteredAt: r.RegisteredAt,
-		Annotations:  r.Annotations,
-		Source:       r.Source,
-		Owner:        r.Owner,
-		Options:      r.Options,
-		NoCheck:      r.NoCheck,
-	}
-	setUID(&p, r.UID)
-	return p
 }
 
 // UnmarshalJSON reads a state document into s. It rejects unknown fields
@@ -245,10 +168,18 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	}
 	*s = State{Version: d.Version, Revision: d.Revision, Running: !d.Clean, Plugins: make([]Plugin, len(d.Plugins))}
 	for i, r := range d.Plugins {
-		s.Plugins[i] = r.plugin()
+		p, err := r.Plugin()
+		if err != nil {
+			return fmt.Errorf("plugin %d: %w", i, err)
+		}
+		s.Plugins[i] = p
 	}
-	for _, r := range d.Pending {
-		s.Pending = append(s.Pending, PendingDeregistration{Plugin: r.plugin(), Reason: r.Reason})
+	for i, r := range d.Pending {
+		p, err := r.Plugin()
+		if err != nil {
+			return fmt.Errorf("pending deregistration %d: %w", i, err)
+		}
+		s.Pending = append(s.Pending, PendingDeregistration{Plugin: p, Reason: r.Reason})
 	}
 	s.Fleet = d.Fleet.lease()
 	return nil
@@ -494,14 +425,14 @@ func writeState(w io.Writer, s State) error {
 		bw.WriteString("  ]")
 		return nil
 	}
-	if err := list(len(s.Plugins), func(i int) any { return recordOf(s.Plugins[i]) }); err != nil {
+	if err := list(len(s.Plugins), func(i int) any { return ToJSON(s.Plugins[i]) }); err != nil {
 		return err
 	}
 	if len(s.Pending) > 0 {
 		bw.WriteString(",\n  \"pendingDeregistrations\": ")
 		err := list(len(s.Pending), func(i int) any {
 			pd := s.Pending[i]
-			return pendingRecord{recordOf(pd.Plugin), pd.Reason}
+			return pendingRecord{ToJSON(pd.Plugin), pd.Reason}
 		})
 		if err != nil {
 			return err
@@ -564,7 +495,7 @@ func bare(err error) error {
 
 // Load reads the state file at path. A missing file gives an error
 // matching fs.ErrNotExist: nothing to restore. A file that is not a valid
-// state document of version StateVersion — bad JSON, anything after the
+// state document of a version Load reads — bad JSON, anything after the
 // object, an unknown field, or a record that [Save] would refuse — gives an
 // error matching [ErrCorrupt]. The Plugins of the result are never nil;
 // its Pending are nil when there are none.
@@ -605,8 +536,8 @@ func decodeState(data []byte, limit int64) (State, error) {
 	switch {
 	case v.Version == nil:
 		return State{}, errors.New("no version")
-	case *v.Version != StateVersion:
-		return State{}, fmt.Errorf("version %d, want %d", *v.Version, StateVersion)
+	case *v.Version < minStateVersion || *v.Version > StateVersion:
+		return State{}, fmt.Errorf("version %d, want %d to %d", *v.Version, minStateVersion, StateVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var s State

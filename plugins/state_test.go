@@ -19,7 +19,7 @@ import (
 	"github.com/plugreg/plugreg/scan"
 )
 
-// testState is a State with every field set, a nil and an empty Versions,
+// testState is a State with every field set, two plugins without Versions,
 // annotations on one plugin, times in several zones, API plugins of uid
 // 1001, of root (uid 0) and of an unknown uid, two pending
 // deregistrations, one with annotations, and a fleet lease.
@@ -30,7 +30,7 @@ func testState() State {
 	noVersions := sriov
 	noVersions.Versions = nil
 	emptyVersions := draNew
-	emptyVersions.Versions = []string{}
+	emptyVersions.Versions = nil // "versions": [] in the file, as for noVersions
 	local := draOld
 	local.RegisteredAt = time.Now() // monotonic reading and local zone: lost, but Equal
 	gone := csiHostpath
@@ -119,53 +119,56 @@ func TestSaveFormat(t *testing.T) {
 	registered.RegisteredAt = time.Date(2026, 1, 2, 4, 4, 5, 500000000, time.FixedZone("CET", 3600))
 	gone := csiHostpath
 	gone.Annotations = map[string]string{"node": "n1"}
+	apiFull := Plugin{Name: "a.example.com", Type: "CSIPlugin", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"},
+		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Source: SourceAPI, Owner: "alloc-1",
+		Options: map[string]string{"k": "v"}, NoCheck: true, UID: 1001, HasUID: true}
 	tests := []struct {
 		name  string
 		state State
 		want  string
 	}{
 		{"a plugin, clean", State{Revision: 7, Plugins: []Plugin{registered}}, `{
-  "version": 1,
+  "version": 2,
   "revision": 7,
   "clean": true,
   "plugins": [
     {
+      "schema": 1,
       "name": "hostpath.csi.k8s.io",
       "type": "CSIPlugin",
       "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
       "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
+      "versions": [
+        "1.0.0"
+      ],
+      "registeredAt": "2026-01-02T03:04:05.5Z",
+      "annotations": {},
+      "source": "socket",
+      "owner": "",
+      "options": {},
+      "uid": null,
       "socketId": {
         "dev": 2049,
         "ino": 1835021,
         "mtime": 1767323045123456789,
         "ctime": 1767323045987654321,
         "birth": 1767323045000000001
-      },
-      "versions": [
-        "1.0.0"
-      ],
-      "registeredAt": "2026-01-02T03:04:05.5Z"
+      }
     }
   ]
 }
 `},
 		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy}}}, `{
-  "version": 1,
+  "version": 2,
   "revision": 7,
   "plugins": [],
   "pendingDeregistrations": [
     {
+      "schema": 1,
       "name": "hostpath.csi.k8s.io",
       "type": "CSIPlugin",
       "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
       "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
-      "socketId": {
-        "dev": 0,
-        "ino": 0,
-        "mtime": 0,
-        "ctime": 0,
-        "birth": 0
-      },
       "versions": [
         "1.0.0"
       ],
@@ -173,7 +176,38 @@ func TestSaveFormat(t *testing.T) {
       "annotations": {
         "node": "n1"
       },
+      "source": "socket",
+      "owner": "",
+      "options": {},
+      "uid": null,
       "reason": "unhealthy"
+    }
+  ]
+}
+`},
+		{"an API plugin", State{Revision: 7, Plugins: []Plugin{apiFull}}, `{
+  "version": 2,
+  "revision": 7,
+  "clean": true,
+  "plugins": [
+    {
+      "schema": 1,
+      "name": "a.example.com",
+      "type": "CSIPlugin",
+      "endpoint": "/run/a.sock",
+      "socketPath": "",
+      "versions": [
+        "1.0.0"
+      ],
+      "registeredAt": "2026-01-02T03:04:05Z",
+      "annotations": {},
+      "source": "api",
+      "owner": "alloc-1",
+      "options": {
+        "k": "v"
+      },
+      "uid": 1001,
+      "noCheck": true
     }
   ]
 }
@@ -389,7 +423,7 @@ func TestLoadCorrupt(t *testing.T) {
 		{"second object", doc(plugin) + "{}", "after top-level value"},
 		{"no version", `{"revision": 3, "plugins": []}`, "no version"},
 		{"version 0", `{"version": 0, "revision": 3, "plugins": []}`, "version 0, want 1"},
-		{"version 2", `{"version": 2, "revision": 3, "plugins": [], "new": true}`, "version 2, want 1"},
+		{"version 3", `{"version": 3, "revision": 3, "plugins": [], "new": true}`, "version 3, want 1 to 2"},
 		{"version as string", `{"version": "1", "plugins": []}`, "cannot unmarshal string"},
 		{"unknown field", `{"version": 1, "revision": 3, "plugins": [], "extra": 1}`, `unknown field "extra"`},
 		{"unknown plugin field", doc(with(`"type"`, `"typo": 1, "type"`)), `unknown field "typo"`},
@@ -579,12 +613,12 @@ func TestQuarantineCorrupt(t *testing.T) {
 // Save must write.
 func indentedDoc(t *testing.T, s State) string {
 	t.Helper()
-	d := stateDoc{Version: StateVersion, Revision: s.Revision, Clean: !s.Running, Plugins: make([]pluginRecord, len(s.Plugins))}
+	d := stateDoc{Version: StateVersion, Revision: s.Revision, Clean: !s.Running, Plugins: make([]PluginJSON, len(s.Plugins))}
 	for i, p := range s.Plugins {
-		d.Plugins[i] = recordOf(p)
+		d.Plugins[i] = ToJSON(p)
 	}
 	for _, pd := range s.Pending {
-		d.Pending = append(d.Pending, pendingRecord{recordOf(pd.Plugin), pd.Reason})
+		d.Pending = append(d.Pending, pendingRecord{ToJSON(pd.Plugin), pd.Reason})
 	}
 	d.Fleet = fleetRecordOf(s.Fleet)
 	var b strings.Builder
@@ -649,6 +683,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Load after Save = %v", err)
 		}
+		s.Version = StateVersion // Save writes its own version, whatever it read
 		if diff := cmp.Diff(s, got); diff != "" {
 			t.Fatalf("Load after Save (-want +got):\n%s", diff)
 		}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -88,7 +89,7 @@ func (s *APIServer) List(_ context.Context, req *plugregv1.ListRequest) (*plugre
 	ps := s.reg.List(req.GetType())
 	resp := &plugregv1.ListResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
 	for i, p := range ps {
-		resp.Plugins[i] = ToProto(p)
+		resp.Plugins[i] = codec.ToProto(p)
 	}
 	return resp, nil
 }
@@ -110,7 +111,7 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 	if err != nil {
 		return nil, status.Error(codes.Internal, plugins.BoundText(err.Error()))
 	}
-	return ToProto(p), nil
+	return codec.ToProto(p), nil
 }
 
 // Watch streams the registry's events, as [Registry.WatchType] does from
@@ -234,12 +235,12 @@ func EventToProto(ev plugins.Event) *plugregv1.Event {
 		m.Time = timestamppb.New(ev.Time)
 	}
 	if ev.Kind != plugins.Snapshot && ev.Kind != plugins.Resync {
-		m.Plugin = ToProto(ev.Plugin)
+		m.Plugin = codec.ToProto(ev.Plugin)
 	}
 	if len(ev.Plugins) > 0 {
 		m.Plugins = make([]*plugregv1.Plugin, len(ev.Plugins))
 		for i, p := range ev.Plugins {
-			m.Plugins[i] = ToProto(p)
+			m.Plugins[i] = codec.ToProto(p)
 		}
 	}
 	return m
@@ -253,58 +254,13 @@ func EventFromProto(m *plugregv1.Event) plugins.Event {
 		ev.Time = m.GetTime().AsTime()
 	}
 	if m.GetPlugin() != nil {
-		ev.Plugin = FromProto(m.GetPlugin())
+		ev.Plugin = codec.FromProto(m.GetPlugin())
 	}
 	if ev.Kind == plugins.Snapshot || ev.Kind == plugins.Resync || len(m.GetPlugins()) > 0 {
 		ev.Plugins = make([]plugins.Plugin, len(m.GetPlugins()))
 		for i, p := range m.GetPlugins() {
-			ev.Plugins[i] = FromProto(p)
+			ev.Plugins[i] = codec.FromProto(p)
 		}
 	}
 	return ev
-}
-
-// ToProto converts a Plugin to its API message. Its source is always
-// set: "socket" or "api" (Plugin.SourceName), and its uid only when
-// p.HasUID. NoCheck is not part of it.
-func ToProto(p plugins.Plugin) *plugregv1.Plugin {
-	m := &plugregv1.Plugin{
-		Name:         p.Name,
-		Type:         p.Type,
-		Endpoint:     p.Endpoint,
-		SocketPath:   p.SocketPath,
-		Versions:     p.Versions,
-		RegisteredAt: timestamppb.New(p.RegisteredAt),
-		Annotations:  p.Annotations,
-		Source:       p.SourceName(),
-		Owner:        p.Owner,
-		Options:      p.Options,
-	}
-	if p.HasUID {
-		m.Uid = &p.UID
-	}
-	return m
-}
-
-// FromProto converts an API message to a Plugin. Source "socket" becomes
-// "", as the Registry keeps a discovered plugin's Source.
-func FromProto(m *plugregv1.Plugin) plugins.Plugin {
-	src := m.GetSource()
-	if src == plugins.SourceSocket {
-		src = ""
-	}
-	return plugins.Plugin{
-		Name:         m.GetName(),
-		Type:         m.GetType(),
-		Endpoint:     m.GetEndpoint(),
-		SocketPath:   m.GetSocketPath(),
-		Versions:     m.GetVersions(),
-		RegisteredAt: m.GetRegisteredAt().AsTime(),
-		Annotations:  m.GetAnnotations(),
-		Source:       src,
-		Owner:        m.GetOwner(),
-		Options:      m.GetOptions(),
-		UID:          m.GetUid(),
-		HasUID:       m != nil && m.Uid != nil,
-	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/peer"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -174,7 +175,7 @@ func largestRequest() *plugregv1.RegisterPluginRequest {
 // MaxRequestBytes is ResourceExhausted, and the Registrar never sees it.
 func TestMaxRequestBytes(t *testing.T) {
 	req := largestRequest()
-	if err := plugins.ValidateRegistration(api.FromProto(&plugregv1.Plugin{Type: req.Type, Name: req.Name, Endpoint: req.Endpoint,
+	if err := plugins.ValidateRegistration(codec.FromProto(&plugregv1.Plugin{Type: req.Type, Name: req.Name, Endpoint: req.Endpoint,
 		Versions: req.Versions, Owner: req.Owner, Options: req.Options, Source: plugins.SourceAPI})); err != nil {
 		t.Fatalf("the largest registration is not valid: %v", err)
 	}

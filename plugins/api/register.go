@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -86,7 +87,7 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 	if err := s.confirm(ctx); err != nil {
 		return nil, err
 	}
-	return &plugregv1.RegisterPluginResponse{Plugin: ToProto(p)}, nil
+	return &plugregv1.RegisterPluginResponse{Plugin: codec.ToProto(p)}, nil
 }
 
 // Deregister deregisters the API instances of a plugin that one owner
@@ -110,7 +111,7 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 	}
 	resp := &plugregv1.DeregisterPluginResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
 	for i, p := range ps {
-		resp.Plugins[i] = ToProto(p)
+		resp.Plugins[i] = codec.ToProto(p)
 	}
 	return resp, nil
 }

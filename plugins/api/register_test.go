@@ -19,6 +19,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -139,8 +140,8 @@ func TestAPIRegister(t *testing.T) {
 		t.Errorf("RegisterPlugin's plugin (-want +got):\n%s", diff)
 	}
 	want := wantGot
-	want.NoCheck, want.RegisteredAt, want.Annotations = false, t0, map[string]string{"handler": "yes"}
-	if diff := cmp.Diff(want, api.FromProto(resp.GetPlugin())); diff != "" {
+	want.RegisteredAt, want.Annotations = t0, map[string]string{"handler": "yes"}
+	if diff := cmp.Diff(want, codec.FromProto(resp.GetPlugin())); diff != "" {
 		t.Errorf("Register's plugin (-want +got):\n%s", diff)
 	}
 	if src := resp.GetPlugin().GetSource(); src != "api" {
@@ -315,7 +316,7 @@ func TestAPIGetOwner(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get = %v", err)
 			}
-			if diff := cmp.Diff(tc.want, api.FromProto(m)); diff != "" {
+			if diff := cmp.Diff(tc.want, codec.FromProto(m)); diff != "" {
 				t.Errorf("Get (-want +got):\n%s", diff)
 			}
 		})
@@ -386,14 +387,14 @@ func TestProtoSource(t *testing.T) {
 		p      plugins.Plugin
 		source string
 	}{{plugin(1), "socket"}, {apiPlugin, "api"}, {rootPlugin, "api"}, {unknownUID, "api"}} {
-		m := api.ToProto(tc.p)
+		m := codec.ToProto(tc.p)
 		if m.GetSource() != tc.source {
 			t.Errorf("ToProto(%+v).source = %q, want %q", tc.p, m.GetSource(), tc.source)
 		}
 		if (m.Uid != nil) != tc.p.HasUID || m.GetUid() != tc.p.UID {
 			t.Errorf("ToProto(%+v).uid = %v, want %d if known", tc.p, m.Uid, tc.p.UID)
 		}
-		if diff := cmp.Diff(tc.p, api.FromProto(m)); diff != "" {
+		if diff := cmp.Diff(tc.p, codec.FromProto(m)); diff != "" {
 			t.Errorf("FromProto(ToProto(p)) (-want +got):\n%s", diff)
 		}
 	}

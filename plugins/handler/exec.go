@@ -64,17 +64,14 @@ type Exec struct {
 	Path string // absolute path of the program
 }
 
-// ExecInput is the JSON object an Exec writes to its program's stdin. Its
-// keys are those of `plugreg list -o json`; deregister adds reason, and the
-// annotations the plugin was registered with, if any.
+// ExecInput is the JSON object an Exec writes to its program's stdin: the
+// plugin in its one JSON form ([plugins.PluginJSON], as `plugreg list -o
+// json` prints it), and for a deregister the reason. The annotations are
+// those the plugin was registered with for a deregister, and {} for the
+// other actions.
 type ExecInput struct {
-	Name        string            `json:"name"`
-	Type        string            `json:"type"`
-	Endpoint    string            `json:"endpoint"`
-	SocketPath  string            `json:"socketPath"`
-	Versions    []string          `json:"versions"`
-	Reason      string            `json:"reason,omitempty"`      // deregister only
-	Annotations map[string]string `json:"annotations,omitempty"` // deregister only
+	plugins.PluginJSON
+	Reason string `json:"reason,omitempty"` // deregister only
 }
 
 // Validate runs the program with "validate".
@@ -137,11 +134,7 @@ func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason string) 
 
 // run runs the program for action and returns what it wrote to stdout.
 func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason string) (*headBuffer, error) {
-	v := p.Versions
-	if v == nil {
-		v = []string{}
-	}
-	in, err := json.Marshal(ExecInput{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: v, Reason: reason, Annotations: p.Annotations})
+	in, err := json.Marshal(ExecInput{plugins.ToJSON(p), reason})
 	if err != nil {
 		return nil, fmt.Errorf("handler input: %w", err)
 	}
