@@ -735,7 +735,7 @@ SYSTEM, Administrators or the agent's user, or its DACL lets anyone else
 create or delete files in it, or the file is owned by anyone else. A
 local user can then neither plant a state file, take the API socket's
 path between two runs of the agent, nor swap a handler or a password of
-their own in (see plugins.CheckPrivate).
+their own in (see private.Check).
 
 # Threat model
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-package plugins
+package private
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 	"syscall"
 )
 
-// privateAdvice tells how to fix a directory that CheckPrivate refuses.
+// privateAdvice tells how to fix a directory that Check refuses.
 const privateAdvice = "make it owned by root and not writable by other users"
 
-// checkPrivate is CheckPrivate on unix.
+// checkPrivate is Check on unix.
 func checkPrivate(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -65,7 +65,7 @@ func checkPrivate(path string) error {
 	return nil
 }
 
-// privateFileAdvice tells how to fix a file that CheckPrivate refuses.
+// privateFileAdvice tells how to fix a file that Check refuses.
 const privateFileAdvice = "make it writable by its owner only (chmod go-w)"
 
 // closestDir returns dir, or its closest ancestor that exists if dir does

@@ -1,4 +1,4 @@
-package plugins
+package private
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
-// TestPrivateDirDACL checks the DACL that MkdirPrivate gives a directory:
+// TestPrivateDirDACL checks the DACL that Mkdir gives a directory:
 // protected, and full control, inherited by files and subdirectories, for
 // SYSTEM and Administrators alone.
 func TestPrivateDirDACL(t *testing.T) {
@@ -138,23 +138,23 @@ func TestCheckOwner(t *testing.T) {
 func TestMkdirPrivate(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(sockettest.Dir(t), "plugreg")
-	if err := MkdirPrivate(dir); err != nil {
-		t.Fatalf("MkdirPrivate(%q) error = %v", dir, err)
+	if err := Mkdir(dir); err != nil {
+		t.Fatalf("Mkdir(%q) error = %v", dir, err)
 	}
 	sd, err := securityOf(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if who, _ := writer(sd); who != nil && sockettest.UnderWine() {
-		t.Skipf("wine does not keep the DACL of a new directory (it reads back %v); MkdirPrivate returned no error", sd)
+		t.Skipf("wine does not keep the DACL of a new directory (it reads back %v); Mkdir returned no error", sd)
 	} else if who != nil {
 		t.Fatalf("%s lets %v create files (%v), want SYSTEM and Administrators only", dir, who, sd)
 	}
-	if err := CheckPrivate(filepath.Join(dir, "state.json")); err != nil {
-		t.Errorf("CheckPrivate in a private directory: %v", err)
+	if err := Check(filepath.Join(dir, "state.json")); err != nil {
+		t.Errorf("Check in a private directory: %v", err)
 	}
-	if err := MkdirPrivate(dir); err != nil {
-		t.Errorf("MkdirPrivate(%q) again: %v", dir, err)
+	if err := Mkdir(dir); err != nil {
+		t.Errorf("Mkdir(%q) again: %v", dir, err)
 	}
 	users := filepath.Join(dir, "users")
 	if err := os.Mkdir(users, 0o700); err != nil {
@@ -164,15 +164,15 @@ func TestMkdirPrivate(t *testing.T) {
 	if sd, err := securityOf(users); err == nil && sockettest.UnderWine() && !strings.Contains(sd.String(), ";BU)") {
 		t.Skipf("wine does not keep a DACL set on a directory (it reads back %v)", sd)
 	}
-	err = CheckPrivate(filepath.Join(users, "state.json"))
+	err = Check(filepath.Join(users, "state.json"))
 	if want := "directory " + users + " lets BUILTIN\\Users (S-1-5-32-545) create or delete files in it"; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("CheckPrivate in a directory users may write to: error = %v, want %q...", err, want)
+		t.Errorf("Check in a directory users may write to: error = %v, want %q...", err, want)
 	}
-	if err := MkdirPrivate(users); err != nil {
-		t.Fatalf("MkdirPrivate(%q) on an existing directory: %v", users, err)
+	if err := Mkdir(users); err != nil {
+		t.Fatalf("Mkdir(%q) on an existing directory: %v", users, err)
 	}
-	if err := CheckPrivate(filepath.Join(users, "state.json")); err != nil {
-		t.Errorf("CheckPrivate after MkdirPrivate reset the DACL: %v", err)
+	if err := Check(filepath.Join(users, "state.json")); err != nil {
+		t.Errorf("Check after Mkdir reset the DACL: %v", err)
 	}
 }
 

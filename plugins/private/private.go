@@ -1,6 +1,6 @@
-package plugins
+package private
 
-// CheckPrivate returns an error if a user other than the agent's own and
+// Check returns an error if a user other than the agent's own and
 // the administrators could replace the file at path, or what the agent
 // reads from it: path is one of the agent's inputs, its state file, its
 // API socket, a handler's program or socket, or its etcd password file.
@@ -37,4 +37,4 @@ package plugins
 // agent's user. Ancestors are not checked: creating files in a directory
 // does not let a user rename or replace the directories already in it, and
 // C:\ and C:\ProgramData let every user create files.
-func CheckPrivate(path string) error { return checkPrivate(path) }
+func Check(path string) error { return checkPrivate(path) }

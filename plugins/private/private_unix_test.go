@@ -1,6 +1,6 @@
 //go:build unix
 
-package plugins
+package private
 
 import (
 	"fmt"
@@ -115,17 +115,17 @@ func TestCheckPrivateUnix(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := privateTempDir(t)
 			path, bad := tc.setup(t, base)
-			err := CheckPrivate(path)
+			err := Check(path)
 			switch {
 			case bad == "" && err != nil:
-				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+				t.Errorf("Check(%q) error = %v, want nil", path, err)
 			case bad == "":
 			case err == nil:
-				t.Errorf("CheckPrivate(%q) = nil, want an error naming %s", path, bad)
+				t.Errorf("Check(%q) = nil, want an error naming %s", path, bad)
 			default:
 				want := "directory " + bad + tc.want + ": make it owned by root and not writable by other users"
 				if err.Error() != want {
-					t.Errorf("CheckPrivate(%q) error = %q, want %q", path, err, want)
+					t.Errorf("Check(%q) error = %q, want %q", path, err, want)
 				}
 			}
 		})
@@ -169,13 +169,13 @@ func TestCheckPrivateFileOwner(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := CheckPrivate(path)
+			err := Check(path)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+				t.Errorf("Check(%q) error = %v, want nil", path, err)
 			case tc.want == "":
 			case err == nil || err.Error() != file+tc.want:
-				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, file+tc.want)
+				t.Errorf("Check(%q) error = %v, want %q", path, err, file+tc.want)
 			}
 		})
 	}
@@ -211,13 +211,13 @@ func TestCheckPrivateSocketWriters(t *testing.T) {
 			if err := os.Chmod(path, tc.mode); err != nil {
 				t.Fatal(err)
 			}
-			err = CheckPrivate(path)
+			err = Check(path)
 			switch {
 			case tc.want == "" && err != nil:
-				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+				t.Errorf("Check(%q) error = %v, want nil", path, err)
 			case tc.want == "":
 			case err == nil || err.Error() != path+tc.want:
-				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, path+tc.want)
+				t.Errorf("Check(%q) error = %v, want %q", path, err, path+tc.want)
 			}
 		})
 	}
@@ -233,11 +233,11 @@ func TestCheckPrivateModes(t *testing.T) {
 	for _, tc := range privateModeCases(os.Geteuid(), os.Getegid()) {
 		t.Run(tc.name, func(t *testing.T) {
 			path, want := tc.setup(t, privateTempDir(t))
-			switch err := CheckPrivate(path); {
+			switch err := Check(path); {
 			case want == "" && err != nil:
-				t.Errorf("CheckPrivate(%q) error = %v, want nil", path, err)
+				t.Errorf("Check(%q) error = %v, want nil", path, err)
 			case want != "" && (err == nil || err.Error() != want):
-				t.Errorf("CheckPrivate(%q) error = %v, want %q", path, err, want)
+				t.Errorf("Check(%q) error = %v, want %q", path, err, want)
 			}
 		})
 	}
@@ -342,7 +342,7 @@ func writeMode(t *testing.T, path string, mode os.FileMode) string {
 
 // privateTempDir returns a new directory owned by root, mode 0700, with
 // its symbolic links resolved (macOS's /tmp is /private/tmp), so that the
-// errors name the directories as CheckPrivate sees them.
+// errors name the directories as Check sees them.
 func privateTempDir(t *testing.T) string {
 	t.Helper()
 	d, err := filepath.EvalSymlinks(sockettest.Dir(t))

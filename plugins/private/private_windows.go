@@ -1,4 +1,4 @@
-package plugins
+package private
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// privateDir is the DACL of a directory that MkdirPrivate makes: full
+// privateDir is the DACL of a directory that Mkdir makes: full
 // control for SYSTEM (SY) and the Administrators group (BA), inherited by
 // the files (OI) and subdirectories (CI) in it, and protected (P) from the
 // ACEs of its parent, so that no one else may create a file in it.
@@ -29,7 +29,7 @@ const (
 		windows.WRITE_DAC | windows.WRITE_OWNER | windows.GENERIC_WRITE | windows.GENERIC_ALL
 )
 
-// MkdirPrivate makes dir, and its missing parents, a directory that only
+// Mkdir makes dir, and its missing parents, a directory that only
 // SYSTEM and the Administrators group may use: it is created with a
 // protected DACL that grants them full control and no one else anything,
 // which the files created in it inherit. A directory that exists already
@@ -39,7 +39,7 @@ const (
 //
 // It exists on Windows only, where a new directory under %ProgramData%
 // would inherit a DACL that lets every user create files in it.
-func MkdirPrivate(dir string) error {
+func Mkdir(dir string) error {
 	sd, err := windows.SecurityDescriptorFromString(privateDir)
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func MkdirPrivate(dir string) error {
 		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
 }
 
-// checkPrivate is CheckPrivate on Windows.
+// checkPrivate is Check on Windows.
 func checkPrivate(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
