@@ -17,6 +17,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/register/metrics"
@@ -44,9 +45,9 @@ type statusSource struct {
 	types    []string               // the types with a handler (Reconciler.Types)
 	dirs     []string
 	registry *plugins.Registry
-	saver    *plugins.Saver // nil: no state file
-	pub      *publisher     // nil: not publishing
-	conns    net.Listener   // the API's, from api.LimitConns
+	saver    *state.Saver // nil: no state file
+	pub      *publisher   // nil: not publishing
+	conns    net.Listener // the API's, from api.LimitConns
 }
 
 // status answers a Status request.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/state"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -213,7 +214,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	}
 
 	// The state file holds the three plugins, and the last revision.
-	st, err := plugins.Load(e.state, 0)
+	st, err := state.Load(e.state, 0)
 	if err != nil {
 		t.Fatalf("state file after agent A stopped: %v", err)
 	}
@@ -365,7 +366,7 @@ func TestEndToEndCorruptState(t *testing.T) {
 	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	var st plugins.State
 	eventually(t, waitTimeout, "a valid state file with the plugin", func() bool {
-		st, err = plugins.Load(e.state, 0)
+		st, err = state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == 1
 	})
 	if p := st.Plugins[0]; p.Name != "csi.example.com" || st.Revision != 1 {
@@ -405,7 +406,7 @@ func TestEndToEndKillLoop(t *testing.T) {
 	// A clean run registers the large plugins and saves them.
 	a := e.run(t)
 	eventually(t, 60*time.Second, "state file with the large plugins", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == large
 	})
 	if code, _ := a.stop(t); code != 0 {
@@ -442,7 +443,7 @@ func TestEndToEndKillLoop(t *testing.T) {
 		return len(tmps) == 0
 	})
 	eventually(t, waitTimeout, "the large plugins alone", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == large && st.Revision >= k.rev
 	})
 	if code, _ := a.stop(t); code != 0 {
@@ -657,11 +658,11 @@ func (c *stateCheck) check() (plugins.State, int, error) {
 	case c.doc != nil && bytes.Equal(data, c.doc):
 		return c.st, len(data), nil
 	}
-	st, err := plugins.Load(c.path, 0)
+	st, err := state.Load(c.path, 0)
 	if err != nil {
 		return st, len(data), fmt.Errorf("%d bytes: %w", len(data), err)
 	}
-	doc, err := st.MarshalJSON()
+	doc, err := state.Marshal(st)
 	if err != nil {
 		return st, len(data), err
 	}

@@ -59,8 +59,8 @@ func BoundPlugin(p Plugin) Plugin {
 // [ValidateAnnotations] and [scan.MaxSocketPath], and JSON at most doubles
 // text without control characters (a quote or a backslash gets a
 // backslash; the socket path alone may hold control characters, six bytes
-// each), so one record takes at most MaxRecordBytes. [TestMaxRecordBytes]
-// encodes the largest record there is.
+// each), so one record takes at most MaxRecordBytes. TestMaxRecordBytes
+// (package plugins/state) encodes the largest record there is.
 const (
 	// MaxRecordBytes bounds one record of the state file, in bytes: of a
 	// discovered plugin or of one registered through the API, the larger.
@@ -77,27 +77,4 @@ const (
 	// recordOverhead is the rest of a record: field names, indentation,
 	// the socket's identity, the time, the reason, the source and no-check.
 	recordOverhead = 1024
-	// MinStateLimit is the least [StateLimit]: what an agent allowed few
-	// plugins still loads, such as a state file it wrote with a larger
-	// --max-plugins.
-	MinStateLimit = 16 << 20
 )
-
-// StateLimit returns the largest state file of an agent that handles at
-// most maxPlugins sockets: its plugins and [MaxPending] pending
-// deregistrations, each of MaxRecordBytes, and never less than
-// MinStateLimit. [Save] never writes a larger file, and [Load] reads no
-// larger one, so a state that Save wrote always loads with the same limit.
-func StateLimit(maxPlugins int) int64 {
-	return max(MinStateLimit, stateLimit(max(maxPlugins, 0), MaxPending))
-}
-
-// stateLimit bounds the state file of at most plugins plugins and pending
-// pending deregistrations.
-func stateLimit(plugins, pending int) int64 {
-	return int64(plugins+pending)*int64(MaxRecordBytes) + stateOverhead
-}
-
-// stateOverhead is the state document without its records: the fields
-// and the fleet lease.
-const stateOverhead = 256 + fleetRecordBytes

@@ -10,11 +10,6 @@ import (
 // bytes.
 const MaxFleetLeaseText = 512
 
-// fleetRecordBytes bounds the "fleet" member of the state file: each of
-// the two strings at most six bytes a byte (a control character is
-// \u00XX), the numbers and the field names.
-const fleetRecordBytes = 2*6*MaxFleetLeaseText + 128
-
 // FleetLease is the etcd lease on which the fleet publisher (package
 // plugins/fleet) keeps a node's keys, with where it lives: the etcd
 // cluster that granted it, the key prefix of the fleet view and the node
@@ -27,30 +22,6 @@ type FleetLease struct {
 	Cluster uint64 // ID of the etcd cluster that granted it
 	Prefix  string // the fleet view's key prefix; at most MaxFleetLeaseText bytes of UTF-8
 	Node    string // the node name; not empty, at most MaxFleetLeaseText bytes of UTF-8
-}
-
-// fleetRecord is the JSON form of a FleetLease.
-type fleetRecord struct {
-	Lease   int64  `json:"lease"`
-	Cluster uint64 `json:"cluster"`
-	Prefix  string `json:"prefix"`
-	Node    string `json:"node"`
-}
-
-// fleetRecordOf returns the JSON form of l, nil for nil.
-func fleetRecordOf(l *FleetLease) *fleetRecord {
-	if l == nil {
-		return nil
-	}
-	return &fleetRecord{Lease: l.ID, Cluster: l.Cluster, Prefix: l.Prefix, Node: l.Node}
-}
-
-// lease returns the FleetLease of r, nil for nil.
-func (r *fleetRecord) lease() *FleetLease {
-	if r == nil {
-		return nil
-	}
-	return &FleetLease{ID: r.Lease, Cluster: r.Cluster, Prefix: r.Prefix, Node: r.Node}
 }
 
 // checkFleetLease returns an error if l breaks a rule of the state file.

@@ -9,9 +9,9 @@ import (
 )
 
 // Plugin is a registered plugin as the registry stores and lists it.
-// It has one JSON form ([PluginJSON]) and one protobuf message (package
-// plugins/codec), which carry every field: a new field is added there
-// too, and TestPluginShapes of package plugins/handler fails until it is.
+// It has one JSON form and one protobuf message (package plugins/codec),
+// which carry every field: a new field is added there too, and
+// TestPluginShapes (package plugins/handler) fails until it is.
 type Plugin struct {
 	Name         string    // from GetInfo
 	Type         string    // from GetInfo, e.g. "CSIPlugin"
@@ -27,8 +27,8 @@ type Plugin struct {
 	// (discovered at SocketPath, where it serves pluginregistration v1) or
 	// SourceAPI (registered through the local API, with no registration
 	// socket: SocketPath is empty). "" is SourceSocket: the Registry
-	// and the state file keep a discovered plugin's Source empty, and
-	// SourceName says which.
+	// keeps a discovered plugin's Source empty, and its JSON form and
+	// protobuf message (package plugins/codec) say "socket".
 	Source string
 	// Owner is who registered an API plugin, Nomad's AllocID ("" when the
 	// caller gave none, and for discovered plugins); see ValidateOwner.
@@ -65,15 +65,6 @@ const (
 	SourceSocket = "socket" // discovered: it serves pluginregistration v1 in a plugin directory
 	SourceAPI    = "api"    // registered through the local API (Registry.Register of plugreg.v1)
 )
-
-// SourceName returns p's source as the API and JSON show it: SourceSocket
-// or SourceAPI.
-func (p Plugin) SourceName() string {
-	if p.FromAPI() {
-		return SourceAPI
-	}
-	return SourceSocket
-}
 
 // FromAPI reports whether p was registered through the local API.
 func (p Plugin) FromAPI() bool { return p.Source == SourceAPI }

@@ -379,32 +379,33 @@ func (r *Registry) Len() int {
 }
 
 // State returns the registry's contents and revision, read at one instant,
-// as a State for [Save]. The Plugins are copies sorted like List; the
-// Pending are copies sorted like [Registry.Pending], and Fleet is a copy
-// of the fleet lease, nil if there is none. Its Running is false; the
-// [Saver] sets it in every write but the last one of a clean stop.
+// as a State for the state file (package plugins/state). The Plugins are
+// copies sorted like List; the Pending are copies sorted like
+// [Registry.Pending], and Fleet is a copy of the fleet lease, nil if there
+// is none. Its Version is 0 and its Running false; the state file's Saver
+// sets Running in every write but the last one of a clean stop.
 func (r *Registry) State() State {
-	s, _ := r.stateAndChanges()
-	return s
-}
-
-// stateAndChanges returns State and the change count it includes.
-func (r *Registry) stateAndChanges() (State, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s := State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}
+	s := State{Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}
 	if r.fleet != nil {
 		l := *r.fleet
 		s.Fleet = &l
 	}
-	return s, r.changes
+	return s
 }
 
-// changeCount returns the number of changes to what State returns.
-func (r *Registry) changeCount() uint64 {
+// Changes returns the number of changes made to what State returns (each
+// event, each change of the pending deregistrations and of the fleet
+// lease), and the registry's change signal: a channel that receives after
+// a change, once for any number of changes since it last received. A State
+// read after Changes holds at least the changes it counted. The signal is
+// for the one writer of the registry's state file (a state.Saver):
+// another reader would take its wake-ups.
+func (r *Registry) Changes() (count uint64, changed <-chan struct{}) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.changes
+	return r.changes, r.changed
 }
 
 // Close ends every watch: their channels are closed, and later Watch

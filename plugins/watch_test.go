@@ -240,7 +240,7 @@ func TestWatchHistory(t *testing.T) {
 
 func TestWatchRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := NewRegistryFrom(State{Version: StateVersion, Revision: 100, Plugins: []Plugin{draOld, csiHostpath}})
+		r := NewRegistryFrom(State{Revision: 100, Plugins: []Plugin{draOld, csiHostpath}})
 		if rev := r.Revision(); rev != 100 {
 			t.Fatalf("Revision() = %d, want 100", rev)
 		}

@@ -80,7 +80,7 @@
 // 30 s and with GetInfo every 5 minutes, at most DefaultProbeRate checks a
 // second).
 // `plugreg run` is this wiring plus what its flags add: the API socket
-// (api.APIServer), the state file (plugins.Load and plugins.Saver)
+// (api.APIServer), the state file (state.Load and state.Saver)
 // and the metrics (register/metrics).
 //
 // # Registration
@@ -268,7 +268,7 @@
 // pending set the DeRegister that the handler is owed should the agent die
 // before the outcome is saved (statecache.Cache.Guard: reason "rolled
 // back" for a Register, the DeRegister's own for a DeRegister), and the
-// call waits until the state file holds it (plugins.Saver.Sync). A
+// call waits until the state file holds it (state.Saver.Sync). A
 // Register that cannot wait for it fails, and is not made; a DeRegister
 // goes ahead, as it is due whatever the file holds. The outcome replaces
 // the entry in the Registry, in an order that leaves no write of the state

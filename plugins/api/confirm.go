@@ -12,8 +12,8 @@ import (
 
 // ConfirmAfter makes Register and Deregister answer success only once
 // durable returns nil for the change they made: the agent's is
-// [plugins.Saver.Sync], which returns once the state file holds every
-// change made before the call, so that a registration confirmed to its
+// [github.com/plugreg/plugreg/plugins/state.Saver.Sync], which returns
+// once the state file holds every change made before the call, so that a registration confirmed to its
 // caller survives a crash of the agent. When durable fails, the change is
 // made but not confirmed: the RPC fails with Unavailable, saying the state
 // could not be saved (DeadlineExceeded or Canceled when the caller's

@@ -17,6 +17,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -142,7 +143,7 @@ func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ pl
 func TestAPIConfirmSaved(t *testing.T) {
 	r := plugins.NewRegistry()
 	path := filepath.Join(sockettest.Dir(t), "state.json")
-	s := &plugins.Saver{Registry: r, Path: path}
+	s := &state.Saver{Registry: r, Path: path}
 	ctx, cancel := context.WithCancel(t.Context())
 	saved := make(chan error, 1)
 	go func() { saved <- s.Run(ctx) }()
@@ -154,7 +155,7 @@ func TestAPIConfirmSaved(t *testing.T) {
 	})
 	client := confirmingAPI(t, r, &applying{r: r, reg: map[string]plugins.Plugin{}}, s.Sync)
 	stored := func() []string {
-		st, err := plugins.Load(path, 0)
+		st, err := state.Load(path, 0)
 		if err != nil {
 			t.Fatalf("Load = %v", err)
 		}

@@ -67,7 +67,7 @@ with a watch of its own, so the Registry holds no connections.
 
 A Register or Deregister answers success only once the change is durable,
 when the agent passes [APIServer.ConfirmAfter] its state file's
-[plugins.Saver.Sync]; a change that cannot be saved fails the call with
+[state.Saver.Sync]; a change that cannot be saved fails the call with
 Unavailable.
 
 # What this package does not do

@@ -10,7 +10,7 @@ import (
 
 // ToProto returns p as a plugreg.v1 Plugin, the one message of a plugin
 // of the API and of the gRPC handlers. Its source is always set: "socket"
-// or "api" (Plugin.SourceName). A zero RegisteredAt or SocketID is left
+// or "api" (sourceName). A zero RegisteredAt or SocketID is left
 // unset, and the uid is set only when p.HasUID.
 func ToProto(p plugins.Plugin) *plugregv1.Plugin {
 	m := &plugregv1.Plugin{
@@ -20,7 +20,7 @@ func ToProto(p plugins.Plugin) *plugregv1.Plugin {
 		SocketPath:  p.SocketPath,
 		Versions:    p.Versions,
 		Annotations: p.Annotations,
-		Source:      p.SourceName(),
+		Source:      sourceName(p),
 		Owner:       p.Owner,
 		Options:     p.Options,
 		NoCheck:     p.NoCheck,

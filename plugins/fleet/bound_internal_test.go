@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 	"github.com/plugreg/plugreg/scan"
@@ -190,13 +191,13 @@ func TestLargestValueFits(t *testing.T) {
 	socket.Source, socket.Owner, socket.Options, socket.HasUID = plugins.SourceSocket, "", nil, false
 	socket.Endpoint, socket.SocketPath = s(plugins.MaxEndpointBytes), "/"+s(scan.MaxSocketPath-1)
 	for _, p := range []plugins.Plugin{api, socket} {
-		b, err := json.Marshal(plugins.ToJSON(p))
+		b, err := json.Marshal(codec.ToJSON(p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("largest %s plugin: %d bytes of JSON; MaxValueBytes %d", p.SourceName(), len(b), MaxValueBytes)
+		t.Logf("largest %s plugin: %d bytes of JSON; MaxValueBytes %d", codec.ToJSON(p).Source, len(b), MaxValueBytes)
 		if len(b) > MaxValueBytes {
-			t.Errorf("the largest %s plugin's value takes %d bytes, more than MaxValueBytes (%d)", p.SourceName(), len(b), MaxValueBytes)
+			t.Errorf("the largest %s plugin's value takes %d bytes, more than MaxValueBytes (%d)", codec.ToJSON(p).Source, len(b), MaxValueBytes)
 		}
 	}
 }

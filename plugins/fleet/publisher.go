@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 )
 
 // DefaultTTL is the lease's time to live unless configured: a stopped
@@ -292,7 +293,7 @@ func (r *run) desired() (map[string]string, error) {
 	}
 	want := make(map[string]string, len(current))
 	for k, pl := range current {
-		b, err := json.Marshal(plugins.ToJSON(pl))
+		b, err := json.Marshal(codec.ToJSON(pl))
 		if err != nil {
 			return nil, fmt.Errorf("encode plugin: %w", err)
 		}

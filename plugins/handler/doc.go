@@ -26,7 +26,7 @@ owns it.
 [Exec], configured by --handler TYPE=exec:PATH (see [ParseHandler]), runs a
 program for each call: PATH validate|register|deregister, with the plugin
 as one JSON object on stdin ([ExecInput]: the plugin's one JSON form,
-plugins.PluginJSON, and reason for deregister). Exit status 0 is success; otherwise
+codec.PluginJSON, and reason for deregister). Exit status 0 is success; otherwise
 the call is refused, and the error is the last non-blank line of its
 stderr, with control characters turned into spaces and cut to 512 bytes,
 or "exit status N"; a program ended by a signal says "killed by signal

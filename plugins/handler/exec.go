@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 )
 
 // Bounds of an Exec call.
@@ -65,12 +66,12 @@ type Exec struct {
 }
 
 // ExecInput is the JSON object an Exec writes to its program's stdin: the
-// plugin in its one JSON form ([plugins.PluginJSON], as `plugreg list -o
+// plugin in its one JSON form ([codec.PluginJSON], as `plugreg list -o
 // json` prints it), and for a deregister the reason. The annotations are
 // those the plugin was registered with for a deregister, and {} for the
 // other actions.
 type ExecInput struct {
-	plugins.PluginJSON
+	codec.PluginJSON
 	Reason string `json:"reason,omitempty"` // deregister only
 }
 
@@ -134,7 +135,7 @@ func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason string) 
 
 // run runs the program for action and returns what it wrote to stdout.
 func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason string) (*headBuffer, error) {
-	in, err := json.Marshal(ExecInput{plugins.ToJSON(p), reason})
+	in, err := json.Marshal(ExecInput{codec.ToJSON(p), reason})
 	if err != nil {
 		return nil, fmt.Errorf("handler input: %w", err)
 	}

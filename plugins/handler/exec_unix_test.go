@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 )
 
 // script writes an sh script with body to a new directory and returns an
@@ -57,7 +58,7 @@ func TestExecInputAndEnv(t *testing.T) {
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%s: stdin %q: %v", action, b, err)
 		}
-		want := map[string]any{"schema": float64(plugins.JSONSchema), "name": "csi.example.com", "type": "CSIPlugin", "endpoint": "/e/csi.sock",
+		want := map[string]any{"schema": float64(codec.JSONSchema), "name": "csi.example.com", "type": "CSIPlugin", "endpoint": "/e/csi.sock",
 			"socketPath": "/p/csi.sock", "versions": []any{"1.0.0"}, "registeredAt": "0001-01-01T00:00:00Z",
 			"annotations": map[string]any{}, "source": "socket", "owner": "", "options": map[string]any{}, "uid": nil}
 		if action == "deregister" {

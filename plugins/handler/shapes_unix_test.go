@@ -18,6 +18,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/handler/handlertest"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -110,28 +111,28 @@ func viaPending(t *testing.T, p plugins.Plugin) plugins.Plugin {
 	return s.Pending[0].Plugin
 }
 
-// stateRoundTrip encodes s as Save does and decodes it as Load does,
-// without the Registry's rules, which no plugin with every field set
+// stateRoundTrip encodes s as state.Save does and decodes it as state.Load
+// does, without the Registry's rules, which no plugin with every field set
 // keeps (it has both a socket path and an owner).
 func stateRoundTrip(t *testing.T, s plugins.State) plugins.State {
 	t.Helper()
-	b, err := json.Marshal(s)
+	b, err := state.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got plugins.State
-	if err := json.Unmarshal(b, &got); err != nil {
+	got, err := state.Unmarshal(b)
+	if err != nil {
 		t.Fatalf("decode state file %s: %v", b, err)
 	}
 	return got
 }
 
 func viaJSON(t *testing.T, p plugins.Plugin) plugins.Plugin {
-	b, err := json.Marshal(plugins.ToJSON(p))
+	b, err := json.Marshal(codec.ToJSON(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var j plugins.PluginJSON
+	var j codec.PluginJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package plugins
+package state
 
 import (
 	"path/filepath"
@@ -11,7 +11,7 @@ import (
 // TestLoadVersion1: a state file of version 1, as agents wrote it before
 // the plugins' JSON form had "schema" (testdata/state-v1.json is
 // testState written by such an agent), loads as that State, and Save then
-// writes it as version StateVersion, which loads as the same State.
+// writes it as version Version, which loads as the same State.
 func TestLoadVersion1(t *testing.T) {
 	if !filepath.IsAbs("/run/a.sock") {
 		t.Skip("the file's API endpoints are unix paths")
@@ -35,7 +35,7 @@ func TestLoadVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load after Save = %v", err)
 	}
-	want.Version = StateVersion
+	want.Version = Version
 	if diff := cmp.Diff(want, again); diff != "" {
 		t.Errorf("Load after Save (-want +got):\n%s", diff)
 	}

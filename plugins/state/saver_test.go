@@ -1,4 +1,4 @@
-package plugins
+package state
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+
+	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
 
 // logger returns a logger that writes to buf without times.
@@ -289,7 +291,7 @@ func wantSaved(t *testing.T, path string, r *Registry) {
 		t.Fatalf("Load = %v", err)
 	}
 	want := r.State()
-	want.Running = got.Running
+	want.Running, want.Version = got.Running, Version
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("state file (-want +got):\n%s", diff)
 	}

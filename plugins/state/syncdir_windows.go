@@ -1,4 +1,4 @@
-package plugins
+package state
 
 // syncDir does nothing: Windows cannot flush a directory, and replaceFile
 // writes the rename through instead.

@@ -1,10 +1,12 @@
-package plugins
+package state
 
 import (
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
+
+	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
 
 // BenchmarkSave writes the state of a registry of 1,000 plugins, as the

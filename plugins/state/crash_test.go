@@ -1,4 +1,4 @@
-package plugins
+package state
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+
+	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
 
 // Errors of a crashFS: every step after a crash fails with errCrashed, and
@@ -204,7 +206,7 @@ func (f *crashFile) Close() error {
 func crashStates(t *testing.T) (before, after State, beforeDoc, afterDoc []byte) {
 	t.Helper()
 	before = testState()
-	after = State{Version: StateVersion, Revision: before.Revision + 1}
+	after = State{Version: Version, Revision: before.Revision + 1}
 	for i := range 100 {
 		p := csiHostpath
 		p.Name = fmt.Sprintf("p%d.example.com", i)
@@ -213,10 +215,10 @@ func crashStates(t *testing.T) (before, after State, beforeDoc, afterDoc []byte)
 		after.Plugins = append(after.Plugins, p)
 	}
 	var err error
-	if beforeDoc, err = before.MarshalJSON(); err != nil {
+	if beforeDoc, err = Marshal(before); err != nil {
 		t.Fatal(err)
 	}
-	if afterDoc, err = after.MarshalJSON(); err != nil {
+	if afterDoc, err = Marshal(after); err != nil {
 		t.Fatal(err)
 	}
 	return before, after, beforeDoc, afterDoc

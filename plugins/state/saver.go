@@ -1,4 +1,4 @@
-package plugins
+package state
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/plugreg/plugreg/plugins"
 )
 
 // Retry delays of a Saver after a failed write, doubling from the first.
@@ -37,7 +39,7 @@ const (
 // 250 ms, and when Run returns; a crash loses the changes of those 250 ms,
 // or of a fault that makes writes fail, and the file says so (see Run). It
 // reads the registry
-// with [Registry.State], so it never holds the registry's lock while
+// with [plugins.Registry.State], so it never holds the registry's lock while
 // writing, and neither Apply nor PutPending and DropPending ever wait for
 // it.
 //
@@ -49,12 +51,12 @@ const (
 // Run a Saver in its own goroutine, and at most one per Registry: they
 // share the Registry's change signal.
 type Saver struct {
-	Registry *Registry
+	Registry *plugins.Registry
 	Path     string
-	Limit    int64        // the file's size limit, as Save takes it: StateLimit of --max-plugins
+	Limit    int64        // the file's size limit, as Save takes it: Limit of --max-plugins
 	Log      *slog.Logger // nil: discard
 
-	save   func(path string, s State, limit int64) error // Save; tests replace it
+	save   func(path string, s plugins.State, limit int64) error // Save; tests replace it
 	writes atomic.Uint64
 	errors atomic.Uint64
 
@@ -78,11 +80,12 @@ type syncWaiter struct {
 // Run saves the registry once at the start, then after every change, until
 // ctx is done; then it saves once more, and returns that write's error, or
 // nil. Every write but that last one is of a Running State (see
-// [State.Running]): the agent may publish more events before the next
+// [plugins.State].Running): the agent may publish more events before the next
 // write. The last one marks the file clean: the next agent continues at its
 // revision, and watchers resume without a Resync. So cancel ctx only once
 // nothing changes the registry any more. If the last write fails, the file
-// stays marked running, and the next agent continues after a RevisionGap.
+// stays marked running, and the next agent continues after a
+// [plugins.RevisionGap].
 // Before the first write Run removes temporary files that a crash left
 // next to Path.
 //
@@ -100,6 +103,7 @@ func (s *Saver) Run(ctx context.Context) error {
 		save = Save
 	}
 	kick := s.start()
+	_, changed := s.Registry.Changes()
 	defer s.stop()
 	s.removeTemps(log)
 
@@ -111,7 +115,8 @@ func (s *Saver) Run(ctx context.Context) error {
 		waitC   <-chan time.Time // not nil while the next write waits: the gap after a write, or a retry's delay
 	)
 	write := func(final bool) error {
-		st, changes := s.Registry.stateAndChanges()
+		changes, _ := s.Registry.Changes() // before State: st holds at least these
+		st := s.Registry.State()
 		st.Running = !final
 		err := save(s.Path, st, s.Limit)
 		if err == nil {
@@ -156,8 +161,8 @@ func (s *Saver) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return write(true)
-		case <-s.Registry.changed:
-			if s.Registry.changeCount() != s.durableCount() {
+		case <-changed:
+			if n, _ := s.Registry.Changes(); n != s.durableCount() {
 				dirty = true
 			}
 		case <-waitC:
@@ -177,7 +182,7 @@ func (s *Saver) Run(ctx context.Context) error {
 // Sync waits for its first write; without changes since the registry was
 // made, there is nothing to wait for.
 func (s *Saver) Sync(ctx context.Context) error {
-	target := s.Registry.changeCount()
+	target, _ := s.Registry.Changes()
 	s.mu.Lock()
 	switch {
 	case s.durable >= target:

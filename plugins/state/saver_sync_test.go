@@ -1,4 +1,4 @@
-package plugins
+package state
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+
+	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
 
 // registerAt registers csiHostpath at socket i and returns the revision of

@@ -1,9 +1,10 @@
-package plugins
+package codec
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -51,8 +52,8 @@ type SocketIDJSON struct {
 
 // ToJSON returns p in its JSON form, schema JSONSchema: Versions is []
 // and Annotations {} when p has none, Options {} likewise, Source
-// "socket" or "api" (Plugin.SourceName), and UID null unless p.HasUID.
-func ToJSON(p Plugin) PluginJSON {
+// "socket" or "api" (sourceName), and UID null unless p.HasUID.
+func ToJSON(p plugins.Plugin) PluginJSON {
 	v := p.Versions
 	if v == nil {
 		v = []string{}
@@ -69,14 +70,14 @@ func ToJSON(p Plugin) PluginJSON {
 	return PluginJSON{
 		Schema: JSONSchema, Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath,
 		Versions: v, RegisteredAt: p.RegisteredAt.UTC().Format(time.RFC3339Nano), Annotations: a,
-		Source: p.SourceName(), Owner: p.Owner, Options: o, UID: uidOf(p),
+		Source: sourceName(p), Owner: p.Owner, Options: o, UID: uidOf(p),
 		SocketID: SocketIDJSON{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
 		NoCheck:  p.NoCheck,
 	}
 }
 
 // uidOf returns p's UID, or nil unless p.HasUID.
-func uidOf(p Plugin) *uint32 {
+func uidOf(p plugins.Plugin) *uint32 {
 	if !p.HasUID {
 		return nil
 	}
@@ -88,22 +89,22 @@ func uidOf(p Plugin) *uint32 {
 // (the Registry keeps a discovered plugin's Source empty); any other
 // Source is kept as it is. It fails if RegisteredAt is not RFC 3339, or
 // if j is of a schema newer than JSONSchema.
-func (j PluginJSON) Plugin() (Plugin, error) {
+func (j PluginJSON) Plugin() (plugins.Plugin, error) {
 	if j.Schema > JSONSchema {
-		return Plugin{}, fmt.Errorf("plugin of schema %d, newer than %d", j.Schema, JSONSchema)
+		return plugins.Plugin{}, fmt.Errorf("plugin of schema %d, newer than %d", j.Schema, JSONSchema)
 	}
 	at, err := time.Parse(time.RFC3339Nano, j.RegisteredAt)
 	if err != nil {
-		return Plugin{}, fmt.Errorf("registeredAt: %w", err)
+		return plugins.Plugin{}, fmt.Errorf("registeredAt: %w", err)
 	}
 	id := j.SocketID
-	p := Plugin{
+	p := plugins.Plugin{
 		Name: j.Name, Type: j.Type, Endpoint: j.Endpoint, SocketPath: j.SocketPath,
 		SocketID: scan.ID{Dev: id.Dev, Ino: id.Ino, Mtime: id.Mtime, Ctime: id.Ctime, Birth: id.Birth},
 		Versions: j.Versions, RegisteredAt: at, Annotations: j.Annotations,
 		Source: j.Source, Owner: j.Owner, Options: j.Options, NoCheck: j.NoCheck,
 	}
-	if p.Source == SourceSocket {
+	if p.Source == plugins.SourceSocket {
 		p.Source = ""
 	}
 	if len(p.Versions) == 0 {
@@ -119,4 +120,13 @@ func (j PluginJSON) Plugin() (Plugin, error) {
 		p.UID, p.HasUID = *j.UID, true
 	}
 	return p, nil
+}
+
+// sourceName returns p's source as the API and JSON show it:
+// plugins.SourceSocket or plugins.SourceAPI.
+func sourceName(p plugins.Plugin) string {
+	if p.FromAPI() {
+		return plugins.SourceAPI
+	}
+	return plugins.SourceSocket
 }

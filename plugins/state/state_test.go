@@ -1,8 +1,9 @@
-package plugins
+package state
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -15,8 +16,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/scan"
+
+	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
 
 // testState is a State with every field set, two plugins without Versions,
@@ -45,7 +50,7 @@ func testState() State {
 	apiRoot.Owner, apiRoot.Options, apiRoot.NoCheck, apiRoot.UID = "alloc-0", nil, false, 0
 	apiUnknown := api
 	apiUnknown.Owner, apiUnknown.UID, apiUnknown.HasUID = "", 0, false
-	return State{Version: StateVersion, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local, api, apiRoot, apiUnknown},
+	return State{Version: Version, Revision: 42, Plugins: []Plugin{withID, noVersions, emptyVersions, local, api, apiRoot, apiUnknown},
 		Pending: pending, Fleet: fleet}
 }
 
@@ -110,7 +115,7 @@ func TestSaveLoad(t *testing.T) {
 	}
 }
 
-// TestSaveFormat pins the document; changing it needs a new StateVersion.
+// TestSaveFormat pins the document; changing it needs a new Version.
 // A pending deregistration is the plugin's record and the reason; a State
 // that is not Running says "clean": true.
 func TestSaveFormat(t *testing.T) {
@@ -296,7 +301,7 @@ func TestSaveEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load = %v", err)
 	}
-	if diff := cmp.Diff(State{Version: StateVersion, Plugins: []Plugin{}}, got); diff != "" {
+	if diff := cmp.Diff(State{Version: Version, Plugins: []Plugin{}}, got); diff != "" {
 		t.Errorf("Load (-want +got):\n%s", diff)
 	}
 }
@@ -460,8 +465,8 @@ func TestLoadCorrupt(t *testing.T) {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Load = %v, want ErrCorrupt", err)
 			}
-			if !strings.HasPrefix(err.Error(), "load "+path+": plugins: corrupt state file: ") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Load = %q, want %q with %q", err, "load "+path+": plugins: corrupt state file: ...", tc.want)
+			if !strings.HasPrefix(err.Error(), "load "+path+": state: corrupt state file: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %q, want %q with %q", err, "load "+path+": state: corrupt state file: ...", tc.want)
 			}
 		})
 	}
@@ -483,11 +488,11 @@ func TestLoadCorrupt(t *testing.T) {
 func TestLoadTooLarge(t *testing.T) {
 	path := filepath.Join(sockettest.Dir(t), "state.json")
 	head := `{"version": 1, "revision": 3, "plugins": []}`
-	data := head + strings.Repeat(" ", MinStateLimit+1-len(head))
+	data := head + strings.Repeat(" ", MinLimit+1-len(head))
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, limit := range []int64{0, MinStateLimit} {
+	for _, limit := range []int64{0, MinLimit} {
 		if _, err := Load(path, limit); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "larger than") {
 			t.Errorf("Load of %d bytes, limit %d = %v, want ErrCorrupt, larger than", len(data), limit, err)
 		}
@@ -613,12 +618,12 @@ func TestQuarantineCorrupt(t *testing.T) {
 // Save must write.
 func indentedDoc(t *testing.T, s State) string {
 	t.Helper()
-	d := stateDoc{Version: StateVersion, Revision: s.Revision, Clean: !s.Running, Plugins: make([]PluginJSON, len(s.Plugins))}
+	d := stateDoc{Version: Version, Revision: s.Revision, Clean: !s.Running, Plugins: make([]codec.PluginJSON, len(s.Plugins))}
 	for i, p := range s.Plugins {
-		d.Plugins[i] = ToJSON(p)
+		d.Plugins[i] = codec.ToJSON(p)
 	}
 	for _, pd := range s.Pending {
-		d.Pending = append(d.Pending, pendingRecord{ToJSON(pd.Plugin), pd.Reason})
+		d.Pending = append(d.Pending, pendingRecord{codec.ToJSON(pd.Plugin), pd.Reason})
 	}
 	d.Fleet = fleetRecordOf(s.Fleet)
 	var b strings.Builder
@@ -638,7 +643,7 @@ func indentedDoc(t *testing.T, s State) string {
 // gives back, sorted, as its State.
 func FuzzLoad(f *testing.F) {
 	for _, s := range []State{{}, testState()} {
-		data, err := s.MarshalJSON()
+		data, err := Marshal(s)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -683,7 +688,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Load after Save = %v", err)
 		}
-		s.Version = StateVersion // Save writes its own version, whatever it read
+		s.Version = Version // Save writes its own version, whatever it read
 		if diff := cmp.Diff(s, got); diff != "" {
 			t.Fatalf("Load after Save (-want +got):\n%s", diff)
 		}
@@ -693,9 +698,12 @@ func FuzzLoad(f *testing.F) {
 		if s.Running {
 			s.Running, s.Revision = false, s.Revision+min(RevisionGap, math.MaxUint64-s.Revision)
 		}
-		slices.SortFunc(s.Plugins, comparePlugins)
-		slices.SortFunc(s.Pending, comparePending)
-		if diff := cmp.Diff(s, r.State()); diff != "" {
+		s.Version = 0 // a Registry's State has none
+		byInstance := cmpopts.SortSlices(func(a, b Plugin) bool { return a.Instance() < b.Instance() })
+		byIncarnation := cmpopts.SortSlices(func(a, b PendingDeregistration) bool {
+			return fmt.Sprint(a.Plugin.Type, a.Plugin.Name, a.Plugin.SocketID) < fmt.Sprint(b.Plugin.Type, b.Plugin.Name, b.Plugin.SocketID)
+		})
+		if diff := cmp.Diff(s, r.State(), byInstance, byIncarnation); diff != "" {
 			t.Fatalf("State of NewRegistryFrom (-want +got):\n%s", diff)
 		}
 	})

@@ -1,4 +1,4 @@
-package plugins
+package codec
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/plugreg/plugreg/plugins"
 )
 
 // TestJSONUID: the JSON form of a plugin holds "uid", the uid that
@@ -15,16 +17,16 @@ import (
 // discovered plugin; PluginJSON.Plugin reads it back.
 func TestJSONUID(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	apiPlugin := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"}, RegisteredAt: at,
-		Source: SourceAPI, Owner: "alloc-1", UID: 1001, HasUID: true}
+	apiPlugin := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"}, RegisteredAt: at,
+		Source: plugins.SourceAPI, Owner: "alloc-1", UID: 1001, HasUID: true}
 	root := apiPlugin
 	root.UID = 0
 	unknown := apiPlugin
 	unknown.UID, unknown.HasUID = 0, false
-	discovered := Plugin{Name: "b", Type: "CSIPlugin", Endpoint: "/run/b.sock", SocketPath: "/reg/b.sock", Versions: []string{"1.0.0"}, RegisteredAt: at}
+	discovered := plugins.Plugin{Name: "b", Type: "CSIPlugin", Endpoint: "/run/b.sock", SocketPath: "/reg/b.sock", Versions: []string{"1.0.0"}, RegisteredAt: at}
 	for _, tc := range []struct {
 		name string
-		p    Plugin
+		p    plugins.Plugin
 		want string
 	}{
 		{"uid 1001", apiPlugin, `"uid":1001`},
@@ -59,7 +61,7 @@ func TestJSONUID(t *testing.T) {
 // key (written before it existed) reads, and one of a newer schema is
 // refused rather than read as if it were this one.
 func TestJSONSchema(t *testing.T) {
-	p := Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/run/a.sock", SocketPath: "/reg/a.sock", Versions: []string{"1.0.0"},
+	p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/run/a.sock", SocketPath: "/reg/a.sock", Versions: []string{"1.0.0"},
 		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	b, err := json.Marshal(ToJSON(p))
 	if err != nil {

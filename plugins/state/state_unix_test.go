@@ -1,6 +1,6 @@
 //go:build unix
 
-package plugins
+package state
 
 import (
 	"os"
