@@ -22,6 +22,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/peer"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -187,10 +188,10 @@ func TestRegisterThroughAPI(t *testing.T) {
 	}{
 		{name: "register json", args: withArgs(reg, "-o", "json"), wantOut: jsonOf(toJSON(registered))},
 		{name: "register table", args: reg, wantInText: "api (owner alloc-1)"},
-		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", plugins.ErrRefused),
+		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", rules.ErrRefused),
 			wantErr: `register CSIPlugin/n: "plugins: registration refused: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J"`},
-		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", plugins.ErrInvalid), wantErr: "register CSIPlugin/n: plugins: invalid registration: bad endpoint"},
-		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", plugins.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
+		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", rules.ErrInvalid), wantErr: "register CSIPlugin/n: plugins: invalid registration: bad endpoint"},
+		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", rules.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
 		{name: "handler down", args: reg, answer: fmt.Errorf("%w: connection refused", handler.ErrUnavailable), wantErr: "connection refused"},
 		{name: "deregister json", args: withArgs(dereg, "-o", "json"), wantOut: jsonOf([]pluginJSON{toJSON(registered), toJSON(other)})},
 		{name: "deregister table", args: dereg, wantInText: sockettest.Run("n2.sock")},

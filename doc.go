@@ -772,7 +772,7 @@ A plugin can send anything. A GetInfo reply over 64 KiB is a rejection;
 every string is validated (UTF-8, no control characters) and bounded (name
 and type 253 bytes, endpoint 1,024, 16 versions of 64) before its handler
 judges it, and cut to 512 bytes in logs, events and messages. One
-state-file record is at most plugins.MaxRecordBytes (22 KB), so the
+state-file record is at most rules.MaxRecordBytes (22 KB), so the
 largest state has a size limit that Save and Load share.
 
 A handler (an exec program or a grpc service the operator configured) is

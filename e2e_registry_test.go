@@ -25,6 +25,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/plugins/state"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
@@ -545,12 +546,12 @@ func serveLargePlugins(t *testing.T, dir string, n int) map[string]plugins.Plugi
 		p := plugins.Plugin{
 			Name:       fmt.Sprintf("large%03d.example.com", i),
 			Type:       "CSIPlugin",
-			Endpoint:   fmt.Sprintf("/large/%03d/", i) + strings.Repeat("e", plugins.MaxEndpointBytes-len("/large/000/")),
+			Endpoint:   fmt.Sprintf("/large/%03d/", i) + strings.Repeat("e", rules.MaxEndpointBytes-len("/large/000/")),
 			SocketPath: filepath.Join(dir, fmt.Sprintf("large%03d.sock", i)),
 		}
-		for j := range plugins.MaxVersions {
+		for j := range rules.MaxVersions {
 			v := fmt.Sprintf("1.%d.0-", j)
-			p.Versions = append(p.Versions, v+strings.Repeat("x", plugins.MaxVersionBytes-len(v)))
+			p.Versions = append(p.Versions, v+strings.Repeat("x", rules.MaxVersionBytes-len(v)))
 		}
 		served[p.Name] = p
 		l, err := example.Listen(p.SocketPath)

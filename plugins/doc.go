@@ -21,7 +21,7 @@ rejected, unhealthy, healthy) and gets the next revision. Removing a
 plugin that is not there is a no-op without an event. The last
 [HistorySize] events are kept. Whatever a plugin sent, everything the
 Registry holds can be encoded, as protobuf and as the state file: a
-rejected plugin and its message are bounded ([BoundPlugin], [BoundText]:
+rejected plugin and its message are bounded ([BoundPlugin], [rules.BoundText]:
 valid UTF-8, 512 bytes a string), and a registered one that breaks a rule
 of the state file is not stored (FuzzRegistryEncodes checks both).
 

@@ -21,7 +21,7 @@ type Plugin struct {
 	Versions     []string  // supported versions from GetInfo
 	RegisteredAt time.Time // when the registration completed
 	// Annotations are what the handler's Register returned for the
-	// plugin's consumers (nil: none); see ValidateAnnotations.
+	// plugin's consumers (nil: none); see rules.ValidateAnnotations.
 	Annotations map[string]string
 	// Source says how the plugin came into the registry: SourceSocket
 	// (discovered at SocketPath, where it serves pluginregistration v1) or
@@ -31,7 +31,7 @@ type Plugin struct {
 	// protobuf message (package plugins/codec) say "socket".
 	Source string
 	// Owner is who registered an API plugin, Nomad's AllocID ("" when the
-	// caller gave none, and for discovered plugins); see ValidateOwner.
+	// caller gave none, and for discovered plugins); see rules.ValidateOwner.
 	Owner string
 	// Options are an API plugin's options from its registration, Nomad's
 	// PluginInfo.Options (nil: none); bounded like Annotations.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // Errors of a Registry.
@@ -17,24 +19,6 @@ var (
 	// ErrNotFound is returned, wrapped with the plugin's type and name, by
 	// [Registry.Get] when no such plugin is registered.
 	ErrNotFound = errors.New("plugins: not found")
-)
-
-// Errors of a registration through the API (plugreg.v1 Register and
-// Deregister), which the agent wraps with what went wrong so that the API
-// can tell the caller why in its status code.
-var (
-	// ErrInvalid: the request breaks a rule of ValidateInfo,
-	// ValidateAPIEndpoint, ValidateOwner or ValidateOptions.
-	ErrInvalid = errors.New("plugins: invalid registration")
-	// ErrRefused: the type's version check or its handler refused the
-	// plugin; the error's text is the refusal in the kubelet's words.
-	ErrRefused = errors.New("plugins: registration refused")
-	// ErrLimit: the caller's uid, or all uids together, hold as many API
-	// registrations as the agent allows.
-	ErrLimit = errors.New("plugins: too many API registrations")
-	// ErrDenied: the caller may not do this: the owner's plugins belong
-	// to another uid, or the endpoint is not a socket the caller may use.
-	ErrDenied = errors.New("plugins: permission denied")
 )
 
 // Bounds of a Registry's memory.
@@ -156,11 +140,11 @@ func NewRegistryFrom(s State) *Registry {
 //     made, so late or repeated removals never reach watchers.
 //   - Rejected changes nothing but is an event with a revision, carrying p
 //     and errMsg, the message sent to the plugin, both bounded
-//     ([BoundPlugin], [BoundText]) whatever the plugin sent.
+//     ([BoundPlugin], [rules.BoundText]) whatever the plugin sent.
 //
 // Whatever p holds, every event, List and State of the Registry can be
 // encoded (as protobuf and as the state file): a Registered or Healthy p
-// that breaks a rule of the state file ([ValidateInfo], [ValidateAnnotations],
+// that breaks a rule of the state file ([rules.ValidateInfo], [rules.ValidateAnnotations],
 // a socket path that is empty, longer than scan.MaxSocketPath or not valid
 // UTF-8) is not stored, and Apply returns ok == false. Callers validate
 // before they register, so this never drops a plugin that a handler
@@ -179,7 +163,7 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 			return Event{}, false
 		}
 	case Rejected:
-		p, errMsg = BoundPlugin(p), BoundText(errMsg)
+		p, errMsg = BoundPlugin(p), rules.BoundText(errMsg)
 	}
 	if p.Source == SourceSocket {
 		p.Source = "" // how the Registry keeps a discovered plugin's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -40,7 +41,7 @@ type State struct {
 
 // Check returns an error if s breaks a rule of the Registry (a plugin
 // without a socket path, two plugins at one socket path, an invalid plugin
-// name, annotations beyond ValidateAnnotations; see ValidateName; two pending
+// name, annotations beyond rules.ValidateAnnotations; see rules.ValidateName; two pending
 // deregistrations of one incarnation, a reason that is not one of
 // the Reason constants, a fleet lease beyond SetFleetLease's rules) or
 // cannot survive a round trip through JSON (a
@@ -94,7 +95,7 @@ func checkPending(pd PendingDeregistration) error {
 }
 
 // checkPlugin returns an error if p breaks a rule of the state file: those
-// of a registered plugin, which keep a record within MaxRecordBytes.
+// of a registered plugin, which keep a record within rules.MaxRecordBytes.
 func checkPlugin(p Plugin) error {
 	if p.FromAPI() {
 		return checkAPIPlugin(p)
@@ -115,10 +116,10 @@ func checkPlugin(p Plugin) error {
 	if endpoint == "" {
 		endpoint = p.SocketPath // what an agent fills in when a plugin reports none
 	}
-	if err := ValidateInfo(p.Type, p.Name, endpoint, p.Versions); err != nil {
+	if err := rules.ValidateInfo(p.Type, p.Name, endpoint, p.Versions); err != nil {
 		return fmt.Errorf("at %q: %w", p.SocketPath, err)
 	}
-	if err := ValidateAnnotations(p.Annotations); err != nil {
+	if err := rules.ValidateAnnotations(p.Annotations); err != nil {
 		return fmt.Errorf("at %q: %w", p.SocketPath, err)
 	}
 	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {
@@ -138,7 +139,7 @@ func checkAPIPlugin(p Plugin) error {
 		return fmt.Errorf("API plugin: %w", err)
 	}
 	at := fmt.Sprintf("API plugin %s %q at %q", p.Type, p.Name, p.Endpoint)
-	if err := ValidateAnnotations(p.Annotations); err != nil {
+	if err := rules.ValidateAnnotations(p.Annotations); err != nil {
 		return fmt.Errorf("%s: %w", at, err)
 	}
 	if y := p.RegisteredAt.UTC().Year(); y < 0 || y > 9999 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -61,7 +62,7 @@ func TestAPIEndpointOneMessage(t *testing.T) {
 			p := csi("a", ep, "o", "1.0.0")
 			p.NoCheck = noCheck
 			_, err := r.registerAs(u2, p)
-			if !errors.Is(err, plugins.ErrDenied) || err == nil || strings.ReplaceAll(err.Error(), ep, "EP") != want {
+			if !errors.Is(err, rules.ErrDenied) || err == nil || strings.ReplaceAll(err.Error(), ep, "EP") != want {
 				t.Errorf("RegisterPlugin as uid 1002 of %s, no check %v = %v, want ErrDenied: %s", ep, noCheck, err, want)
 			}
 		}
@@ -112,13 +113,13 @@ func TestAPIEndpointAllowUIDs(t *testing.T) {
 	r := newAPIRig(t, plugins.NewRegistry(), func(_ *Reconciler, c *Client) { c.AllowUIDs = []uint32{1001} })
 	rootOwned, _ := r.endpoint("root")
 	_, err := r.register(csi("a", rootOwned, "o", "1.0.0"))
-	if want := "endpoint check " + rootOwned + ": socket owner uid 0 is not allowed"; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+	if want := "endpoint check " + rootOwned + ": socket owner uid 0 is not allowed"; !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("RegisterPlugin of a socket of root, not allowed = %v, want ErrDenied: %s", err, want)
 	}
 	servedByRoot, _ := r.endpoint("served")
 	chown(t, servedByRoot, 1001)
 	_, err = r.register(csi("a", servedByRoot, "o", "1.0.0"))
-	if want := "authorize " + servedByRoot + ": serving process uid 0 (pid " + strconv.Itoa(os.Getpid()) + ") is not allowed"; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+	if want := "authorize " + servedByRoot + ": serving process uid 0 (pid " + strconv.Itoa(os.Getpid()) + ") is not allowed"; !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("RegisterPlugin of a socket of uid 1001 that root serves = %v, want ErrDenied: %s", err, want)
 	}
 	p := csi("a", servedByRoot, "o", "1.0.0")
@@ -159,7 +160,7 @@ func TestAPIEndpointGivenAway(t *testing.T) {
 		t.Errorf("a deregistered as %s, want replaced", res.Op.Reason)
 	}
 	res := r.awaitOp(statecache.Register, "a")
-	if !errors.Is(res.Err, plugins.ErrDenied) {
+	if !errors.Is(res.Err, rules.ErrDenied) {
 		t.Errorf("registration of a again = %v, want ErrDenied", res.Err)
 	}
 	r.quiet(3, statecache.Register)
@@ -187,7 +188,7 @@ func TestAPIEndpointOfAnotherUID(t *testing.T) {
 		for _, noCheck := range []bool{false, true} {
 			p := csi("a", path, "o", "1.0.0")
 			p.NoCheck = noCheck
-			if _, err := r.registerAs(other, p); !errors.Is(err, plugins.ErrDenied) || strings.ReplaceAll(err.Error(), path, "EP") != want {
+			if _, err := r.registerAs(other, p); !errors.Is(err, rules.ErrDenied) || strings.ReplaceAll(err.Error(), path, "EP") != want {
 				t.Errorf("RegisterPlugin as uid %d of %s, no check %v = %v, want ErrDenied: %s", other.UID, path, noCheck, err, want)
 			}
 		}

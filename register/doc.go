@@ -97,7 +97,7 @@
 //     "RegisterPlugin error -- plugin validation failed with err: GetInfo
 //     reply larger than 65536 bytes");
 //  2. an empty endpoint becomes the socket path;
-//  3. what the plugin reported fails plugins.ValidateInfo: Notify(false,
+//  3. what the plugin reported fails rules.ValidateInfo: Notify(false,
 //     "RegisterPlugin error -- plugin validation failed with err: ERR");
 //  4. no handler for the type: Notify(false, "RegisterPlugin error -- no
 //     handler registered for plugin type: TYPE at socket PATH");
@@ -292,7 +292,7 @@
 // An API registration records the uid of its caller (plugins.Plugin.UID,
 // kept in the state file), and an owner belongs to the uid that registered
 // its instances: while it holds any, a caller of another uid may not
-// register under it, replace or deregister them (plugins.ErrDenied, naming
+// register under it, replace or deregister them (rules.ErrDenied, naming
 // both uids); a privileged caller (plugins.Caller: root, the agent's uid;
 // on Windows, whose callers have no uid, every caller that may register)
 // may. An instance restored from a state file that recorded no uid is a

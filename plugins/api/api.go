@@ -13,6 +13,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -106,10 +107,10 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 		p, err = s.reg.Get(req.GetType(), req.GetName())
 	}
 	if errors.Is(err, plugins.ErrNotFound) {
-		return nil, status.Error(codes.NotFound, plugins.BoundText(err.Error()))
+		return nil, status.Error(codes.NotFound, rules.BoundText(err.Error()))
 	}
 	if err != nil {
-		return nil, status.Error(codes.Internal, plugins.BoundText(err.Error()))
+		return nil, status.Error(codes.Internal, rules.BoundText(err.Error()))
 	}
 	return codec.ToProto(p), nil
 }

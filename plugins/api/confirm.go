@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // ConfirmAfter makes Register and Deregister answer success only once
@@ -42,5 +42,5 @@ func (s *APIServer) confirm(ctx context.Context) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	}
-	return status.Error(code, plugins.BoundText("not confirmed: the agent made the change but could not save its state file, so a restart may undo it: "+err.Error()))
+	return status.Error(code, rules.BoundText("not confirmed: the agent made the change but could not save its state file, so a restart may undo it: "+err.Error()))
 }

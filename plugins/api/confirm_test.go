@@ -17,6 +17,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
@@ -118,7 +119,7 @@ func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins
 	defer a.mu.Unlock()
 	p.RegisteredAt = t0
 	if _, ok := a.r.Apply(plugins.Registered, p, "", t0); !ok {
-		return plugins.Plugin{}, fmt.Errorf("%w: not stored", plugins.ErrInvalid)
+		return plugins.Plugin{}, fmt.Errorf("%w: not stored", rules.ErrInvalid)
 	}
 	a.reg[p.Type+" "+p.Name] = p
 	return p, nil

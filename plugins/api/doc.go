@@ -47,7 +47,7 @@ The Registrar is told who calls ([plugins.Caller]). A registration records
 the caller's uid (the uid of the plugin's message); the agent's Registrar
 lets only that uid, root and the agent's own uid replace or deregister the
 plugins of that owner, and takes an endpoint only if it is a socket the
-caller may use. Its refusals wrap plugins.ErrDenied: PermissionDenied.
+caller may use. Its refusals wrap rules.ErrDenied: PermissionDenied.
 
 On Windows an AF_UNIX socket has no uid: the server asks for the pid of
 the process at the other end (SIO_AF_UNIX_GETPEERPID), opens its token,

@@ -11,6 +11,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -21,13 +22,13 @@ import (
 // (plugins.Plugin.UID) and which may act on an owner's plugins only if
 // that uid registered them, or it is privileged (plugins.Caller).
 //
-// Its errors wrap plugins.ErrInvalid or plugins.ErrRefused (the RPC fails
+// Its errors wrap rules.ErrInvalid or rules.ErrRefused (the RPC fails
 // with InvalidArgument; a refusal's text is the refusal in the kubelet's
-// words), plugins.ErrDenied (PermissionDenied), plugins.ErrLimit
+// words), rules.ErrDenied (PermissionDenied), rules.ErrLimit
 // (ResourceExhausted), plugins.ErrNotFound (NotFound),
 // handler.ErrUnavailable (Unavailable) or the context's error (Canceled,
 // DeadlineExceeded); any other error is Unavailable. The status message is
-// the error's text, bounded by plugins.BoundText.
+// the error's text, bounded by rules.BoundText.
 type Registrar interface {
 	RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error)
 	DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error)
@@ -58,7 +59,7 @@ func (s *APIServer) EnableRegistration(r Registrar, writers []uint32) {
 // Register registers a plugin through the Registrar (see
 // EnableRegistration), for the caller, whose uid the registration records,
 // once the request passes the checks of the registration:
-// plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
+// rules.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
 // ValidateOptions (InvalidArgument otherwise).
 func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginRequest) (*plugregv1.RegisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
@@ -99,7 +100,7 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 		return nil, err
 	}
 	typ, name, owner := req.GetType(), req.GetName(), req.GetOwner()
-	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
+	if err := rules.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, registrationStatus(err)
 	}
 	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner, registrant(ctx))
@@ -127,7 +128,7 @@ func (s *APIServer) mayWrite(ctx context.Context) error {
 		return status.Error(codes.PermissionDenied, "permission denied: the agent's API server does not read peer credentials, so it lets no one register")
 	}
 	if c.err != nil {
-		return status.Error(codes.PermissionDenied, plugins.BoundText("permission denied: cannot tell who calls ("+c.err.Error()+"), so registration is refused"))
+		return status.Error(codes.PermissionDenied, rules.BoundText("permission denied: cannot tell who calls ("+c.err.Error()+"), so registration is refused"))
 	}
 	if c.trusted || c.hasUID && slices.Contains(s.writers, c.uid) {
 		return nil
@@ -147,11 +148,11 @@ func registrant(ctx context.Context) plugins.Caller {
 func registrationStatus(err error) error {
 	code := codes.Unavailable
 	switch {
-	case errors.Is(err, plugins.ErrInvalid), errors.Is(err, plugins.ErrRefused):
+	case errors.Is(err, rules.ErrInvalid), errors.Is(err, rules.ErrRefused):
 		code = codes.InvalidArgument
-	case errors.Is(err, plugins.ErrDenied):
+	case errors.Is(err, rules.ErrDenied):
 		code = codes.PermissionDenied
-	case errors.Is(err, plugins.ErrLimit):
+	case errors.Is(err, rules.ErrLimit):
 		code = codes.ResourceExhausted
 	case errors.Is(err, plugins.ErrNotFound):
 		code = codes.NotFound
@@ -162,5 +163,5 @@ func registrationStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	}
-	return status.Error(code, plugins.BoundText(err.Error()))
+	return status.Error(code, rules.BoundText(err.Error()))
 }

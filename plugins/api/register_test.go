@@ -21,6 +21,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -118,7 +119,7 @@ func csiRequest(name string) *plugregv1.RegisterPluginRequest {
 type refusal struct{ msg string }
 
 func (e *refusal) Error() string { return e.msg }
-func (e *refusal) Unwrap() error { return plugins.ErrRefused }
+func (e *refusal) Unwrap() error { return rules.ErrRefused }
 
 // TestAPIRegister registers and deregisters through a Registrar: the
 // request reaches it as a plugin of source "api", and the response
@@ -164,23 +165,23 @@ func TestAPIRegister(t *testing.T) {
 // TestAPIRegisterStatus maps each error of the Registrar to its status
 // code, with the error's text, bounded, as the message.
 func TestAPIRegisterStatus(t *testing.T) {
-	long := strings.Repeat("x", 3*plugins.MaxText)
+	long := strings.Repeat("x", 3*rules.MaxText)
 	tests := []struct {
 		name    string
 		err     error
 		code    codes.Code
 		message string // "": err's text
 	}{
-		{"invalid", fmt.Errorf("%w: plugin type is empty", plugins.ErrInvalid), codes.InvalidArgument, ""},
+		{"invalid", fmt.Errorf("%w: plugin type is empty", rules.ErrInvalid), codes.InvalidArgument, ""},
 		{"refused", &refusal{"RegisterPlugin error -- plugin validation failed with err: no"}, codes.InvalidArgument, ""},
-		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", plugins.ErrLimit), codes.ResourceExhausted, ""},
-		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", plugins.ErrDenied, "x"), codes.PermissionDenied, ""},
+		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", rules.ErrLimit), codes.ResourceExhausted, ""},
+		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", rules.ErrDenied, "x"), codes.PermissionDenied, ""},
 		{"not found", fmt.Errorf("CSIPlugin %q of owner %q: %w", "a", "o", plugins.ErrNotFound), codes.NotFound, ""},
 		{"handler unavailable", fmt.Errorf("handler Register: %w", handler.ErrUnavailable), codes.Unavailable, ""},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), codes.Canceled, ""},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{"other", errors.New("register: agent stopping"), codes.Unavailable, ""},
-		{"long", fmt.Errorf("%w: %s", plugins.ErrInvalid, long), codes.InvalidArgument, plugins.BoundText(plugins.ErrInvalid.Error() + ": " + long)},
+		{"long", fmt.Errorf("%w: %s", rules.ErrInvalid, long), codes.InvalidArgument, rules.BoundText(rules.ErrInvalid.Error() + ": " + long)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,7 +197,7 @@ func TestAPIRegisterStatus(t *testing.T) {
 					t.Errorf("%s with the Registrar failing with %q = %v, want %v: %s", rpc, tc.err, err, tc.code, want)
 				}
 			}
-			if len(want) > plugins.MaxText {
+			if len(want) > rules.MaxText {
 				t.Errorf("want a message of %d bytes: the test is wrong", len(want))
 			}
 		})
@@ -221,7 +222,7 @@ func TestAPIRegisterInvalid(t *testing.T) {
 		{"relative endpoint", with(func(r *plugregv1.RegisterPluginRequest) { r.Endpoint = "a.sock" }), `endpoint "a.sock" is not an absolute path`},
 		{"owner with a newline", with(func(r *plugregv1.RegisterPluginRequest) { r.Owner = "o\n" }), "owner contains control character U+000A at byte 1"},
 		{"option with no key", with(func(r *plugregv1.RegisterPluginRequest) { r.Options = map[string]string{"": "v"} }), "option with an empty key"},
-		{"too many versions", with(func(r *plugregv1.RegisterPluginRequest) { r.Versions = make([]string, plugins.MaxVersions+1) }), ""},
+		{"too many versions", with(func(r *plugregv1.RegisterPluginRequest) { r.Versions = make([]string, rules.MaxVersions+1) }), ""},
 		{"deregister: no name", &plugregv1.DeregisterPluginRequest{Type: "CSIPlugin"}, ""},
 		{"deregister: bad owner", &plugregv1.DeregisterPluginRequest{Type: "CSIPlugin", Name: "a", Owner: "\x00"}, ""},
 	}
@@ -237,7 +238,7 @@ func TestAPIRegisterInvalid(t *testing.T) {
 				_, err = client.Deregister(t.Context(), req)
 			}
 			st := status.Convert(err)
-			prefix := plugins.ErrInvalid.Error() + ": "
+			prefix := rules.ErrInvalid.Error() + ": "
 			if st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), prefix) || !strings.HasSuffix(st.Message(), tc.message) {
 				t.Errorf("%v = %v, want InvalidArgument: %s…%s", tc.req, err, prefix, tc.message)
 			}

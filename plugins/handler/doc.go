@@ -15,10 +15,10 @@ The built-in handler is [Accept], configured by --accept TYPE=PATTERNS (see
 [ParseAccept]). It accepts a plugin when one of its supported versions
 matches one of the patterns, and sets nothing up: the plugin becomes
 visible to consumers through the [plugins.Registry]. [DefaultAccept] mirrors the
-kubelet's built-in version rules. [plugins.ValidateInfo] checks what a plugin
+kubelet's built-in version rules. [rules.ValidateInfo] checks what a plugin
 reported in GetInfo before any handler sees it, whatever its type: nothing
-a plugin sends is trusted, and the limits ([plugins.MaxVersions],
-[plugins.MaxVersionBytes], [plugins.MaxEndpointBytes], and [plugins.ValidateName] for the name)
+a plugin sends is trusted, and the limits ([rules.MaxVersions],
+[rules.MaxVersionBytes], [rules.MaxEndpointBytes], and [rules.ValidateName] for the name)
 keep a hostile plugin from making the agent store, log and persist large
 values. The endpoint is taken as reported: nothing checks that the plugin
 owns it.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // script writes an sh script with body to a new directory and returns an
@@ -117,7 +118,7 @@ func TestExecErrors(t *testing.T) {
 func TestExecAnnotations(t *testing.T) {
 	var many strings.Builder
 	many.WriteString("{")
-	for i := range plugins.MaxAnnotations + 1 {
+	for i := range rules.MaxAnnotations + 1 {
 		if i > 0 {
 			many.WriteString(",")
 		}

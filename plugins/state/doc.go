@@ -11,7 +11,7 @@ atomically: temporary file, fsync, rename, directory fsync.
 [ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
 anything. Both take one size limit, [Limit] of the agent's
 --max-plugins: every record keeps the limits of a registered plugin, so
-it takes at most [plugins.MaxRecordBytes], and the largest state
+it takes at most [rules.MaxRecordBytes], and the largest state
 (--max-plugins plugins and [plugins.MaxPending] pending deregistrations)
 fits. Save refuses to write more than the limit and Load to read more, so
 what Save wrote always loads.

@@ -12,6 +12,7 @@ import (
 
 	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -21,18 +22,18 @@ import (
 // a socket path only, takes six bytes), and the longest numbers and time.
 func largestPlugin(i int) Plugin {
 	q := func(n int) string { return strings.Repeat(`"`, n) }
-	versions := make([]string, MaxVersions)
+	versions := make([]string, rules.MaxVersions)
 	for j := range versions {
-		versions[j] = q(MaxVersionBytes)
+		versions[j] = q(rules.MaxVersionBytes)
 	}
-	ann := make(map[string]string, MaxAnnotations)
-	for j := range MaxAnnotations { // keys of 1 to 32 bytes; their values fill the rest
-		ann[strings.Repeat(`\`, j+1)] = q((MaxAnnotationBytes - MaxAnnotations*(MaxAnnotations+1)/2) / MaxAnnotations)
+	ann := make(map[string]string, rules.MaxAnnotations)
+	for j := range rules.MaxAnnotations { // keys of 1 to 32 bytes; their values fill the rest
+		ann[strings.Repeat(`\`, j+1)] = q((rules.MaxAnnotationBytes - rules.MaxAnnotations*(rules.MaxAnnotations+1)/2) / rules.MaxAnnotations)
 	}
 	id := fmt.Sprintf("%08d", i) // distinct paths and names
 	path := strings.Repeat("\x01", scan.MaxSocketPath-len(id)) + id
 	return Plugin{
-		Name: q(maxNameBytes-len(id)) + id, Type: q(maxTypeBytes), Endpoint: strings.Repeat(`\`, MaxEndpointBytes),
+		Name: q(maxNameBytes-len(id)) + id, Type: q(maxTypeBytes), Endpoint: strings.Repeat(`\`, rules.MaxEndpointBytes),
 		SocketPath:   path,
 		SocketID:     scan.ID{Dev: 1<<63 - 1, Ino: 1<<64 - 1, Mtime: -1 << 63, Ctime: -1 << 63, Birth: -1 << 63},
 		Versions:     versions,
@@ -47,19 +48,19 @@ func largestPlugin(i int) Plugin {
 func largestAPIPlugin(i int) Plugin {
 	p := largestPlugin(i)
 	q := func(n int) string { return strings.Repeat(`"`, n) }
-	opts := make(map[string]string, MaxAnnotations)
-	for j := range MaxAnnotations {
-		opts[strings.Repeat(`\`, j+1)] = q((MaxAnnotationBytes - MaxAnnotations*(MaxAnnotations+1)/2) / MaxAnnotations)
+	opts := make(map[string]string, rules.MaxAnnotations)
+	for j := range rules.MaxAnnotations {
+		opts[strings.Repeat(`\`, j+1)] = q((rules.MaxAnnotationBytes - rules.MaxAnnotations*(rules.MaxAnnotations+1)/2) / rules.MaxAnnotations)
 	}
 	p.SocketPath, p.SocketID = "", scan.ID{Dev: 1<<64 - 1, Ino: 1<<64 - 1, Mtime: -1 << 63, Ctime: -1 << 63, Birth: -1 << 63}
-	p.Source, p.Owner, p.Options, p.NoCheck = SourceAPI, q(MaxOwnerBytes), opts, true
+	p.Source, p.Owner, p.Options, p.NoCheck = SourceAPI, q(rules.MaxOwnerBytes), opts, true
 	p.UID, p.HasUID = 1<<32-1, true
 	p.Endpoint = "/" + strings.Repeat(`\`, scan.MaxSocketPath-1)
 	return p
 }
 
 // TestMaxRecordBytes checks that the largest records the rules allow, of
-// a discovered plugin and of an API one, fit in MaxRecordBytes, and that
+// a discovered plugin and of an API one, fit in rules.MaxRecordBytes, and that
 // the bound is not far above the larger.
 func TestMaxRecordBytes(t *testing.T) {
 	empty := new(strings.Builder)
@@ -76,14 +77,14 @@ func TestMaxRecordBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		per := (b.Len() - empty.Len()) / 2
-		t.Logf("largest record of a %s plugin: %d bytes; MaxRecordBytes %d", sourceOf(p), per, MaxRecordBytes)
-		if per > MaxRecordBytes {
-			t.Errorf("the largest record of a %s plugin takes %d bytes, more than MaxRecordBytes (%d)", sourceOf(p), per, MaxRecordBytes)
+		t.Logf("largest record of a %s plugin: %d bytes; rules.MaxRecordBytes %d", sourceOf(p), per, rules.MaxRecordBytes)
+		if per > rules.MaxRecordBytes {
+			t.Errorf("the largest record of a %s plugin takes %d bytes, more than rules.MaxRecordBytes (%d)", sourceOf(p), per, rules.MaxRecordBytes)
 		}
 		largest = max(largest, per)
 	}
-	if largest < MaxRecordBytes*9/10 {
-		t.Errorf("the largest record takes %d bytes, less than 90%% of MaxRecordBytes (%d)", largest, MaxRecordBytes)
+	if largest < rules.MaxRecordBytes*9/10 {
+		t.Errorf("the largest record takes %d bytes, less than 90%% of rules.MaxRecordBytes (%d)", largest, rules.MaxRecordBytes)
 	}
 	// The document without records, with the largest fleet lease: its
 	// strings all control characters, six bytes each.
@@ -147,7 +148,7 @@ func TestSaveOverTheLimit(t *testing.T) {
 	for i := range 40 {
 		big.Plugins = append(big.Plugins, largestPlugin(i))
 	}
-	const limit = int64(20 * MaxRecordBytes)
+	const limit = int64(20 * rules.MaxRecordBytes)
 	if err := Save(path, big, limit); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("Save of %d largest plugins, limit %d = %v, want larger than", len(big.Plugins), limit, err)
 	}
@@ -168,7 +169,7 @@ func slicesRepeat(s string, n int) []string {
 	return out
 }
 
-// The longest name and type of a plugin (ValidateInfo).
+// The longest name and type of a plugin (rules.ValidateInfo).
 const maxNameBytes, maxTypeBytes = 253, 253
 
 // sourceOf returns "api" or "socket", as p's JSON form says.

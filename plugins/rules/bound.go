@@ -1,4 +1,4 @@
-package plugins
+package rules
 
 import (
 	"strconv"
@@ -12,9 +12,6 @@ import (
 // agent shows but need not keep whole (the fields of a rejected plugin, an
 // error message), in bytes; see [BoundText].
 const MaxText = 512
-
-// maxBoundedVersions bounds the versions kept of a rejected plugin.
-const maxBoundedVersions = 8
 
 // BoundText returns s as valid UTF-8 of at most MaxText bytes: each
 // invalid byte sequence becomes U+FFFD, and a longer s is cut at a
@@ -36,22 +33,6 @@ func BoundText(s string) string {
 		end--
 	}
 	return s[:end] + mark
-}
-
-// BoundPlugin returns p, which may break every rule of [ValidateInfo],
-// with each string made valid UTF-8 and cut ([BoundText]), at most 8
-// versions and no annotations, so that it can be logged, published as a
-// rejected plugin and encoded whatever the plugin sent.
-func BoundPlugin(p Plugin) Plugin {
-	p.Name, p.Type, p.Endpoint, p.SocketPath = BoundText(p.Name), BoundText(p.Type), BoundText(p.Endpoint), BoundText(p.SocketPath)
-	if vs := p.Versions[:min(len(p.Versions), maxBoundedVersions)]; len(vs) > 0 {
-		p.Versions = make([]string, len(vs))
-		for i, v := range vs {
-			p.Versions[i] = BoundText(v)
-		}
-	}
-	p.Annotations = nil
-	return p
 }
 
 // The state file's size bound. Every record of a registered plugin or a

@@ -1,4 +1,4 @@
-package plugins
+package rules
 
 import (
 	"fmt"
@@ -65,7 +65,7 @@ func checkText(what, s string, limit int) error {
 	return nil
 }
 
-// MaxOwnerBytes bounds the owner of an API registration (Plugin.Owner).
+// MaxOwnerBytes bounds the owner of an API registration (plugins.Plugin.Owner).
 const MaxOwnerBytes = 253
 
 // ValidateOwner returns an error unless owner, the owner of an API
@@ -92,29 +92,9 @@ func ValidateAPIEndpoint(endpoint string) error {
 	return nil
 }
 
-// ValidateRegistration returns an error wrapping ErrInvalid unless p, a
-// registration through the API, keeps the rules of every API plugin:
-// ValidateInfo, ValidateAPIEndpoint, ValidateOwner and ValidateOptions.
-func ValidateRegistration(p Plugin) error {
-	err := ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions)
-	if err == nil {
-		err = ValidateAPIEndpoint(p.Endpoint)
-	}
-	if err == nil {
-		err = ValidateOwner(p.Owner)
-	}
-	if err == nil {
-		err = ValidateOptions(p.Options)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
-}
-
 // ValidateDeregistration returns an error wrapping ErrInvalid unless the
 // type, name and owner of a deregistration through the API keep the
-// rules of ValidateRegistration.
+// rules of plugins.ValidateRegistration.
 func ValidateDeregistration(typ, name, owner string) error {
 	// The type stands in for the endpoint, which has the same rules as a
 	// type and a longer limit.
