@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/coalesce"
 )
 
 // Retry delays of a Saver after a failed write, doubling from the first.
@@ -107,69 +108,60 @@ func (s *Saver) Run(ctx context.Context) error {
 	defer s.stop()
 	s.removeTemps(log)
 
-	var (
-		dirty   = true
-		failing bool // the last write failed; logged once, until a write succeeds
-		delay   time.Duration
-		wait    *time.Timer
-		waitC   <-chan time.Time // not nil while the next write waits: the gap after a write, or a retry's delay
-	)
+	var failing bool // the last write failed; logged once, until a write succeeds
+	pace := &coalesce.Pacer{Gap: saveGapAfter, Retry: saveRetryAfter}
+	defer pace.Stop()
 	write := func(final bool) error {
 		changes, _ := s.Registry.Changes() // before State: st holds at least these
 		st := s.Registry.State()
 		st.Running = !final
 		err := save(s.Path, st, s.Limit)
-		if err == nil {
-			dirty = false
-		}
 		s.wrote(changes, err)
 		return err
 	}
-	defer func() {
-		if wait != nil {
-			wait.Stop()
-		}
-	}()
+	pace.Changed()
 	for {
 		// A Sync waiting starts the write at once, in the gap or a
 		// retry's delay too.
-		if dirty && waitC == nil || s.waiting() {
-			if wait != nil {
-				wait.Stop()
-			}
-			t0 := time.Now()
-			if err := write(false); err != nil {
-				delay = min(max(2*delay, saveRetryFirst), saveRetryMax)
+		if pace.Due() || s.waiting() {
+			if err := pace.Write(func() error { return write(false) }); err != nil {
 				// One fault, one Error: later failures of the same
 				// fault may fail at another step, with another text.
-				if !failing {
-					log.Error("state not saved", "path", s.Path, "err", err, "retry", delay)
-				} else {
-					log.Debug("state not saved", "path", s.Path, "err", err, "retry", delay)
-				}
-				failing = true
-				wait = time.NewTimer(delay)
-			} else {
+				level := slog.LevelError
 				if failing {
-					log.Info("state saved again", "path", s.Path)
-					failing, delay = false, 0
+					level = slog.LevelDebug
 				}
-				wait = time.NewTimer(max(saveGap, saveGapFactor*time.Since(t0)))
+				log.Log(ctx, level, "state not saved", "path", s.Path, "err", err, "retry", pace.Wait())
+				failing = true
+			} else if failing {
+				log.Info("state saved again", "path", s.Path)
+				failing = false
 			}
-			waitC = wait.C
 		}
 		select {
 		case <-ctx.Done():
 			return write(true)
 		case <-changed:
 			if n, _ := s.Registry.Changes(); n != s.durableCount() {
-				dirty = true
+				pace.Changed()
 			}
-		case <-waitC:
-			waitC = nil
+		case <-pace.C():
+			pace.Fired()
 		case <-kick: // s.waiting() says so
 		}
 	}
+}
+
+// saveGapAfter is the Pacer's gap after a write that took took: saveGap,
+// or saveGapFactor times the write's time if longer.
+func saveGapAfter(took time.Duration) time.Duration {
+	return max(saveGap, saveGapFactor*took)
+}
+
+// saveRetryAfter is the Pacer's delay after the failed write that follows
+// fails others: doubling from saveRetryFirst up to saveRetryMax.
+func saveRetryAfter(_ error, fails int) time.Duration {
+	return min(saveRetryFirst<<min(fails, 16), saveRetryMax)
 }
 
 // Sync waits until the state file holds every change made to the
