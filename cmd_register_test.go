@@ -97,14 +97,14 @@ type fakeRegistrar struct {
 	dereg func(typ, name, owner string) ([]plugins.Plugin, error)
 }
 
-func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins.Caller) (plugins.Plugin, error) {
+func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugapi.Caller) (plugins.Plugin, error) {
 	f.mu.Lock()
 	f.got = append(f.got, p)
 	f.mu.Unlock()
 	return f.reg(p)
 }
 
-func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string, _ plugins.Caller) ([]plugins.Plugin, error) {
+func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string, _ plugapi.Caller) ([]plugins.Plugin, error) {
 	return f.dereg(typ, name, owner)
 }
 
@@ -189,8 +189,8 @@ func TestRegisterThroughAPI(t *testing.T) {
 		{name: "register json", args: withArgs(reg, "-o", "json"), wantOut: jsonOf(toJSON(registered))},
 		{name: "register table", args: reg, wantInText: "api (owner alloc-1)"},
 		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", rules.ErrRefused),
-			wantErr: `register CSIPlugin/n: "plugins: registration refused: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J"`},
-		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", rules.ErrInvalid), wantErr: "register CSIPlugin/n: plugins: invalid registration: bad endpoint"},
+			wantErr: `register CSIPlugin/n: "rules: registration refused: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J"`},
+		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", rules.ErrInvalid), wantErr: "register CSIPlugin/n: rules: invalid registration: bad endpoint"},
 		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", rules.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
 		{name: "handler down", args: reg, answer: fmt.Errorf("%w: connection refused", handler.ErrUnavailable), wantErr: "connection refused"},
 		{name: "deregister json", args: withArgs(dereg, "-o", "json"), wantOut: jsonOf([]pluginJSON{toJSON(registered), toJSON(other)})},

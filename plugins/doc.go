@@ -18,8 +18,8 @@ them.
 The Registry is event-sourced. Every change goes through [Registry.Apply]
 as an [Event] of one [EventKind] (registered, deregistered, replaced,
 rejected, unhealthy, healthy) and gets the next revision. Removing a
-plugin that is not there is a no-op without an event. The last
-[HistorySize] events are kept. Whatever a plugin sent, everything the
+plugin that is not there is a no-op without an event. The latest events
+are kept, in a history of fixed length. Whatever a plugin sent, everything the
 Registry holds can be encoded, as protobuf and as the state file: a
 rejected plugin and its message are bounded ([BoundPlugin], [rules.BoundText]:
 valid UTF-8, 512 bytes a string), and a registered one that breaks a rule

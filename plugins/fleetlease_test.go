@@ -3,6 +3,8 @@ package plugins
 import (
 	"strings"
 	"testing"
+
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 var testLease = FleetLease{ID: 0x694d9a3bd0c5a1b2, Cluster: 1<<64 - 1, Prefix: "/plugreg/v1/", Node: "worker-1"}
@@ -30,8 +32,8 @@ func TestRegistryFleetLease(t *testing.T) {
 		{"zero", FleetLease{}, "fleet lease ID 0, want one above 0"},
 		{"negative ID", FleetLease{ID: -1, Node: "n"}, "fleet lease ID -1, want one above 0"},
 		{"no node", FleetLease{ID: 1, Prefix: "/p/v1/"}, "fleet lease without a node"},
-		{"long node", FleetLease{ID: 1, Node: strings.Repeat("n", MaxFleetLeaseText+1)}, "fleet lease node of 513 bytes, longer than 512"},
-		{"long prefix", FleetLease{ID: 1, Node: "n", Prefix: strings.Repeat("/", MaxFleetLeaseText+1)}, "fleet lease prefix of 513 bytes, longer than 512"},
+		{"long node", FleetLease{ID: 1, Node: strings.Repeat("n", rules.MaxFleetLeaseText+1)}, "fleet lease node of 513 bytes, longer than 512"},
+		{"long prefix", FleetLease{ID: 1, Node: "n", Prefix: strings.Repeat("/", rules.MaxFleetLeaseText+1)}, "fleet lease prefix of 513 bytes, longer than 512"},
 		{"node not UTF-8", FleetLease{ID: 1, Node: "n\xff"}, `fleet lease node "n\xff" is not valid UTF-8`},
 		{"prefix not UTF-8", FleetLease{ID: 1, Node: "n", Prefix: "\xc3"}, `fleet lease prefix "\xc3" is not valid UTF-8`},
 	}

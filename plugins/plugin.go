@@ -40,24 +40,14 @@ type Plugin struct {
 	NoCheck bool
 	// UID is the uid of the caller that registered an API plugin, when
 	// HasUID: only that uid, or a privileged caller, may replace or
-	// deregister its owner's plugins (see Caller).
+	// deregister its owner's plugins (see api.Caller of package
+	// plugins/api).
 	UID uint32
 	// HasUID says that UID is known. It is false for discovered plugins;
 	// for an API plugin registered where callers have no uid (Windows), or
 	// restored from a state file that recorded none, only a privileged
 	// caller may replace or deregister it.
 	HasUID bool
-}
-
-// Caller is who asks the agent, through the API, to register or
-// deregister plugins.
-type Caller struct {
-	UID    uint32 // its effective uid, if HasUID
-	HasUID bool   // false where callers have no uid (Windows)
-	// Privileged callers may replace and deregister the plugins of any
-	// uid: root and the agent's own uid; on Windows, every caller that may
-	// register (SYSTEM, the agent's user, elevated Administrators).
-	Privileged bool
 }
 
 // Sources of a plugin (Plugin.Source).

@@ -23,9 +23,9 @@ var (
 
 // Bounds of a Registry's memory.
 const (
-	// HistorySize is how many of the latest events a Registry keeps so
+	// historySize is how many of the latest events a Registry keeps so
 	// that a watcher can resume where it left off (see [Registry.Watch]).
-	HistorySize = 4096
+	historySize = 4096
 	// QueueSize is how many events may wait for one watcher, in the
 	// history: a watcher holds no copies of them. A watcher that falls
 	// further behind skips them and gets a Resync instead.
@@ -59,7 +59,7 @@ type Registry struct {
 	plugins  map[string]Plugin // by Plugin.Instance
 	rev      uint64            // revision of the latest event
 	lastTime time.Time         // time of the latest event
-	history  []Event           // ring of the latest events, at most HistorySize
+	history  []Event           // ring of the latest events, at most historySize
 	head     int               // index in history of the oldest event
 	watchers map[*watcher]struct{}
 	// snap is the plugins of every type at revision rev, sorted like
@@ -211,7 +211,7 @@ func (r *Registry) signal() {
 // record appends ev to the history, dropping the oldest event when it is
 // full.
 func (r *Registry) record(ev Event) {
-	if len(r.history) < HistorySize {
+	if len(r.history) < historySize {
 		r.history = append(r.history, ev)
 		return
 	}

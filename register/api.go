@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -65,7 +66,7 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 //
 // An owner belongs to the uid that registered its instances: while any is
 // desired, a caller of another uid that is not privileged
-// (plugins.Caller) may not register under that owner, nor replace its
+// (api.Caller) may not register under that owner, nor replace its
 // instances (rules.ErrDenied, naming both uids). The endpoint must be a
 // socket that by may use (Client.RegisterAPI).
 //
@@ -88,7 +89,7 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 // registration that fails the first time is not retried. Called before Run
 // starts, RegisterPlugin waits for it. A registration whose wait ctx ends
 // goes on, and may complete: DeregisterPlugin undoes it.
-func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
+func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by api.Caller) (plugins.Plugin, error) {
 	p.UID, p.HasUID = by.UID, by.HasUID
 	p, err := apiPlugin(p)
 	if err != nil {
@@ -108,10 +109,10 @@ func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by pl
 // instance whose registration was not complete yet is not registered and
 // not returned. If there is none, the error wraps plugins.ErrNotFound; if
 // another uid registered one of them and by is not privileged
-// (plugins.Caller), rules.ErrDenied, naming both uids, and none is
+// (api.Caller), rules.ErrDenied, naming both uids, and none is
 // deregistered; other errors wrap rules.ErrInvalid (a bad type, name or
 // owner), ErrStopped and ctx's.
-func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
+func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by api.Caller) ([]plugins.Plugin, error) {
 	if err := rules.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func apiID(p plugins.Plugin) scan.ID {
 type apiRequest struct {
 	register bool
 	plugin   plugins.Plugin // the registration; for a deregistration, its Type, Name and Owner
-	by       plugins.Caller // who asks
+	by       api.Caller     // who asks
 	reply    chan apiReply  // 1-buffered; gets one reply
 }
 
@@ -359,7 +360,7 @@ func (s *apiSet) setDesired(in *apiInst, desired bool) {
 // mayUse returns an error wrapping rules.ErrDenied, naming both uids,
 // when by may not register, replace or deregister the instances of owner:
 // another uid registered one of those desired, and by is not privileged.
-func (s *apiSet) mayUse(owner string, by plugins.Caller) error {
+func (s *apiSet) mayUse(owner string, by api.Caller) error {
 	if by.Privileged {
 		return nil
 	}
@@ -413,7 +414,7 @@ func (l *loop) request(req apiRequest) {
 
 // apiRegister makes the registration p, of the caller by, desired, and
 // answers at once when it is registered already.
-func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
+func (l *loop) apiRegister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
 	key, id := p.Instance(), apiID(p)
 	if err := l.api.mayUse(p.Owner, by); err != nil {
 		reply <- apiReply{err: err}
@@ -463,7 +464,7 @@ func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- api
 
 // apiDeregister removes the desired instances of p's type, name and owner,
 // if the caller by may, and answers once they are deregistered.
-func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
+func (l *loop) apiDeregister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
 	dw := &deregWait{reply: reply}
 	var gone []string
 	for key, in := range l.api.inst {

@@ -140,7 +140,7 @@ func (r *apiRig) endpoint(name string) (path string, stop func()) {
 }
 
 // rootCaller is the caller of the API that the tests run as: root.
-var rootCaller = plugins.Caller{UID: 0, HasUID: true, Privileged: true}
+var rootCaller = api.Caller{UID: 0, HasUID: true, Privileged: true}
 
 // register calls RegisterPlugin as root with a deadline.
 func (r *apiRig) register(p plugins.Plugin) (plugins.Plugin, error) {
@@ -148,7 +148,7 @@ func (r *apiRig) register(p plugins.Plugin) (plugins.Plugin, error) {
 }
 
 // registerAs calls RegisterPlugin as by with a deadline.
-func (r *apiRig) registerAs(by plugins.Caller, p plugins.Plugin) (plugins.Plugin, error) {
+func (r *apiRig) registerAs(by api.Caller, p plugins.Plugin) (plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
 	return r.rec.RegisterPlugin(ctx, p, by)
@@ -170,7 +170,7 @@ func (r *apiRig) deregister(typ, name, owner string) ([]plugins.Plugin, error) {
 }
 
 // deregisterAs calls DeregisterPlugin as by with a deadline.
-func (r *apiRig) deregisterAs(by plugins.Caller, typ, name, owner string) ([]plugins.Plugin, error) {
+func (r *apiRig) deregisterAs(by api.Caller, typ, name, owner string) ([]plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
 	return r.rec.DeregisterPlugin(ctx, typ, name, owner, by)
@@ -540,8 +540,8 @@ func TestRegisterPluginLimits(t *testing.T) {
 	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) { rec.MaxPerUID, rec.MaxPlugins = 2, 3 })
 	ep, _ := r.endpoint("e") // root's: any uid may use it
-	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
-	mustRegisterAs := func(by plugins.Caller, p plugins.Plugin) {
+	u1, u2 := api.Caller{UID: 1001, HasUID: true}, api.Caller{UID: 1002, HasUID: true}
+	mustRegisterAs := func(by api.Caller, p plugins.Plugin) {
 		t.Helper()
 		if _, err := r.registerAs(by, p); err != nil {
 			t.Fatalf("RegisterPlugin(%s %q of %q) as uid %d = %v", p.Type, p.Name, p.Owner, by.UID, err)
@@ -577,7 +577,7 @@ func TestOwnerBelongsToUID(t *testing.T) {
 	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
 	ep, _ := r.endpoint("a")
-	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
+	u1, u2 := api.Caller{UID: 1001, HasUID: true}, api.Caller{UID: 1002, HasUID: true}
 	got, err := r.registerAs(u1, csi("a", ep, "alloc-of-1001", "1.0.0"))
 	if err != nil {
 		t.Fatal(err)

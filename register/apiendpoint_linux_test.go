@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/statecache"
@@ -38,7 +39,7 @@ func chown(t *testing.T, path string, uid int) {
 func TestAPIEndpointOneMessage(t *testing.T) {
 	needRoot(t)
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
-	u2 := plugins.Caller{UID: 1002, HasUID: true}
+	u2 := api.Caller{UID: 1002, HasUID: true}
 	secret := filepath.Join(r.dir, "secret")
 	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestAPIEndpointOneMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	chown(t, link, 1002)
-	const want = "endpoint check EP: plugins: permission denied: not a unix socket that uid 1002 or root owns (a symlink is never followed)"
+	const want = "endpoint check EP: rules: permission denied: not a unix socket that uid 1002 or root owns (a symlink is never followed)"
 	for _, ep := range []string{secret, filepath.Join(r.dir, "missing.sock"), dir, others, link} {
 		for _, noCheck := range []bool{false, true} {
 			p := csi("a", ep, "o", "1.0.0")
@@ -149,7 +150,7 @@ func TestAPIEndpointGivenAway(t *testing.T) {
 	})
 	mine, _ := r.endpoint("mine")
 	chown(t, mine, 1002)
-	if _, err := r.registerAs(plugins.Caller{UID: 1002, HasUID: true}, csi("a", mine, "o", "1.0.0")); err != nil {
+	if _, err := r.registerAs(api.Caller{UID: 1002, HasUID: true}, csi("a", mine, "o", "1.0.0")); err != nil {
 		t.Fatal(err)
 	}
 	r.awaitApplied("a connect check of a", func(res Result) bool {
@@ -182,8 +183,8 @@ func TestAPIEndpointOfAnotherUID(t *testing.T) {
 		owner = 1001
 		chown(t, ep, owner)
 	}
-	other := plugins.Caller{UID: uint32(owner + 1), HasUID: true}
-	want := "endpoint check EP: plugins: permission denied: not a unix socket that uid " + strconv.Itoa(owner+1) + " or root owns (a symlink is never followed)"
+	other := api.Caller{UID: uint32(owner + 1), HasUID: true}
+	want := "endpoint check EP: rules: permission denied: not a unix socket that uid " + strconv.Itoa(owner+1) + " or root owns (a symlink is never followed)"
 	for _, path := range []string{ep, filepath.Join(r.dir, "missing.sock")} {
 		for _, noCheck := range []bool{false, true} {
 			p := csi("a", path, "o", "1.0.0")
@@ -196,7 +197,7 @@ func TestAPIEndpointOfAnotherUID(t *testing.T) {
 	if r.registry.Len() != 0 {
 		t.Fatalf("registry holds %v after refused registrations", r.registry.List(""))
 	}
-	if _, err := r.registerAs(plugins.Caller{UID: uint32(owner), HasUID: true}, csi("a", ep, "o", "1.0.0")); err != nil {
+	if _, err := r.registerAs(api.Caller{UID: uint32(owner), HasUID: true}, csi("a", ep, "o", "1.0.0")); err != nil {
 		t.Errorf("RegisterPlugin as uid %d of its own socket = %v, want it registered", owner, err)
 	}
 }

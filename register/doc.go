@@ -293,7 +293,7 @@
 // kept in the state file), and an owner belongs to the uid that registered
 // its instances: while it holds any, a caller of another uid may not
 // register under it, replace or deregister them (rules.ErrDenied, naming
-// both uids); a privileged caller (plugins.Caller: root, the agent's uid;
+// both uids); a privileged caller (api.Caller: root, the agent's uid;
 // on Windows, whose callers have no uid, every caller that may register)
 // may. An instance restored from a state file that recorded no uid is a
 // privileged caller's to change. On Windows, registrations record no uid

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/state"
@@ -91,7 +92,7 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 		defer wg.Wait()
 		defer cancel()
 
-		root := plugins.Caller{HasUID: true, Privileged: true}
+		root := api.Caller{HasUID: true, Privileged: true}
 		p := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: ep, Versions: []string{"1.0.0"}, Owner: "o", NoCheck: true}
 		if _, err := rec.RegisterPlugin(ctx, p, root); err != nil {
 			t.Fatalf("RegisterPlugin = %v", err)
@@ -139,7 +140,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 		other.SocketID = scan.ID{Ino: 3} // an older incarnation of b
 		reg := plugins.NewRegistryFrom(plugins.State{Plugins: []plugins.Plugin{gone, kept}, Pending: []plugins.PendingDeregistration{
 			{Plugin: gone, Reason: plugins.ReasonRemoved}, {Plugin: other, Reason: plugins.ReasonRemoved}}})
-		sub := reg.Subscribe(reg.Revision())
+		sub := reg.Subscribe(reg.Revision(), "")
 		defer sub.Close()
 		rh := newRecorder(t)
 		hs := handler.NewHandlers()

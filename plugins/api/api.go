@@ -115,7 +115,7 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 	return codec.ToProto(p), nil
 }
 
-// Watch streams the registry's events, as [Registry.WatchType] does from
+// Watch streams the registry's events, as [Registry.Subscribe] does from
 // req.since_revision, of req.type only if the request names one, until
 // the client goes away (the stream then ends with its context's status)
 // or the registry is closed (Unavailable). Past the server's maxWatchers
@@ -138,7 +138,7 @@ func (s *APIServer) Watch(req *plugregv1.WatchRequest, stream grpc.ServerStreami
 		return err
 	}
 	defer release()
-	sub := s.reg.SubscribeType(req.GetSinceRevision(), req.GetType())
+	sub := s.reg.Subscribe(req.GetSinceRevision(), req.GetType())
 	if sub == nil {
 		return status.Error(codes.Unavailable, "registry closed")
 	}

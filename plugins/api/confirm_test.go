@@ -114,7 +114,7 @@ type applying struct {
 	reg map[string]plugins.Plugin // by type and name
 }
 
-func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins.Caller) (plugins.Plugin, error) {
+func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ api.Caller) (plugins.Plugin, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p.RegisteredAt = t0
@@ -125,7 +125,7 @@ func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins
 	return p, nil
 }
 
-func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ plugins.Caller) ([]plugins.Plugin, error) {
+func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ api.Caller) ([]plugins.Plugin, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.reg[typ+" "+name]

@@ -43,7 +43,7 @@ accepts the connection (package plugins/peer). Where the system gives no
 peer credentials, no one may write: a check that cannot be made must not
 pass.
 
-The Registrar is told who calls ([plugins.Caller]). A registration records
+The Registrar is told who calls ([Caller]). A registration records
 the caller's uid (the uid of the plugin's message); the agent's Registrar
 lets only that uid, root and the agent's own uid replace or deregister the
 plugins of that owner, and takes an endpoint only if it is a socket the

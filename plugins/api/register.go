@@ -15,12 +15,23 @@ import (
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
+// Caller is who asks the agent, through the API, to register or
+// deregister plugins.
+type Caller struct {
+	UID    uint32 // its effective uid, if HasUID
+	HasUID bool   // false where callers have no uid (Windows)
+	// Privileged callers may replace and deregister the plugins of any
+	// uid: root and the agent's own uid; on Windows, every caller that may
+	// register (SYSTEM, the agent's user, elevated Administrators).
+	Privileged bool
+}
+
 // Registrar registers and deregisters plugins for the Register and
 // Deregister RPCs. The agent's is its reconciler.
 //
 // Each call names its caller (by), whose uid a registration records
 // (plugins.Plugin.UID) and which may act on an owner's plugins only if
-// that uid registered them, or it is privileged (plugins.Caller).
+// that uid registered them, or it is privileged (Caller).
 //
 // Its errors wrap rules.ErrInvalid or rules.ErrRefused (the RPC fails
 // with InvalidArgument; a refusal's text is the refusal in the kubelet's
@@ -30,8 +41,8 @@ import (
 // DeadlineExceeded); any other error is Unavailable. The status message is
 // the error's text, bounded by rules.BoundText.
 type Registrar interface {
-	RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error)
-	DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error)
+	RegisterPlugin(ctx context.Context, p plugins.Plugin, by Caller) (plugins.Plugin, error)
+	DeregisterPlugin(ctx context.Context, typ, name, owner string, by Caller) ([]plugins.Plugin, error)
 }
 
 // EnableRegistration lets callers register and deregister plugins through
@@ -47,7 +58,7 @@ type Registrar interface {
 // Windows, writers must be empty: the callers that may register are
 // SYSTEM, the members of Administrators and the agent's own user.
 //
-// The Registrar is told who calls (plugins.Caller): its uid, and whether
+// The Registrar is told who calls (Caller): its uid, and whether
 // it is privileged (root or the agent's own uid; on Windows, every caller
 // that may register, as callers there have no uid).
 //
@@ -138,9 +149,9 @@ func (s *APIServer) mayWrite(ctx context.Context) error {
 
 // registrant returns who calls a Register or Deregister that mayWrite let
 // through.
-func registrant(ctx context.Context) plugins.Caller {
+func registrant(ctx context.Context) Caller {
 	c, _ := callerOf(ctx)
-	return plugins.Caller{UID: c.uid, HasUID: c.hasUID, Privileged: c.trusted}
+	return Caller{UID: c.uid, HasUID: c.hasUID, Privileged: c.trusted}
 }
 
 // registrationStatus returns the status of a Register or Deregister that

@@ -32,11 +32,11 @@ type registrar struct {
 	mu    sync.Mutex
 	calls []string
 	got   []plugins.Plugin // what RegisterPlugin was given
-	by    []plugins.Caller // who called, call by call
+	by    []api.Caller     // who called, call by call
 	err   error
 }
 
-func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
+func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by api.Caller) (plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.by = append(r.by, by)
@@ -49,7 +49,7 @@ func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugi
 	return p, nil
 }
 
-func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
+func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by api.Caller) ([]plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.by = append(r.by, by)
@@ -69,10 +69,10 @@ func (r *registrar) Calls() []string {
 }
 
 // Callers returns who made the calls so far, call by call.
-func (r *registrar) Callers() []plugins.Caller {
+func (r *registrar) Callers() []api.Caller {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]plugins.Caller(nil), r.by...)
+	return append([]api.Caller(nil), r.by...)
 }
 
 // serveAPI serves s on a unix socket at path with opts, until the test

@@ -67,7 +67,7 @@ agent published nothing after that revision (see plugins.State).
 lease ID, the etcd cluster ID, the key prefix and the node name.
 
 A plugin without "uid" (uid null) loads as a plugin of unknown uid,
-which only a privileged caller may replace or deregister (see plugins.Caller).
+which only a privileged caller may replace or deregister (see api.Caller).
 
 Unknown fields are an error. "clean", "pendingDeregistrations" and
 "fleet" are optional and left out when false, empty or absent, and so

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // Version is the version of the state document that Save writes.
@@ -385,7 +386,7 @@ func QuarantineCorrupt(path string, now time.Time) (string, error) {
 // fleetRecordBytes bounds the "fleet" member of the state file: each of
 // the two strings at most six bytes a byte (a control character is
 // \u00XX), the numbers and the field names.
-const fleetRecordBytes = 2*6*plugins.MaxFleetLeaseText + 128
+const fleetRecordBytes = 2*6*rules.MaxFleetLeaseText + 128
 
 // fleetRecord is the JSON form of a FleetLease.
 type fleetRecord struct {

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // TestSaveFleetLease pins the "fleet" member of the document, and checks
@@ -82,8 +83,8 @@ func TestLoadFleetLease(t *testing.T) {
 		{"lease as string", with("7587890528885514674", `"694d9a3bd0c5a1b2"`), nil, "cannot unmarshal string"},
 		{"negative cluster", with("18446744073709551615", "-1"), nil, "cannot unmarshal number -1"},
 		{"no node", with(`, "node": "worker-1"`, ""), nil, "fleet lease without a node"},
-		{"long node", with(`"worker-1"`, `"`+strings.Repeat("n", MaxFleetLeaseText+1)+`"`), nil, "fleet lease node of 513 bytes, longer than 512"},
-		{"long prefix", with(`"/plugreg/v1/"`, `"`+strings.Repeat("p", MaxFleetLeaseText+1)+`"`), nil, "fleet lease prefix of 513 bytes, longer than 512"},
+		{"long node", with(`"worker-1"`, `"`+strings.Repeat("n", rules.MaxFleetLeaseText+1)+`"`), nil, "fleet lease node of 513 bytes, longer than 512"},
+		{"long prefix", with(`"/plugreg/v1/"`, `"`+strings.Repeat("p", rules.MaxFleetLeaseText+1)+`"`), nil, "fleet lease prefix of 513 bytes, longer than 512"},
 		{"unknown field", with(`"node"`, `"ttl": 30, "node"`), nil, `unknown field "ttl"`},
 		{"not an object", doc(`[]`), nil, "cannot unmarshal array"},
 	}

@@ -88,7 +88,7 @@ func TestMaxRecordBytes(t *testing.T) {
 	}
 	// The document without records, with the largest fleet lease: its
 	// strings all control characters, six bytes each.
-	lease := FleetLease{ID: 1<<63 - 1, Cluster: 1<<64 - 1, Prefix: strings.Repeat("\x01", MaxFleetLeaseText), Node: strings.Repeat("\x01", MaxFleetLeaseText)}
+	lease := FleetLease{ID: 1<<63 - 1, Cluster: 1<<64 - 1, Prefix: strings.Repeat("\x01", rules.MaxFleetLeaseText), Node: strings.Repeat("\x01", rules.MaxFleetLeaseText)}
 	if err := (State{Fleet: &lease}).Check(); err != nil {
 		t.Fatalf("largest fleet lease breaks a rule: %v", err)
 	}
