@@ -37,7 +37,7 @@ const (
 // stop, the agent may have published events its state file does not hold,
 // and their revisions must not be reused for other events.
 //
-// The Saver writes each change within about 250 ms, so a crash loses the
+// The state file's Saver (package plugins/state) writes each change within about 250 ms, so a crash loses the
 // events of those 250 ms; while writes fail, the events since the last
 // successful write, however long the fault lasts. 1<<32 events is more
 // than the agent publishes in that time: at 10,000 events a second, far
@@ -101,7 +101,7 @@ func NewRegistry() *Registry {
 // resumes from one of them gets a Resync rather than other events under
 // revisions it has seen. The history is empty, so a watcher that resumes
 // from an earlier revision gets a Resync too. If s lists two
-// plugins at one socket path, the later one wins; [Load] never returns such
+// plugins at one socket path, the later one wins; state.Load never returns such
 // a State. The pending deregistrations of s are restored too; of two for
 // one incarnation (type, name and SocketID) the later wins; and so is its
 // fleet lease.

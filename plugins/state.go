@@ -26,7 +26,7 @@ type State struct {
 	// may have published events after Revision that the file does not
 	// hold; [NewRegistryFrom] then skips revisions (see RevisionGap). The
 	// file of a State that is not Running says "clean": true, which only
-	// the last save of a clean stop writes ([Saver]); a file without it,
+	// the last save of a clean stop writes (the Saver of package plugins/state); a file without it,
 	// from a running or crashed agent or from an agent that did not know
 	// the field, loads as Running.
 	Running bool
