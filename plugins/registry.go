@@ -37,8 +37,9 @@ const (
 // stop, the agent may have published events its state file does not hold,
 // and their revisions must not be reused for other events.
 //
-// The state file's Saver (package plugins/state) writes each change within about 250 ms, so a crash loses the
-// events of those 250 ms; while writes fail, the events since the last
+// The state file's Saver (package plugins/state) writes each change
+// within about 250 ms, so a crash loses the events of those 250 ms; while
+// writes fail, the events since the last
 // successful write, however long the fault lasts. 1<<32 events is more
 // than the agent publishes in that time: at 10,000 events a second, far
 // more than registrations over gRPC and the liveness checks make, writes
