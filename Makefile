@@ -81,9 +81,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s; a count such as 5
 	$(GO) test -run='^$$' -fuzz='^FuzzDiff$$' -fuzztime=$(or $(FUZZTIME),10s) ./scan
 	$(GO) test -run='^$$' -fuzz='^FuzzParseAccept$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins/handler
 	$(GO) test -run='^$$' -fuzz='^FuzzCache$$' -fuzztime=$(or $(FUZZTIME),10s) ./statecache
-	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
+	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins/state
 	$(GO) test -run='^$$' -fuzz='^FuzzRegistryEncodes$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
-	$(GO) test -run='^$$' -fuzz='^FuzzValidateInfo$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins
+	$(GO) test -run='^$$' -fuzz='^FuzzValidateInfo$$' -fuzztime=$(or $(FUZZTIME),10s) ./plugins/rules
 	$(GO) test -run='^$$' -fuzz='^FuzzUnaryReply$$' -fuzztime=$(or $(FUZZTIME),10s) ./register/unary
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -25,6 +25,7 @@ import (
 	plugapi "github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/scan"
@@ -644,9 +645,9 @@ func benchInfo(i int) *pluginregistration.PluginInfo {
 		return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: name, SupportedVersions: []string{"1.0.0"}}
 	}
 	versions := []string{"1.0.0"}
-	for len(versions) < plugins.MaxVersions {
-		versions = append(versions, fmt.Sprintf("%02d", len(versions))+strings.Repeat("v", plugins.MaxVersionBytes-2))
+	for len(versions) < rules.MaxVersions {
+		versions = append(versions, fmt.Sprintf("%02d", len(versions))+strings.Repeat("v", rules.MaxVersionBytes-2))
 	}
 	return &pluginregistration.PluginInfo{Type: "CSIPlugin", Name: strings.Repeat("n", 253-len(name)) + name,
-		Endpoint: "/" + strings.Repeat("e", plugins.MaxEndpointBytes-len(name)-1) + name, SupportedVersions: versions}
+		Endpoint: "/" + strings.Repeat("e", rules.MaxEndpointBytes-len(name)-1) + name, SupportedVersions: versions}
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -46,7 +46,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("get plugin from %s: %s", *apiPath, status.Convert(err).Message())
 	}
-	return writePlugin(stdout, *output, api.FromProto(m))
+	return writePlugin(stdout, *output, codec.FromProto(m))
 }
 
 // flagGiven returns the value of the flag called name if the command line

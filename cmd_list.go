@@ -20,6 +20,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -27,8 +28,8 @@ import (
 const apiTimeout = 10 * time.Second
 
 // pluginJSON is a plugin as `list -o json` prints it; the keys are a
-// public contract, shared with the fleet view (plugins.PluginJSON).
-type pluginJSON = plugins.PluginJSON
+// public contract, shared with the fleet view (codec.PluginJSON).
+type pluginJSON = codec.PluginJSON
 
 // runList is `plugreg list`.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,7 +71,7 @@ func checkTableOrJSON(output string) error {
 func writePlugins(w io.Writer, output string, ms []*plugregv1.Plugin) error {
 	ps := make([]plugins.Plugin, len(ms))
 	for i, m := range ms {
-		ps[i] = api.FromProto(m)
+		ps[i] = codec.FromProto(m)
 	}
 	if output == "json" {
 		return writeJSON(w, ps)
@@ -78,7 +79,7 @@ func writePlugins(w io.Writer, output string, ms []*plugregv1.Plugin) error {
 	return writeTable(w, ps)
 }
 
-func toJSON(p plugins.Plugin) pluginJSON { return plugins.ToJSON(p) }
+func toJSON(p plugins.Plugin) pluginJSON { return codec.ToJSON(p) }
 
 func writeJSON(w io.Writer, ps []plugins.Plugin) error {
 	out := make([]pluginJSON, len(ps))

@@ -14,6 +14,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	plugapi "github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
@@ -23,19 +24,19 @@ import (
 // limit, and the most annotations a handler may give.
 func largePlugin(i int) plugins.Plugin {
 	id := fmt.Sprintf("%06d", i)
-	versions := make([]string, plugins.MaxVersions)
+	versions := make([]string, rules.MaxVersions)
 	for j := range versions {
-		versions[j] = strings.Repeat("v", plugins.MaxVersionBytes)
+		versions[j] = strings.Repeat("v", rules.MaxVersionBytes)
 	}
-	ann := make(map[string]string, plugins.MaxAnnotations)
-	for j := range plugins.MaxAnnotations {
+	ann := make(map[string]string, rules.MaxAnnotations)
+	for j := range rules.MaxAnnotations {
 		k := fmt.Sprintf("k%02d", j)
-		ann[k] = strings.Repeat("a", plugins.MaxAnnotationBytes/plugins.MaxAnnotations-len(k))
+		ann[k] = strings.Repeat("a", rules.MaxAnnotationBytes/rules.MaxAnnotations-len(k))
 	}
 	return plugins.Plugin{
 		Name:         strings.Repeat("n", 253-len(id)) + id,
 		Type:         strings.Repeat("T", 253),
-		Endpoint:     strings.Repeat("e", plugins.MaxEndpointBytes),
+		Endpoint:     strings.Repeat("e", rules.MaxEndpointBytes),
 		SocketPath:   "/" + strings.Repeat("s", scan.MaxSocketPath-len(id)-1) + id,
 		Versions:     versions,
 		RegisteredAt: time.Unix(1767323045, 0),

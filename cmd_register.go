@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 )
@@ -66,7 +66,7 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return apiCallError("register", *typ, *name, err)
 	}
-	return writePlugin(stdout, *output, api.FromProto(resp.GetPlugin()))
+	return writePlugin(stdout, *output, codec.FromProto(resp.GetPlugin()))
 }
 
 // runDeregister is `plugreg deregister`: it removes the instances of a

@@ -22,6 +22,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/peer"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -96,14 +97,14 @@ type fakeRegistrar struct {
 	dereg func(typ, name, owner string) ([]plugins.Plugin, error)
 }
 
-func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins.Caller) (plugins.Plugin, error) {
+func (f *fakeRegistrar) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugapi.Caller) (plugins.Plugin, error) {
 	f.mu.Lock()
 	f.got = append(f.got, p)
 	f.mu.Unlock()
 	return f.reg(p)
 }
 
-func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string, _ plugins.Caller) ([]plugins.Plugin, error) {
+func (f *fakeRegistrar) DeregisterPlugin(_ context.Context, typ, name, owner string, _ plugapi.Caller) ([]plugins.Plugin, error) {
 	return f.dereg(typ, name, owner)
 }
 
@@ -187,11 +188,11 @@ func TestRegisterThroughAPI(t *testing.T) {
 	}{
 		{name: "register json", args: withArgs(reg, "-o", "json"), wantOut: jsonOf(toJSON(registered))},
 		{name: "register table", args: reg, wantInText: "api (owner alloc-1)"},
-		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", plugins.ErrRefused),
-			// The agent turns the control character into a space (plugins.BoundText).
-			wantErr: `register CSIPlugin/n: plugins: registration refused: RegisterPlugin error -- plugin validation failed with err: no [2J` + "\n"},
-		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", plugins.ErrInvalid), wantErr: "register CSIPlugin/n: plugins: invalid registration: bad endpoint"},
-		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", plugins.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
+		{name: "refused", args: reg, answer: fmt.Errorf("%w: RegisterPlugin error -- plugin validation failed with err: no\x1b[2J", rules.ErrRefused),
+			// The agent turns the control character into a space (rules.BoundText).
+			wantErr: `register CSIPlugin/n: rules: registration refused: RegisterPlugin error -- plugin validation failed with err: no [2J` + "\n"},
+		{name: "invalid", args: reg, answer: fmt.Errorf("%w: bad endpoint", rules.ErrInvalid), wantErr: "register CSIPlugin/n: rules: invalid registration: bad endpoint"},
+		{name: "limit", args: reg, answer: fmt.Errorf("%w: owner alloc-1 holds 1000", rules.ErrLimit), wantErr: "too many API registrations: owner alloc-1 holds 1000"},
 		{name: "handler down", args: reg, answer: fmt.Errorf("%w: connection refused", handler.ErrUnavailable), wantErr: "connection refused"},
 		{name: "deregister json", args: withArgs(dereg, "-o", "json"), wantOut: jsonOf([]pluginJSON{toJSON(registered), toJSON(other)})},
 		{name: "deregister table", args: dereg, wantInText: sockettest.Run("n2.sock")},

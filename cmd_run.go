@@ -22,6 +22,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/register/metrics"
@@ -227,7 +228,7 @@ type agent struct {
 	api      *grpc.Server
 	served   chan error
 	metrics  *metrics.Server // nil: no --metrics
-	saver    *plugins.Saver
+	saver    *state.Saver
 	stopSave context.CancelFunc
 	saved    sync.WaitGroup
 	// handlerConns are the gRPC handlers' connections, closed once the
@@ -286,7 +287,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 	a := &agent{log: log, registry: registry, served: make(chan error, 1), handlerConns: conns, publisher: pub}
 	rec := c.reconciler(scanner, a.registry, handlers, log)
 	if c.state != "" {
-		a.saver = &plugins.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
+		a.saver = &state.Saver{Registry: a.registry, Path: c.state, Limit: c.stateLimit(), Log: log}
 		rec.Durable = a.saver.Sync // an API plugin's handler calls wait for their guard on disk
 		var saveCtx context.Context
 		saveCtx, a.stopSave = context.WithCancel(context.WithoutCancel(ctx))
@@ -370,7 +371,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 // apiServer returns the agent's API, which lets root, the agent's uid and
 // those of --api-register-uid register plugins with rec, and confirms each
 // such change once saver (nil: no state file) has saved it.
-func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconciler, saver *plugins.Saver) *api.APIServer {
+func (c *runConfig) apiServer(registry *plugins.Registry, rec *register.Reconciler, saver *state.Saver) *api.APIServer {
 	s := api.NewAPIServer(registry, int(c.maxWatchers))
 	s.EnableRegistration(rec, c.apiRegisterUIDs)
 	if saver != nil {
@@ -387,7 +388,7 @@ func (c *runConfig) healthStale() time.Duration {
 
 // stateLimit is the size bound of the state file: it holds up to
 // --max-plugins discovered plugins and as many registered through the API.
-func (c *runConfig) stateLimit() int64 { return plugins.StateLimit(2 * int(c.maxPlugins)) }
+func (c *runConfig) stateLimit() int64 { return state.Limit(2 * int(c.maxPlugins)) }
 
 // stop shuts the agent down once the reconciler has returned: the gRPC
 // handlers' connections, the API (in flight calls get shutdownGrace), the
@@ -427,16 +428,16 @@ func loadRegistry(path string, limit int64, log *slog.Logger) (*plugins.Registry
 	if path == "" {
 		return plugins.NewRegistry(), nil
 	}
-	st, err := plugins.Load(path, limit)
+	st, err := state.Load(path, limit)
 	switch {
 	case err == nil:
 		return restore(path, st, limit, log), nil
 	case errors.Is(err, fs.ErrNotExist):
 		return plugins.NewRegistry(), nil
-	case errors.Is(err, plugins.ErrCorrupt):
+	case errors.Is(err, state.ErrCorrupt):
 		// Keep it for a post-mortem, never overwrite it, and rebuild
 		// from the scan.
-		aside, qerr := plugins.QuarantineCorrupt(path, time.Now())
+		aside, qerr := state.QuarantineCorrupt(path, time.Now())
 		log.Error("state file unusable, starting empty", "path", path, "moved_to", aside, "err", errors.Join(err, qerr))
 		return plugins.NewRegistry(), nil
 	}
@@ -452,7 +453,7 @@ func restore(path string, st plugins.State, limit int64, log *slog.Logger) *plug
 	if !st.Running {
 		running := st
 		running.Running = true
-		if err := plugins.Save(path, running, limit); err != nil {
+		if err := state.Save(path, running, limit); err != nil {
 			log.Warn("state file not marked running", "path", path, "err", err)
 			st = running
 		}
@@ -465,7 +466,7 @@ func restore(path string, st plugins.State, limit int64, log *slog.Logger) *plug
 }
 
 // sources feeds the metrics at scrape time.
-func sources(rec *register.Reconciler, scanner *scan.Scanner, reg *plugins.Registry, saver *plugins.Saver) metrics.Sources {
+func sources(rec *register.Reconciler, scanner *scan.Scanner, reg *plugins.Registry, saver *state.Saver) metrics.Sources {
 	s := metrics.Sources{
 		Agent:   rec.Status,
 		Ignored: scanner.Ignored,

@@ -10,6 +10,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/state"
 )
 
 // TestLoadRegistryMarksRunning restores state files: one of a clean stop
@@ -29,8 +30,8 @@ func TestLoadRegistryMarksRunning(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(sockettest.Dir(t), "state.json")
-			st := plugins.State{Version: plugins.StateVersion, Revision: 5, Running: tc.running, Plugins: []plugins.Plugin{}}
-			if err := plugins.Save(path, st, 0); err != nil {
+			st := plugins.State{Version: state.Version, Revision: 5, Running: tc.running, Plugins: []plugins.Plugin{}}
+			if err := state.Save(path, st, 0); err != nil {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
@@ -41,7 +42,7 @@ func TestLoadRegistryMarksRunning(t *testing.T) {
 			if got := r.Revision(); got != tc.want {
 				t.Errorf("restored at revision %d, want %d", got, tc.want)
 			}
-			got, err := plugins.Load(path, 0)
+			got, err := state.Load(path, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -179,10 +179,10 @@ func toStatusJSON(m *plugregv1.StatusResponse) statusJSON {
 			t.GetLastRejectedName(), t.GetLastRejectedSocketPath(), t.GetLastRejection(), jsonTime(t.GetLastRejectedAt())})
 	}
 	for _, u := range m.GetUnhealthyPlugins() {
-		out.UnhealthyPlugins = append(out.UnhealthyPlugins, unhealthyJSON{toJSON(api.FromProto(u.GetPlugin())), jsonTime(u.GetSince())})
+		out.UnhealthyPlugins = append(out.UnhealthyPlugins, unhealthyJSON{toJSON(codec.FromProto(u.GetPlugin())), jsonTime(u.GetSince())})
 	}
 	for _, pd := range m.GetPending() {
-		out.Pending = append(out.Pending, pendingJSON{toJSON(api.FromProto(pd.GetPlugin())), pd.GetReason()})
+		out.Pending = append(out.Pending, pendingJSON{toJSON(codec.FromProto(pd.GetPlugin())), pd.GetReason()})
 	}
 	for _, h := range m.GetHandlers() {
 		out.Handlers = append(out.Handlers, handlerJSON{h.GetType(), h.GetKind(), h.GetTarget(), h.GetAvailable(), h.GetError()})
@@ -247,11 +247,11 @@ func writeStatus(w io.Writer, m *plugregv1.StatusResponse) error {
 	}
 	writeTypes(line, now, m.GetTypes())
 	for i, u := range m.GetUnhealthyPlugins() {
-		p := api.FromProto(u.GetPlugin())
+		p := codec.FromProto(u.GetPlugin())
 		line(first(i, "unhealthy"), "%s %s %s, since %s", printable(p.Type), printable(p.Name), source(p), ago(now, u.GetSince()))
 	}
 	for i, pd := range m.GetPending() {
-		p := api.FromProto(pd.GetPlugin())
+		p := codec.FromProto(pd.GetPlugin())
 		line(first(i, "pending"), "DeRegister of %s %s %s (%s) not delivered yet, retried", printable(p.Type), printable(p.Name), source(p), pd.GetReason())
 	}
 	writeHandlers(line, m.GetHandlers())

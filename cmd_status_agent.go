@@ -15,7 +15,9 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/register/metrics"
@@ -43,9 +45,9 @@ type statusSource struct {
 	types    []string               // the types with a handler (Reconciler.Types)
 	dirs     []string
 	registry *plugins.Registry
-	saver    *plugins.Saver // nil: no state file
-	pub      *publisher     // nil: not publishing
-	conns    net.Listener   // the API's, from api.LimitConns
+	saver    *state.Saver // nil: no state file
+	pub      *publisher   // nil: not publishing
+	conns    net.Listener // the API's, from api.LimitConns
 }
 
 // status answers a Status request.
@@ -76,11 +78,11 @@ func (s *statusSource) status(ctx context.Context) (*plugregv1.StatusResponse, e
 		resp.Dirs = append(resp.Dirs, ds)
 	}
 	for _, u := range st.Unhealthy {
-		resp.UnhealthyPlugins = append(resp.UnhealthyPlugins, &plugregv1.UnhealthyPlugin{Plugin: api.ToProto(u.Plugin), Since: timestamppb.New(u.Since)})
+		resp.UnhealthyPlugins = append(resp.UnhealthyPlugins, &plugregv1.UnhealthyPlugin{Plugin: codec.ToProto(u.Plugin), Since: timestamppb.New(u.Since)})
 	}
 	pending := s.registry.Pending()
 	for _, pd := range pending {
-		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: api.ToProto(pd.Plugin), Reason: pd.Reason.String()})
+		resp.Pending = append(resp.Pending, &plugregv1.PendingDeregistration{Plugin: codec.ToProto(pd.Plugin), Reason: pd.Reason.String()})
 	}
 	resp.Types = typeStatus(st, s.registry.List(""), pending)
 	return resp, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
@@ -116,8 +117,8 @@ func TestStatusContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := sockettest.Dir(t) // t.TempDir's clean-up fails under wine
-	state := filepath.Join(tmp, "state.json")
-	if err := os.WriteFile(state, []byte("0123456789"), 0o600); err != nil {
+	statePath := filepath.Join(tmp, "state.json")
+	if err := os.WriteFile(statePath, []byte("0123456789"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := runFlags(io.Discard)
@@ -125,14 +126,14 @@ func TestStatusContents(t *testing.T) {
 	l := sockettest.Listen(t, served)
 	t.Cleanup(func() { l.Close() })
 	cfg.handler = handlerList{{Type: "X", Kind: handler.KindExec, Path: filepath.Join(tmp, "missing")}, {Type: "Y", Kind: handler.KindGRPC, Path: filepath.Join(tmp, "none.sock")},
-		{Type: "V", Kind: handler.KindExec, Path: state}, {Type: "W", Kind: handler.KindGRPC, Path: served}}
+		{Type: "V", Kind: handler.KindExec, Path: statePath}, {Type: "W", Kind: handler.KindGRPC, Path: served}}
 	st := register.Status{LastTick: now, Ready: true,
 		Unhealthy:     []register.UnhealthyPlugin{{Plugin: sick, Since: now}},
 		Registrations: map[register.TypeOutcome]uint64{{Type: "GPUPlugin", Outcome: register.Rejected}: 3, {Type: "CSIPlugin", Outcome: register.Registered}: 2},
 		Rejected:      map[string]register.Rejection{"GPUPlugin": {Plugin: plugins.Plugin{Type: "GPUPlugin", Name: "gpu", SocketPath: "/p/gpu.sock"}, Msg: "no handler", At: now}},
 	}
 	src := &statusSource{cfg: cfg, started: now, stale: 10 * time.Second, registry: reg, dirs: []string{"/p"}, types: []string{"CSIPlugin", "X", "Y", "V", "W"},
-		saver: &plugins.Saver{Registry: reg, Path: state}, agent: func() register.Status { return st }}
+		saver: &state.Saver{Registry: reg, Path: statePath}, agent: func() register.Status { return st }}
 	api := serveStatus(t, src)
 
 	var stdout, stderr bytes.Buffer
@@ -149,9 +150,9 @@ func TestStatusContents(t *testing.T) {
 		"handlers  CSIPlugin: accept\n",
 		"X: exec " + filepath.Join(tmp, "missing") + ", UNAVAILABLE: stat ",
 		"Y: grpc " + filepath.Join(tmp, "none.sock") + ", UNAVAILABLE: dial unix ",
-		"V: exec " + state + ", available\n",
+		"V: exec " + statePath + ", available\n",
 		"W: grpc " + served + ", available\n",
-		"state     " + state + ": 10 bytes, saved ",
+		"state     " + statePath + ": 10 bytes, saved ",
 		"api       " + api + ": 0/64 watchers, 1/8 connections",
 		"publish   off",
 	} {

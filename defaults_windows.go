@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/private"
 )
 
 // Default paths on Windows, under %ProgramData%\plugreg, which
@@ -27,7 +27,7 @@ func programData() string {
 }
 
 // makeDefaultHome makes defaultHome private to SYSTEM and Administrators
-// (see [plugins.MkdirPrivate]) when one of paths is in it. Created by
+// (see [private.Mkdir]) when one of paths is in it. Created by
 // anything else, it would inherit the DACL of %ProgramData%, which lets
 // every user create files in it: a socket at the API's path, or a state
 // file.
@@ -42,7 +42,7 @@ func makeDefaultHome(paths ...string) error {
 			return err
 		}
 		if rel, err := filepath.Rel(home, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, `..\`) {
-			return plugins.MkdirPrivate(home)
+			return private.Mkdir(home)
 		}
 	}
 	return nil

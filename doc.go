@@ -258,16 +258,15 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 
 For each Validate, Register and DeRegister of a plugin of TYPE, the agent
 runs PATH with one argument, validate, register or deregister, and one JSON
-object on stdin with the keys of list -o json, name, type, endpoint,
-socketPath and versions, plus for deregister reason (removed, replaced,
-unhealthy or rolled back) and annotations (those of the registration,
-when it had any):
+object on stdin: the plugin as list -o json prints it, plus for deregister
+reason (removed, replaced, unhealthy or rolled back); annotations are
+those of the registration for deregister, {} otherwise:
 
-	{"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"]}
+	{"schema":1,"name":"csi.example.com","type":"CSIPlugin","endpoint":"/p/csi.sock","socketPath":"/p/csi.sock","versions":["1.0.0"],...}
 
 Exit status 0 is success. Otherwise the error is the last non-blank line
 the program wrote to stderr, with control characters turned into spaces and
-cut to 512 bytes ([plugins.MaxText], marked "… (N bytes)"), or "exit status N" when there
+cut to 512 bytes ([rules.MaxText], marked "… (N bytes)"), or "exit status N" when there
 is none, or "killed by signal NAME" (KILL, TERM, ...), then that line, when
 a signal ended it; a failed validate or register reaches the plugin in the
 kubelet's words: "RegisterPlugin error -- plugin validation failed with
@@ -355,7 +354,11 @@ is exact.
 		with `plugreg register`, whose socketPath is ""), owner (the
 		register --owner; "" when none), options (the register
 		--option pairs; {} when none) and uid (the uid that ran register;
-		null for a discovered plugin, and for one whose uid is unknown).
+		null for a discovered plugin, and for one whose uid is unknown),
+		after schema (the version of this form, 1) and, when set, socketId
+		(the registration socket's identity) and noCheck (register
+		--no-check). The state file, the fleet view and exec handlers
+		hold plugins in this form too.
 		The table's SOURCE column shows the socket path, or "api" and the
 		owner.
 	--type TYPE
@@ -756,7 +759,7 @@ SYSTEM, Administrators or the agent's user, or its DACL lets anyone else
 create or delete files in it, or the file is owned by anyone else. A
 local user can then neither plant a state file, take the API socket's
 path between two runs of the agent, nor swap a handler or a password of
-their own in (see plugins.CheckPrivate).
+their own in (see private.Check).
 
 # Threat model
 
@@ -791,10 +794,10 @@ before each scan and connect.
 
 A plugin can send anything. A GetInfo reply over 64 KiB
 ([register.MaxInfoBytes]) is a rejection; every string is validated (UTF-8,
-no control characters) and bounded (see plugins.ValidateInfo) before its
-handler judges it, and cut to 512 bytes ([plugins.MaxText]) in logs,
+no control characters) and bounded (see rules.ValidateInfo) before its
+handler judges it, and cut to 512 bytes ([rules.MaxText]) in logs,
 events and messages. One state-file record is at most 22 KB
-([plugins.MaxRecordBytes]), so the largest state has a size limit that
+([rules.MaxRecordBytes]), so the largest state has a size limit that
 Save and Load share.
 
 A handler (an exec program or a grpc service the operator configured) is

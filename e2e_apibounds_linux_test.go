@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -80,9 +80,9 @@ func TestEndToEndAPIBounds(t *testing.T) {
 		e := boundsEnv(t, tmp, "b")
 		agent := e.run(t, "--api-group", group, "--max-plugins", strconv.Itoa(boundsPlugins+1))
 		ps := servePlugins(t, e.dir, boundsPlugins+1)
-		ps.versions = make([]string, plugins.MaxVersions)
+		ps.versions = make([]string, rules.MaxVersions)
 		for i := range ps.versions {
-			ps.versions[i] = fmt.Sprintf("1.%0*d", plugins.MaxVersionBytes-2, i)
+			ps.versions[i] = fmt.Sprintf("1.%0*d", rules.MaxVersionBytes-2, i)
 		}
 		ps.start(0, boundsPlugins)
 		client := rootClient(t, e.api)

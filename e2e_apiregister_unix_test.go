@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -97,16 +98,18 @@ func TestEndToEndAPIRegister(t *testing.T) {
 	}
 	got := decodePlugin(t, "register -o json", out)
 	uid := uint32(os.Geteuid()) // the registering uid
-	want := listed{Name: name, Type: "CSIPlugin", Endpoint: sock, Versions: []string{"1.0.0"}, RegisteredAt: got.RegisteredAt,
+	want := listed{Schema: 1, Name: name, Type: "CSIPlugin", Endpoint: sock, Versions: []string{"1.0.0"}, RegisteredAt: got.RegisteredAt,
 		Annotations: map[string]string{"node": "n1", "plugin": name}, Source: "api", Owner: "alloc-1", Options: map[string]string{"k": "v"}, UID: &uid}
-	if diff := cmp.Diff(want, got); diff != "" {
+	// socketId is the agent's identity of the instance, whatever it is.
+	noID := cmpopts.IgnoreFields(listed{}, "SocketID")
+	if diff := cmp.Diff(want, got, noID); diff != "" {
 		t.Errorf("register -o json (-want +got):\n%s", diff)
 	}
-	if ps := apiPlugins(list(t, e.api), name); len(ps) != 1 || !cmp.Equal(ps[0], want) {
+	if ps := apiPlugins(list(t, e.api), name); len(ps) != 1 || !cmp.Equal(ps[0], want, noID) {
 		t.Errorf("list -o json shows %+v, want %+v", ps, want)
 	}
 	evs := waitWatchEvents(t, w, 3)
-	if ev := evs[2]; ev.Event != "registered" || ev.Plugin == nil || !cmp.Equal(*ev.Plugin, want) {
+	if ev := evs[2]; ev.Event != "registered" || ev.Plugin == nil || !cmp.Equal(*ev.Plugin, want, noID) {
 		t.Errorf("watch event %s, want registered %+v", ev, want)
 	}
 

@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 	"time"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/state"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -580,7 +580,7 @@ func TestChrootStaticBinary(t *testing.T) {
 
 // stateNames returns the names of the plugins in the state file at path.
 func stateNames(path string) ([]string, error) {
-	st, err := plugins.Load(path, 0)
+	st, err := state.Load(path, 0)
 	if err != nil {
 		return nil, err
 	}

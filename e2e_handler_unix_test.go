@@ -14,9 +14,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 )
 
 // handlerScript writes an sh exec handler to dir and returns its path.
@@ -280,14 +283,16 @@ func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 // name, registered at its socket dir/name.sock.
 func (h *recordingHandler) request(name string, reason plugins.Reason) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
-	return handler.ExecInput{Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path, Versions: []string{"1.0.0"},
-		Reason: reason, Annotations: map[string]string{"node": "n1", "plugin": name}}
+	return handler.ExecInput{PluginJSON: codec.PluginJSON{Schema: codec.JSONSchema, Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path,
+		Versions: []string{"1.0.0"}, Annotations: map[string]string{"node": "n1", "plugin": name}, Source: plugins.SourceSocket,
+		Options: map[string]string{}}, Reason: reason}
 }
 
-// checkDelivered compares the requests delivered with want.
+// checkDelivered compares the requests delivered with want, but for the
+// time and the socket's identity of each.
 func (h *recordingHandler) checkDelivered(want ...handler.ExecInput) {
 	h.t.Helper()
-	if diff := cmp.Diff(want, h.deliveredTo()); diff != "" {
+	if diff := cmp.Diff(want, h.deliveredTo(), cmpopts.IgnoreFields(codec.PluginJSON{}, "RegisteredAt", "SocketID")); diff != "" {
 		h.t.Errorf("handler deregistered (-want +got):\n%s", diff)
 	}
 }
@@ -295,7 +300,7 @@ func (h *recordingHandler) checkDelivered(want ...handler.ExecInput) {
 // pending returns the pending deregistrations in the state file, as
 // "NAME REASON".
 func (h *recordingHandler) pending() []string {
-	st, err := plugins.Load(h.e.state, 0)
+	st, err := state.Load(h.e.state, 0)
 	if err != nil {
 		return []string{err.Error()}
 	}

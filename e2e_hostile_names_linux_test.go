@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/state"
 )
 
 // TestEndToEndSocketNameNotUTF8 creates a plugin whose socket's file name
@@ -56,7 +56,7 @@ func TestEndToEndSocketNameNotUTF8(t *testing.T) {
 		t.Errorf("the bad socket logged more than once:\n%s", agent.out)
 	}
 	eventually(t, waitTimeout, "state file with good alone", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == 1 && st.Plugins[0].Name == "good"
 	})
 	alive(t, w)

@@ -25,6 +25,8 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/example"
+	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/plugins/state"
 	pluginregistration "github.com/plugreg/plugreg/proto/pluginregistration/v1"
 )
 
@@ -71,11 +73,11 @@ func TestEndToEndWatch(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "socketPath", "source", "type", "uid", "versions"}; !slices.Equal(keys, want) {
+	if want := []string{"annotations", "endpoint", "name", "options", "owner", "registeredAt", "schema", "socketId", "socketPath", "source", "type", "uid", "versions"}; !slices.Equal(keys, want) {
 		t.Errorf("registered event's plugin keys %v, want %v", keys, want)
 	}
 	csiSock := filepath.Join(e.dir, "csi.example.com.sock")
-	want := listed{Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{},
+	want := listed{Schema: 1, Name: "csi.example.com", Type: "CSIPlugin", Endpoint: csiSock, SocketPath: csiSock, Versions: []string{"1.0.0"}, Annotations: map[string]string{},
 		Source: "socket", Options: map[string]string{}}
 	if reg.Plugin == nil {
 		t.Fatalf("registered event without a plugin: %s", reg)
@@ -84,7 +86,10 @@ func TestEndToEndWatch(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, got.RegisteredAt); err != nil {
 		t.Errorf("registered event: registeredAt %q: %v", got.RegisteredAt, err)
 	}
-	got.RegisteredAt = ""
+	if got.SocketID == nil || got.SocketID.Ino == 0 {
+		t.Errorf("registered event: socketId %+v, want the socket's identity", got.SocketID)
+	}
+	got.RegisteredAt, got.SocketID = "", nil
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("registered event's plugin (-want +got):\n%s", diff)
 	}
@@ -210,7 +215,7 @@ func TestEndToEndStateRestart(t *testing.T) {
 	}
 
 	// The state file holds the three plugins, and the last revision.
-	st, err := plugins.Load(e.state, 0)
+	st, err := state.Load(e.state, 0)
 	if err != nil {
 		t.Fatalf("state file after agent A stopped: %v", err)
 	}
@@ -362,7 +367,7 @@ func TestEndToEndCorruptState(t *testing.T) {
 	eventually(t, waitTimeout, "plugin registered", func() bool { return len(list(t, e.api)) == 1 })
 	var st plugins.State
 	eventually(t, waitTimeout, "a valid state file with the plugin", func() bool {
-		st, err = plugins.Load(e.state, 0)
+		st, err = state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == 1
 	})
 	if p := st.Plugins[0]; p.Name != "csi.example.com" || st.Revision != 1 {
@@ -402,7 +407,7 @@ func TestEndToEndKillLoop(t *testing.T) {
 	// A clean run registers the large plugins and saves them.
 	a := e.run(t)
 	eventually(t, 60*time.Second, "state file with the large plugins", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == large
 	})
 	if code, _ := a.stop(t); code != 0 {
@@ -439,7 +444,7 @@ func TestEndToEndKillLoop(t *testing.T) {
 		return len(tmps) == 0
 	})
 	eventually(t, waitTimeout, "the large plugins alone", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && len(st.Plugins) == large && st.Revision >= k.rev
 	})
 	if code, _ := a.stop(t); code != 0 {
@@ -541,12 +546,12 @@ func serveLargePlugins(t *testing.T, dir string, n int) map[string]plugins.Plugi
 		p := plugins.Plugin{
 			Name:       fmt.Sprintf("large%03d.example.com", i),
 			Type:       "CSIPlugin",
-			Endpoint:   fmt.Sprintf("/large/%03d/", i) + strings.Repeat("e", plugins.MaxEndpointBytes-len("/large/000/")),
+			Endpoint:   fmt.Sprintf("/large/%03d/", i) + strings.Repeat("e", rules.MaxEndpointBytes-len("/large/000/")),
 			SocketPath: filepath.Join(dir, fmt.Sprintf("large%03d.sock", i)),
 		}
-		for j := range plugins.MaxVersions {
+		for j := range rules.MaxVersions {
 			v := fmt.Sprintf("1.%d.0-", j)
-			p.Versions = append(p.Versions, v+strings.Repeat("x", plugins.MaxVersionBytes-len(v)))
+			p.Versions = append(p.Versions, v+strings.Repeat("x", rules.MaxVersionBytes-len(v)))
 		}
 		served[p.Name] = p
 		l, err := example.Listen(p.SocketPath)
@@ -654,11 +659,11 @@ func (c *stateCheck) check() (plugins.State, int, error) {
 	case c.doc != nil && bytes.Equal(data, c.doc):
 		return c.st, len(data), nil
 	}
-	st, err := plugins.Load(c.path, 0)
+	st, err := state.Load(c.path, 0)
 	if err != nil {
 		return st, len(data), fmt.Errorf("%d bytes: %w", len(data), err)
 	}
-	doc, err := st.MarshalJSON()
+	doc, err := state.Marshal(st)
 	if err != nil {
 		return st, len(data), err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/state"
 )
 
 // resumeInterval is the scan interval of the resume tests: short, so that
@@ -36,7 +36,7 @@ func TestEndToEndResumeAfterKill(t *testing.T) {
 	// The Saver wrote p1 at once; the next two changes come within the
 	// 250 ms before its next write.
 	eventually(t, waitTimeout, "revision 1 saved", func() bool {
-		st, err := plugins.Load(e.state, 0)
+		st, err := state.Load(e.state, 0)
 		return err == nil && st.Revision >= 1
 	})
 	examplePlugin(t, e.dir, "p2.example.com")
@@ -46,7 +46,7 @@ func TestEndToEndResumeAfterKill(t *testing.T) {
 	<-a.exited
 	r := lostAt(t, w1)
 	seen := watchEvents(t, w1)
-	st, err := plugins.Load(e.state, 0)
+	st, err := state.Load(e.state, 0)
 	if err != nil {
 		t.Fatalf("state file after kill -9: %v", err)
 	}

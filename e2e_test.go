@@ -323,6 +323,7 @@ func examplePlugin(tb testing.TB, dir, name string, extra ...string) *proc {
 
 // listed is one plugin of `plugreg list -o json`.
 type listed struct {
+	Schema       int               `json:"schema"`
 	Name         string            `json:"name"`
 	Type         string            `json:"type"`
 	Endpoint     string            `json:"endpoint"`
@@ -334,6 +335,17 @@ type listed struct {
 	Owner        string            `json:"owner"`
 	Options      map[string]string `json:"options"`
 	UID          *uint32           `json:"uid"`
+	SocketID     *listedSocketID   `json:"socketId"` // nil: left out, as for an API plugin
+	NoCheck      bool              `json:"noCheck"`
+}
+
+// listedSocketID is the socketId of a listed plugin.
+type listedSocketID struct {
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Mtime int64  `json:"mtime"`
+	Ctime int64  `json:"ctime"`
+	Birth int64  `json:"birth"`
 }
 
 // tryList returns the plugins that `plugreg list -o json` prints, or why

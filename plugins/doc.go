@@ -1,6 +1,6 @@
 /*
 Package plugins holds the registry of registered plugins that subscribers
-read, and the state file that keeps it across agent restarts.
+read and watch.
 
 The handlers that validate and register plugins are package
 [github.com/plugreg/plugreg/plugins/handler]; the local API that serves
@@ -19,11 +19,11 @@ them.
 The Registry is event-sourced. Every change goes through [Registry.Apply]
 as an [Event] of one [EventKind] (registered, deregistered, replaced,
 rejected, unhealthy, healthy) and gets the next revision. Removing a
-plugin that is not there is a no-op without an event. The last
-[HistorySize] events are kept. Whatever a plugin sent, everything the
+plugin that is not there is a no-op without an event. The latest events
+are kept, in a history of fixed length. Whatever a plugin sent, everything the
 Registry holds can be encoded, as protobuf and as the state file: a
-rejected plugin and its message are bounded ([BoundPlugin], [BoundText]:
-valid UTF-8, no control characters, 512 bytes ([MaxText]) a string), and a registered one that breaks a rule
+rejected plugin and its message are bounded ([BoundPlugin], [rules.BoundText]:
+valid UTF-8, no control characters, 512 bytes ([rules.MaxText]) a string), and a registered one that breaks a rule
 of the state file is not stored (FuzzRegistryEncodes checks both).
 
 [Registry.Watch] streams a Snapshot, then every change in order; a watcher
@@ -36,39 +36,24 @@ history drops, gets a Resync snapshot instead, at a revision after which
 the events follow without gap or repeat. The goroutine ends with the
 watch's context.
 
-# State file
+# State
 
-[Save] writes a [State] (the plugins, the revision, the pending
-deregistrations and the fleet lease) as a versioned JSON document,
-atomically: temporary file, fsync, rename, directory fsync.
-[Load] reads it back; a file that is not a valid document matches
-[ErrCorrupt], and [QuarantineCorrupt] moves it aside without overwriting
-anything. Both take one size limit, [StateLimit] of the agent's
---max-plugins: every record keeps the limits of a registered plugin, so
-it takes at most [MaxRecordBytes], and the largest state (--max-plugins
-plugins and [MaxPending] pending deregistrations) fits. Save refuses to
-write more than the limit and Load to read more, so what Save wrote
-always loads. A [Saver] keeps the file up to date, coalescing bursts of
-changes into few writes, at least 250 ms apart: a change is on disk within
-about 250 ms. [Saver.Sync] waits until the changes made so far are on disk,
-and starts the next write at once for them: the API confirms a
-registration with it. Every write marks the State [State.Running] but the last one,
-when the agent stops cleanly, which marks the file clean.
-[NewRegistryFrom] restores a Registry from a State, revision included, so
+[Registry.State] is the Registry's contents at one instant, a [State], and
+[NewRegistryFrom] restores a Registry from one, revision included, so
 watchers can resume across an agent restart: after a clean stop the
 revisions go on where they were, and a watcher resumes with no Resync.
-After a crash the file may lack the last events the agent published, so
-the restored Registry continues [RevisionGap] (1<<32) past the saved
-revision, beyond any the crashed agent used: a watcher resuming from one
-of them gets a Resync, never other events under revisions it has seen. What
-the agent does with each restored plugin (verify it, or deregister it) is
-package register's.
+After a crash the state may lack the last events the agent published, so
+the restored Registry continues [RevisionGap] past the saved revision,
+beyond any the crashed agent used: a watcher resuming from one of them
+gets a Resync, never other events under revisions it has seen. The state
+file that keeps a State, and its Saver, are package plugins/state; the
+JSON and protobuf forms of a plugin are package plugins/codec.
 
 The fleet lease ([FleetLease]) is the etcd lease on which the fleet
 publisher (package plugins/fleet) keeps the node's keys, with the etcd
 cluster ID, key prefix and node name it belongs to. The publisher
-records it with [Registry.SetFleetLease], which wakes the Saver like any
-change, and reads it back with [Registry.FleetLease] when it starts, so
+records it with [Registry.SetFleetLease], which wakes the state file's
+Saver like any change, and reads it back with [Registry.FleetLease] when it starts, so
 that an agent restarted from the state file continues a lease that etcd
 still holds, and the node's plugins never vanish from the fleet view
 meanwhile. It is not an event; without a state file it lives as long
@@ -85,7 +70,7 @@ set only for the state file: a [PendingDeregistration] (the plugin as it
 was registered, and the reason) per incarnation of a plugin (type, name
 and SocketID), so that two sockets that carried one name each keep
 theirs. The pending set is not an event: consumers saw the plugin leave.
-It is part of the State, so the Saver writes it, and NewRegistryFrom
+It is part of the State, so the state file keeps it, and NewRegistryFrom
 restores it: a handler that was down when a plugin went learns of it, even
 across an agent restart. The set holds at most [MaxPending] entries, so
 that a handler whose DeRegister always fails cannot make it grow without
@@ -96,8 +81,8 @@ end.
 It does not scan plugin directories (package scan does), dial registration
 sockets, or call GetInfo and NotifyRegistrationStatus (package register
 does), and it does not check that restored plugins are still there. It
-calls no handler and holds no connection. It reads no clock: callers pass the time of each change and set
-[Plugin.RegisteredAt]; only the Saver waits: between two writes, and in Sync for a write. Only the
-Saver logs.
+calls no handler and holds no connection, and writes no file. It reads no
+clock: callers pass the time of each change and set [Plugin.RegisteredAt].
+It does not log.
 */
 package plugins

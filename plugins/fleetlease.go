@@ -4,16 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/plugreg/plugreg/plugins/rules"
 )
-
-// MaxFleetLeaseText bounds the Prefix and the Node of a [FleetLease], in
-// bytes.
-const MaxFleetLeaseText = 512
-
-// fleetRecordBytes bounds the "fleet" member of the state file: each of
-// the two strings at most six bytes a byte (a control character is
-// \u00XX), the numbers and the field names.
-const fleetRecordBytes = 2*6*MaxFleetLeaseText + 128
 
 // FleetLease is the etcd lease on which the fleet publisher (package
 // plugins/fleet) keeps a node's keys, with where it lives: the etcd
@@ -25,32 +18,8 @@ const fleetRecordBytes = 2*6*MaxFleetLeaseText + 128
 type FleetLease struct {
 	ID      int64  // the lease ID etcd granted; greater than 0
 	Cluster uint64 // ID of the etcd cluster that granted it
-	Prefix  string // the fleet view's key prefix; at most MaxFleetLeaseText bytes of UTF-8
-	Node    string // the node name; not empty, at most MaxFleetLeaseText bytes of UTF-8
-}
-
-// fleetRecord is the JSON form of a FleetLease.
-type fleetRecord struct {
-	Lease   int64  `json:"lease"`
-	Cluster uint64 `json:"cluster"`
-	Prefix  string `json:"prefix"`
-	Node    string `json:"node"`
-}
-
-// fleetRecordOf returns the JSON form of l, nil for nil.
-func fleetRecordOf(l *FleetLease) *fleetRecord {
-	if l == nil {
-		return nil
-	}
-	return &fleetRecord{Lease: l.ID, Cluster: l.Cluster, Prefix: l.Prefix, Node: l.Node}
-}
-
-// lease returns the FleetLease of r, nil for nil.
-func (r *fleetRecord) lease() *FleetLease {
-	if r == nil {
-		return nil
-	}
-	return &FleetLease{ID: r.Lease, Cluster: r.Cluster, Prefix: r.Prefix, Node: r.Node}
+	Prefix  string // the fleet view's key prefix; at most rules.MaxFleetLeaseText bytes of UTF-8
+	Node    string // the node name; not empty, at most rules.MaxFleetLeaseText bytes of UTF-8
 }
 
 // checkFleetLease returns an error if l breaks a rule of the state file.
@@ -63,8 +32,8 @@ func checkFleetLease(l FleetLease) error {
 	}
 	for _, f := range []struct{ what, s string }{{"prefix", l.Prefix}, {"node", l.Node}} {
 		switch {
-		case len(f.s) > MaxFleetLeaseText:
-			return fmt.Errorf("fleet lease %s of %d bytes, longer than %d", f.what, len(f.s), MaxFleetLeaseText)
+		case len(f.s) > rules.MaxFleetLeaseText:
+			return fmt.Errorf("fleet lease %s of %d bytes, longer than %d", f.what, len(f.s), rules.MaxFleetLeaseText)
 		case !utf8.ValidString(f.s):
 			return fmt.Errorf("fleet lease %s %q is not valid UTF-8", f.what, f.s)
 		}
@@ -75,7 +44,7 @@ func checkFleetLease(l FleetLease) error {
 // SetFleetLease records l as the fleet publisher's lease, for the state
 // file to keep, replacing the one before. A lease that breaks a rule of
 // the state file (an ID of 0 or less, an empty node, a prefix or node
-// longer than MaxFleetLeaseText or not valid UTF-8) is refused:
+// longer than rules.MaxFleetLeaseText or not valid UTF-8) is refused:
 // SetFleetLease then records nothing and returns the error.
 //
 // The lease is not part of the event stream. A change of it wakes the

@@ -9,6 +9,9 @@ import (
 )
 
 // Plugin is a registered plugin as the registry stores and lists it.
+// It has one JSON form and one protobuf message (package plugins/codec),
+// which carry every field: a new field is added there too, and
+// TestPluginShapes (package plugins/handler) fails until it is.
 type Plugin struct {
 	Name         string    // from GetInfo
 	Type         string    // from GetInfo, e.g. "CSIPlugin"
@@ -18,17 +21,17 @@ type Plugin struct {
 	Versions     []string  // supported versions from GetInfo
 	RegisteredAt time.Time // when the registration completed
 	// Annotations are what the handler's Register returned for the
-	// plugin's consumers (nil: none); see ValidateAnnotations.
+	// plugin's consumers (nil: none); see rules.ValidateAnnotations.
 	Annotations map[string]string
 	// Source says how the plugin came into the registry: SourceSocket
 	// (discovered at SocketPath, where it serves pluginregistration v1) or
 	// SourceAPI (registered through the local API, with no registration
 	// socket: SocketPath is empty). "" is SourceSocket: the Registry
-	// and the state file keep a discovered plugin's Source empty, and
-	// SourceName says which.
+	// keeps a discovered plugin's Source empty, and its JSON form and
+	// protobuf message (package plugins/codec) say "socket".
 	Source string
 	// Owner is who registered an API plugin, Nomad's AllocID ("" when the
-	// caller gave none, and for discovered plugins); see ValidateOwner.
+	// caller gave none, and for discovered plugins); see rules.ValidateOwner.
 	Owner string
 	// Options are an API plugin's options from its registration, Nomad's
 	// PluginInfo.Options (nil: none); bounded like Annotations.
@@ -37,7 +40,8 @@ type Plugin struct {
 	NoCheck bool
 	// UID is the uid of the caller that registered an API plugin, when
 	// HasUID: only that uid, or a privileged caller, may replace or
-	// deregister its owner's plugins (see Caller).
+	// deregister its owner's plugins (see api.Caller of package
+	// plugins/api).
 	UID uint32
 	// HasUID says that UID is known. It is false for discovered plugins;
 	// for an API plugin registered where callers have no uid (Windows), or
@@ -46,31 +50,11 @@ type Plugin struct {
 	HasUID bool
 }
 
-// Caller is who asks the agent, through the API, to register or
-// deregister plugins.
-type Caller struct {
-	UID    uint32 // its effective uid, if HasUID
-	HasUID bool   // false where callers have no uid (Windows)
-	// Privileged callers may replace and deregister the plugins of any
-	// uid: root and the agent's own uid; on Windows, every caller that may
-	// register (SYSTEM, the agent's user, elevated Administrators).
-	Privileged bool
-}
-
 // Sources of a plugin (Plugin.Source).
 const (
 	SourceSocket = "socket" // discovered: it serves pluginregistration v1 in a plugin directory
 	SourceAPI    = "api"    // registered through the local API (Registry.Register of plugreg.v1)
 )
-
-// SourceName returns p's source as the API and JSON show it: SourceSocket
-// or SourceAPI.
-func (p Plugin) SourceName() string {
-	if p.FromAPI() {
-		return SourceAPI
-	}
-	return SourceSocket
-}
 
 // FromAPI reports whether p was registered through the local API.
 func (p Plugin) FromAPI() bool { return p.Source == SourceAPI }

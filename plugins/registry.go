@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // Errors of a Registry.
@@ -19,29 +21,11 @@ var (
 	ErrNotFound = errors.New("plugins: not found")
 )
 
-// Errors of a registration through the API (plugreg.v1 Register and
-// Deregister), which the agent wraps with what went wrong so that the API
-// can tell the caller why in its status code.
-var (
-	// ErrInvalid: the request breaks a rule of ValidateInfo,
-	// ValidateAPIEndpoint, ValidateOwner or ValidateOptions.
-	ErrInvalid = errors.New("plugins: invalid registration")
-	// ErrRefused: the type's version check or its handler refused the
-	// plugin; the error's text is the refusal in the kubelet's words.
-	ErrRefused = errors.New("plugins: registration refused")
-	// ErrLimit: the caller's uid, or all uids together, hold as many API
-	// registrations as the agent allows.
-	ErrLimit = errors.New("plugins: too many API registrations")
-	// ErrDenied: the caller may not do this: the owner's plugins belong
-	// to another uid, or the endpoint is not a socket the caller may use.
-	ErrDenied = errors.New("plugins: permission denied")
-)
-
 // Bounds of a Registry's memory.
 const (
-	// HistorySize is how many of the latest events a Registry keeps so
+	// historySize is how many of the latest events a Registry keeps so
 	// that a watcher can resume where it left off (see [Registry.Watch]).
-	HistorySize = 4096
+	historySize = 4096
 	// QueueSize is how many events may wait for one watcher, in the
 	// history: a watcher holds no copies of them. A watcher that falls
 	// further behind skips them and gets a Resync instead.
@@ -53,8 +37,9 @@ const (
 // stop, the agent may have published events its state file does not hold,
 // and their revisions must not be reused for other events.
 //
-// The Saver writes each change within about 250 ms, so a crash loses the
-// events of those 250 ms; while writes fail, the events since the last
+// The state file's Saver (package plugins/state) writes each change
+// within about 250 ms, so a crash loses the events of those 250 ms; while
+// writes fail, the events since the last
 // successful write, however long the fault lasts. 1<<32 events is more
 // than the agent publishes in that time: at 10,000 events a second, far
 // more than registrations over gRPC and the liveness checks make, writes
@@ -75,7 +60,7 @@ type Registry struct {
 	plugins  map[string]Plugin // by Plugin.Instance
 	rev      uint64            // revision of the latest event
 	lastTime time.Time         // time of the latest event
-	history  []Event           // ring of the latest events, at most HistorySize
+	history  []Event           // ring of the latest events, at most historySize
 	head     int               // index in history of the oldest event
 	watchers map[*watcher]struct{}
 	// snap is the plugins of every type at revision rev, sorted like
@@ -117,7 +102,7 @@ func NewRegistry() *Registry {
 // resumes from one of them gets a Resync rather than other events under
 // revisions it has seen. The history is empty, so a watcher that resumes
 // from an earlier revision gets a Resync too. If s lists two
-// plugins at one socket path, the later one wins; [Load] never returns such
+// plugins at one socket path, the later one wins; state.Load never returns such
 // a State. The pending deregistrations of s are restored too; of two for
 // one incarnation (type, name and SocketID) the later wins; and so is its
 // fleet lease.
@@ -156,11 +141,11 @@ func NewRegistryFrom(s State) *Registry {
 //     made, so late or repeated removals never reach watchers.
 //   - Rejected changes nothing but is an event with a revision, carrying p
 //     and errMsg, the message sent to the plugin, both bounded
-//     ([BoundPlugin], [BoundText]) whatever the plugin sent.
+//     ([BoundPlugin], [rules.BoundText]) whatever the plugin sent.
 //
 // Whatever p holds, every event, List and State of the Registry can be
 // encoded (as protobuf and as the state file): a Registered or Healthy p
-// that breaks a rule of the state file ([ValidateInfo], [ValidateAnnotations],
+// that breaks a rule of the state file ([rules.ValidateInfo], [rules.ValidateAnnotations],
 // a socket path that is empty, longer than scan.MaxSocketPath or not valid
 // UTF-8) is not stored, and Apply returns ok == false. Callers validate
 // before they register, so this never drops a plugin that a handler
@@ -179,7 +164,7 @@ func (r *Registry) Apply(kind EventKind, p Plugin, errMsg string, now time.Time)
 			return Event{}, false
 		}
 	case Rejected:
-		p, errMsg = BoundPlugin(p), BoundText(errMsg)
+		p, errMsg = BoundPlugin(p), rules.BoundText(errMsg)
 	}
 	if p.Source == SourceSocket {
 		p.Source = "" // how the Registry keeps a discovered plugin's
@@ -227,7 +212,7 @@ func (r *Registry) signal() {
 // record appends ev to the history, dropping the oldest event when it is
 // full.
 func (r *Registry) record(ev Event) {
-	if len(r.history) < HistorySize {
+	if len(r.history) < historySize {
 		r.history = append(r.history, ev)
 		return
 	}
@@ -379,32 +364,33 @@ func (r *Registry) Len() int {
 }
 
 // State returns the registry's contents and revision, read at one instant,
-// as a State for [Save]. The Plugins are copies sorted like List; the
-// Pending are copies sorted like [Registry.Pending], and Fleet is a copy
-// of the fleet lease, nil if there is none. Its Running is false; the
-// [Saver] sets it in every write but the last one of a clean stop.
+// as a State for the state file (package plugins/state). The Plugins are
+// copies sorted like List; the Pending are copies sorted like
+// [Registry.Pending], and Fleet is a copy of the fleet lease, nil if there
+// is none. Its Version is 0 and its Running false; the state file's Saver
+// sets Running in every write but the last one of a clean stop.
 func (r *Registry) State() State {
-	s, _ := r.stateAndChanges()
-	return s
-}
-
-// stateAndChanges returns State and the change count it includes.
-func (r *Registry) stateAndChanges() (State, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s := State{Version: StateVersion, Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}
+	s := State{Revision: r.rev, Plugins: r.listLocked(""), Pending: r.pendingLocked()}
 	if r.fleet != nil {
 		l := *r.fleet
 		s.Fleet = &l
 	}
-	return s, r.changes
+	return s
 }
 
-// changeCount returns the number of changes to what State returns.
-func (r *Registry) changeCount() uint64 {
+// Changes returns the number of changes made to what State returns (each
+// event, each change of the pending deregistrations and of the fleet
+// lease), and the registry's change signal: a channel that receives after
+// a change, once for any number of changes since it last received. A State
+// read after Changes holds at least the changes it counted. The signal is
+// for the one writer of the registry's state file (a state.Saver):
+// another reader would take its wake-ups.
+func (r *Registry) Changes() (count uint64, changed <-chan struct{}) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.changes
+	return r.changes, r.changed
 }
 
 // Close ends every watch: their channels are closed, and later Watch

@@ -13,6 +13,9 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -21,8 +24,8 @@ import (
 // handler supplies (socket path, name, type, endpoint, versions, the
 // message of a refusal, annotations) through a Registry as a rejected, a
 // registered and a pending plugin. The property, both ways: a registration
-// that keeps the documented rules (Registry.Apply: ValidateInfo with the
-// endpoint defaulted to the socket path, ValidateAnnotations, a socket path
+// that keeps the documented rules (Registry.Apply: rules.ValidateInfo with the
+// endpoint defaulted to the socket path, rules.ValidateAnnotations, a socket path
 // that is non-empty UTF-8 of at most scan.MaxSocketPath bytes) is stored,
 // and List and Get return it as it went in; any other is not stored, and
 // a plugin the Registry stored keeps the state file's rules. And whatever
@@ -33,7 +36,7 @@ func FuzzRegistryEncodes(f *testing.F) {
 	f.Add("/p/a.sock", "csi.example.com", "CSIPlugin", "/p/csi.sock", "1.0.0", "", "refused", "node", "worker-1")
 	f.Add("/p/a.sock", "csi.example.com", "CSIPlugin", "/p/csi.sock", "1.0.0", "1.1.0", "refused", "node", "worker-1")
 	f.Add("/p/é.sock", "gpu.example.com/é", "DRAPlugin", "", "v1.DRAPlugin", "v1beta1.DRAPlugin", "", "", "")
-	f.Add("/"+strings.Repeat("p", scan.MaxSocketPath-1), strings.Repeat("n", 253), strings.Repeat("t", 253), strings.Repeat("e", plugins.MaxEndpointBytes), strings.Repeat("v", plugins.MaxVersionBytes), "2", "", "k", strings.Repeat("v", plugins.MaxAnnotationBytes-1))
+	f.Add("/"+strings.Repeat("p", scan.MaxSocketPath-1), strings.Repeat("n", 253), strings.Repeat("t", 253), strings.Repeat("e", rules.MaxEndpointBytes), strings.Repeat("v", rules.MaxVersionBytes), "2", "", "k", strings.Repeat("v", rules.MaxAnnotationBytes-1))
 	f.Add("/p/\xff.sock", "x", "CSIPlugin", "", "1.0.0", "v\x1b[31m", "\xfe", "", "")
 	f.Add("/p/b.sock", strings.Repeat("n", 300), "\x00", strings.Repeat("e", 5000), strings.Repeat("v", 100), "2", strings.Repeat("\xc3", 1000), "k\n", "v")
 	f.Add("", "a\u2028b", "T", "<&>", `"\`, "", "", "\xff", "\xff")
@@ -78,25 +81,26 @@ func FuzzRegistryEncodes(f *testing.F) {
 		}
 		list := &plugregv1.ListResponse{}
 		for _, q := range r.List("") {
-			list.Plugins = append(list.Plugins, api.ToProto(q))
+			list.Plugins = append(list.Plugins, codec.ToProto(q))
 		}
 		if _, err := proto.Marshal(list); err != nil {
 			t.Fatalf("List cannot be encoded: %v", err)
 		}
 		if q, err := r.Get(typ, name); err == nil {
-			if _, err := proto.Marshal(api.ToProto(q)); err != nil {
+			if _, err := proto.Marshal(codec.ToProto(q)); err != nil {
 				t.Fatalf("Get cannot be encoded: %v", err)
 			}
 		}
 		st := r.State()
 		file := filepath.Join(sockettest.Dir(t), "state.json")
-		if err := plugins.Save(file, st, 0); err != nil {
+		if err := state.Save(file, st, 0); err != nil {
 			t.Fatalf("Save: %v", err)
 		}
-		got, err := plugins.Load(file, 0)
+		got, err := state.Load(file, 0)
 		if err != nil {
 			t.Fatalf("Load(Save(state)): %v", err)
 		}
+		st.Version = state.Version // the file's
 		if d := cmp.Diff(st, got); d != "" {
 			t.Errorf("Load(Save(state)) (-want +got):\n%s", d)
 		}
@@ -110,7 +114,7 @@ func keepsRegistryRules(p plugins.Plugin) bool {
 	if endpoint == "" {
 		endpoint = p.SocketPath
 	}
-	return plugins.ValidateInfo(p.Type, p.Name, endpoint, p.Versions) == nil &&
-		plugins.ValidateAnnotations(p.Annotations) == nil &&
+	return rules.ValidateInfo(p.Type, p.Name, endpoint, p.Versions) == nil &&
+		rules.ValidateAnnotations(p.Annotations) == nil &&
 		p.SocketPath != "" && len(p.SocketPath) <= scan.MaxSocketPath && utf8.ValidString(p.SocketPath)
 }

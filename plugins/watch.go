@@ -26,20 +26,11 @@ import (
 //
 // Every received event is the watcher's own copy.
 func (r *Registry) Watch(ctx context.Context, since uint64) <-chan Event {
-	return r.WatchType(ctx, since, "")
+	return r.watchType(ctx, since, "")
 }
 
-// WatchType is Watch of the plugins of type typ only, or of every type
-// when typ is "": its Snapshot and Resync events hold the plugins of that
-// type, and the events of other types are skipped, so the revisions it
-// receives increase with gaps (they are the registry's, and a watch of a
-// type resumes from one like any other). Only the events of its type
-// count against its QueueSize: a watch of a quiet type falls behind no
-// matter how many events other types make. Each watcher still needs its
-// next event of its type in the history, which all types share: one that
-// lags behind its own events while HistorySize events of any type pass
-// gets a Resync.
-func (r *Registry) WatchType(ctx context.Context, since uint64, typ string) <-chan Event {
+// watchType is Watch of the plugins of type typ, as Subscribe watches them.
+func (r *Registry) watchType(ctx context.Context, since uint64, typ string) <-chan Event {
 	out := make(chan Event)
 	w := r.subscribe(since, typ)
 	if w == nil {
@@ -60,15 +51,20 @@ type Subscription struct {
 	w *watcher
 }
 
-// Subscribe starts a watch after revision since, as Watch does, to be read
+// Subscribe starts a watch after revision since, as Watch does, of the
+// plugins of type typ only, or of every type when typ is "", to be read
 // with [Subscription.Next]. It returns nil if the Registry is closed.
-func (r *Registry) Subscribe(since uint64) *Subscription {
-	return r.SubscribeType(since, "")
-}
-
-// SubscribeType is Subscribe of the plugins of type typ only, or of every
-// type when typ is "", as [Registry.WatchType] watches them.
-func (r *Registry) SubscribeType(since uint64, typ string) *Subscription {
+//
+// Of a type typ other than "", its Snapshot and Resync events hold the plugins of that
+// type, and the events of other types are skipped, so the revisions it
+// receives increase with gaps (they are the registry's, and a watch of a
+// type resumes from one like any other). Only the events of its type
+// count against its QueueSize: a watch of a quiet type falls behind no
+// matter how many events other types make. Each watcher still needs its
+// next event of its type in the history, which all types share: one that
+// lags behind its own events while a history's length of events of any type pass
+// gets a Resync.
+func (r *Registry) Subscribe(since uint64, typ string) *Subscription {
 	w := r.subscribe(since, typ)
 	if w == nil {
 		return nil
@@ -188,7 +184,7 @@ func (w *watcher) push(ev Event) {
 	case w.queued == 0:
 		w.cursor = ev.Revision // the one event after cursor, and not for w
 	}
-	if !w.overflow && (w.queued > w.limit || ev.Revision-w.cursor > HistorySize) {
+	if !w.overflow && (w.queued > w.limit || ev.Revision-w.cursor > historySize) {
 		w.first, w.overflow = Event{}, true
 	}
 	wake := wanted || w.overflow

@@ -202,8 +202,8 @@ func TestWatchResume(t *testing.T) {
 func TestWatchHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRegistry()
-		applied := registerN(r, HistorySize+50)
-		oldest := r.Revision() - HistorySize + 1 // revision of the oldest event kept
+		applied := registerN(r, historySize+50)
+		oldest := r.Revision() - historySize + 1 // revision of the oldest event kept
 
 		const more = 10
 		since := oldest - 1 + more
@@ -215,7 +215,7 @@ func TestWatchHistory(t *testing.T) {
 		}
 		noEvent(t, ch)
 
-		oldest = r.Revision() - HistorySize + 1
+		oldest = r.Revision() - historySize + 1
 		ch = r.Watch(t.Context(), oldest-1)
 		synctest.Wait() // it holds the oldest event for the reader
 		registerN(r, 2) // the history drops the event after it
@@ -225,7 +225,7 @@ func TestWatchHistory(t *testing.T) {
 		}
 		noEvent(t, ch)
 
-		oldest = r.Revision() - HistorySize + 1
+		oldest = r.Revision() - historySize + 1
 		ch = r.Watch(t.Context(), oldest-2)
 		wantResync = Event{Revision: r.Revision(), Kind: Resync, Time: t0, Plugins: r.List("")}
 		if diff := cmp.Diff(wantResync, recv(t, ch)); diff != "" {
@@ -240,7 +240,7 @@ func TestWatchHistory(t *testing.T) {
 
 func TestWatchRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := NewRegistryFrom(State{Version: StateVersion, Revision: 100, Plugins: []Plugin{draOld, csiHostpath}})
+		r := NewRegistryFrom(State{Revision: 100, Plugins: []Plugin{draOld, csiHostpath}})
 		if rev := r.Revision(); rev != 100 {
 			t.Fatalf("Revision() = %d, want 100", rev)
 		}
@@ -564,26 +564,26 @@ func TestWatchStuckMemory(t *testing.T) {
 				r.Apply(Registered, p, "", t0)
 			}
 		}
-		churn(plugins + HistorySize)
+		churn(plugins + historySize)
 		base := heapBytes()
 		snapshot := r.List("")
 		snapshotBytes := heapBytes() - base
 		runtime.KeepAlive(snapshot)
 
 		base = heapBytes()
-		since := r.Revision() - HistorySize
+		since := r.Revision() - historySize
 		chs := make([]<-chan Event, watchers)
 		for i := range chs {
 			chs[i] = r.Watch(t.Context(), since)
 		}
 		synctest.Wait()
 		perWatcher := float64(heapBytes()-base) / watchers
-		t.Logf("a watcher resumed %d events behind, at %d plugins, holds %.0f bytes", HistorySize, plugins, perWatcher)
+		t.Logf("a watcher resumed %d events behind, at %d plugins, holds %.0f bytes", historySize, plugins, perWatcher)
 		if perWatcher > 16<<10 {
-			t.Errorf("a stuck watcher resumed %d events behind holds %.0f bytes, want at most 16 KiB", HistorySize, perWatcher)
+			t.Errorf("a stuck watcher resumed %d events behind holds %.0f bytes, want at most 16 KiB", historySize, perWatcher)
 		}
 
-		churn(HistorySize + 1) // every watcher falls behind
+		churn(historySize + 1) // every watcher falls behind
 		synctest.Wait()
 		perWatcher = float64(heapBytes()-base) / watchers
 		t.Logf("a stuck watcher that fell behind holds %.0f bytes; one snapshot takes %d", perWatcher, snapshotBytes)
@@ -617,7 +617,7 @@ func TestSubscriptionsShareSnapshot(t *testing.T) {
 	base = heapBytes()
 	subs := make([]*Subscription, subscribers)
 	for i := range subs {
-		subs[i] = r.Subscribe(0)
+		subs[i] = r.Subscribe(0, "")
 		defer subs[i].Close()
 	}
 	held := heapBytes() - base
@@ -635,7 +635,7 @@ func TestSubscriptionsShareSnapshot(t *testing.T) {
 	p := csiHostpath
 	p.SocketPath = "/reg/new.sock"
 	r.Apply(Registered, p, "", t0)
-	s := r.Subscribe(0)
+	s := r.Subscribe(0, "")
 	defer s.Close()
 	ev, _ := s.Next(t.Context())
 	if len(ev.Plugins) != plugins+1 || len(first.Plugins) != plugins {

@@ -99,7 +99,7 @@ func TestWatchType(t *testing.T) {
 				r := NewRegistry()
 				applied := interleave(r, 0, 12)
 				since := tc.since(applied)
-				ch := r.WatchType(t.Context(), since, typ)
+				ch := r.watchType(t.Context(), since, typ)
 				var want []Event
 				if tc.first != "" {
 					want = append(want, Event{Revision: r.Revision(), Kind: tc.first, Time: t0, Plugins: r.List(typ)})
@@ -129,13 +129,13 @@ func TestWatchType(t *testing.T) {
 
 // TestWatchTypeQuiet: a watch of a type that does not change, which does
 // not read, gets no Resync however many events other types make, past
-// QueueSize and past HistorySize; a watch of every type does.
+// QueueSize and past historySize; a watch of every type does.
 func TestWatchTypeQuiet(t *testing.T) {
-	for _, n := range []int{QueueSize + 1, HistorySize + 1} {
+	for _, n := range []int{QueueSize + 1, historySize + 1} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := NewRegistry()
-				quiet := r.WatchType(t.Context(), 0, "CSIPlugin")
+				quiet := r.watchType(t.Context(), 0, "CSIPlugin")
 				all := r.Watch(t.Context(), 0)
 				synctest.Wait() // both hold their snapshot for the reader
 				for i := range n {
@@ -165,7 +165,7 @@ func TestWatchTypeQuiet(t *testing.T) {
 }
 
 // TestWatchTypeBehind: a watch of a type falls behind on its own events:
-// past QueueSize of them, or while HistorySize events of any type pass its
+// past QueueSize of them, or while historySize events of any type pass its
 // next one. It gets a Resync of its type, then its type's events after the
 // Resync.
 func TestWatchTypeBehind(t *testing.T) {
@@ -177,7 +177,7 @@ func TestWatchTypeBehind(t *testing.T) {
 		{"own events", func(r *Registry) []Event { return interleave(r, 0, QueueSize+2) }},
 		{"history", func(r *Registry) []Event {
 			evs := applyTyped(r, typ, 0, 3) // the reader holds at most one of them
-			for i := range HistorySize {
+			for i := range historySize {
 				ev, _ := r.Apply(Registered, typed("DRAPlugin", i), "", t0)
 				evs = append(evs, ev)
 			}
@@ -189,7 +189,7 @@ func TestWatchTypeBehind(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := NewRegistry()
 				r.Apply(Registered, typed("DRAPlugin", -1), "", t0)
-				ch := r.WatchType(t.Context(), r.Revision(), typ) // no snapshot
+				ch := r.watchType(t.Context(), r.Revision(), typ) // no snapshot
 				applied := tc.apply(r)
 				// The watch may have taken a Resync while Apply went on,
 				// and the events after it.

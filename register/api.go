@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -37,7 +39,7 @@ type APIRegistrar interface {
 	// RegisterAPI registers p, a validated API registration whose
 	// SocketID is the incarnation's identity, with its type's handler. A
 	// refusal wraps a *RejectError, whose Unwrap chain holds
-	// plugins.ErrRefused; any other error is transient.
+	// rules.ErrRefused; any other error is transient.
 	RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error)
 	// CheckAPI checks that someone still serves a registered API plugin's
 	// endpoint; it is the InfoCheck and ConnectCheck of such a plugin,
@@ -64,8 +66,8 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 //
 // An owner belongs to the uid that registered its instances: while any is
 // desired, a caller of another uid that is not privileged
-// (plugins.Caller) may not register under that owner, nor replace its
-// instances (plugins.ErrDenied, naming both uids). The endpoint must be a
+// (api.Caller) may not register under that owner, nor replace its
+// instances (rules.ErrDenied, naming both uids). The endpoint must be a
 // socket that by may use (Client.RegisterAPI).
 //
 // The instance is keyed by type, name, owner and endpoint
@@ -77,17 +79,17 @@ func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInst
 // afterwards like a socket: after ProbeFailures failures the plugin is
 // unhealthy, and it is registered again once the endpoint answers.
 //
-// Errors wrap plugins.ErrInvalid (p breaks a rule of the registration,
-// checked before anything else), plugins.ErrDenied (the owner belongs to
-// another uid, or the endpoint is not by's to use), plugins.ErrLimit (by's
-// uid holds MaxPerUID registrations, or all uids MaxPlugins), plugins.ErrRefused
+// Errors wrap rules.ErrInvalid (p breaks a rule of the registration,
+// checked before anything else), rules.ErrDenied (the owner belongs to
+// another uid, or the endpoint is not by's to use), rules.ErrLimit (by's
+// uid holds MaxPerUID registrations, or all uids MaxPlugins), rules.ErrRefused
 // (the type's version check or handler refused: the error's text is the
 // refusal in the kubelet's words), handler.ErrUnavailable (the handler
 // did not answer), ErrStopped (Run returned), or ctx's error. A
 // registration that fails the first time is not retried. Called before Run
 // starts, RegisterPlugin waits for it. A registration whose wait ctx ends
 // goes on, and may complete: DeregisterPlugin undoes it.
-func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
+func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by api.Caller) (plugins.Plugin, error) {
 	p.UID, p.HasUID = by.UID, by.HasUID
 	p, err := apiPlugin(p)
 	if err != nil {
@@ -107,11 +109,11 @@ func (r *Reconciler) RegisterPlugin(ctx context.Context, p plugins.Plugin, by pl
 // instance whose registration was not complete yet is not registered and
 // not returned. If there is none, the error wraps plugins.ErrNotFound; if
 // another uid registered one of them and by is not privileged
-// (plugins.Caller), plugins.ErrDenied, naming both uids, and none is
-// deregistered; other errors wrap plugins.ErrInvalid (a bad type, name or
+// (api.Caller), rules.ErrDenied, naming both uids, and none is
+// deregistered; other errors wrap rules.ErrInvalid (a bad type, name or
 // owner), ErrStopped and ctx's.
-func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
-	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
+func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner string, by api.Caller) ([]plugins.Plugin, error) {
+	if err := rules.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, err
 	}
 	p := plugins.Plugin{Type: typ, Name: name, Owner: owner, Source: plugins.SourceAPI}
@@ -165,7 +167,7 @@ func apiID(p plugins.Plugin) scan.ID {
 type apiRequest struct {
 	register bool
 	plugin   plugins.Plugin // the registration; for a deregistration, its Type, Name and Owner
-	by       plugins.Caller // who asks
+	by       api.Caller     // who asks
 	reply    chan apiReply  // 1-buffered; gets one reply
 }
 
@@ -355,10 +357,10 @@ func (s *apiSet) setDesired(in *apiInst, desired bool) {
 	}
 }
 
-// mayUse returns an error wrapping plugins.ErrDenied, naming both uids,
+// mayUse returns an error wrapping rules.ErrDenied, naming both uids,
 // when by may not register, replace or deregister the instances of owner:
 // another uid registered one of those desired, and by is not privileged.
-func (s *apiSet) mayUse(owner string, by plugins.Caller) error {
+func (s *apiSet) mayUse(owner string, by api.Caller) error {
 	if by.Privileged {
 		return nil
 	}
@@ -386,17 +388,17 @@ func compareRegistrants(a, b registrant) int {
 // by u.
 func ownedError(owner string, u, caller registrant) error {
 	return fmt.Errorf("%w: owner %q belongs to %s, not to %s: only it, root and the agent's uid may register, replace or deregister its plugins",
-		plugins.ErrDenied, owner, u, caller)
+		rules.ErrDenied, owner, u, caller)
 }
 
-// admit returns an error wrapping plugins.ErrLimit when u may not add an
+// admit returns an error wrapping rules.ErrLimit when u may not add an
 // instance.
 func (s *apiSet) admit(u registrant) error {
 	if n := s.uids[u]; n >= s.maxPerUID {
-		return fmt.Errorf("%w: %s holds %d, at most %d", plugins.ErrLimit, u, n, s.maxPerUID)
+		return fmt.Errorf("%w: %s holds %d, at most %d", rules.ErrLimit, u, n, s.maxPerUID)
 	}
 	if s.desired >= s.max {
-		return fmt.Errorf("%w: %d in all, at most %d", plugins.ErrLimit, s.desired, s.max)
+		return fmt.Errorf("%w: %d in all, at most %d", rules.ErrLimit, s.desired, s.max)
 	}
 	return nil
 }
@@ -412,7 +414,7 @@ func (l *loop) request(req apiRequest) {
 
 // apiRegister makes the registration p, of the caller by, desired, and
 // answers at once when it is registered already.
-func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
+func (l *loop) apiRegister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
 	key, id := p.Instance(), apiID(p)
 	if err := l.api.mayUse(p.Owner, by); err != nil {
 		reply <- apiReply{err: err}
@@ -462,7 +464,7 @@ func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- api
 
 // apiDeregister removes the desired instances of p's type, name and owner,
 // if the caller by may, and answers once they are deregistered.
-func (l *loop) apiDeregister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
+func (l *loop) apiDeregister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
 	dw := &deregWait{reply: reply}
 	var gone []string
 	for key, in := range l.api.inst {
@@ -597,7 +599,7 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.O
 // once the Registry lists a registration (registered) or no longer lists
 // a deregistered plugin (applyAPI): a write of the state file between the
 // two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
-// plugins.ErrLimit, says the pending set is full. Without Durable (no
+// rules.ErrLimit, says the pending set is full. Without Durable (no
 // state file) nothing is guarded.
 func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecache.Reason) error {
 	if l.r.Durable == nil {
@@ -605,7 +607,7 @@ func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecach
 	}
 	p := op.Plugin
 	if !l.cache.Guard(op, statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
-		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", plugins.ErrLimit, plugins.MaxPending, plugins.MaxPending)
+		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", rules.ErrLimit, plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
 	return nil

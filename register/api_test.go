@@ -27,6 +27,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/handler/handlertest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -139,7 +140,7 @@ func (r *apiRig) endpoint(name string) (path string, stop func()) {
 }
 
 // rootCaller is the caller of the API that the tests run as: root.
-var rootCaller = plugins.Caller{UID: 0, HasUID: true, Privileged: true}
+var rootCaller = api.Caller{UID: 0, HasUID: true, Privileged: true}
 
 // register calls RegisterPlugin as root with a deadline.
 func (r *apiRig) register(p plugins.Plugin) (plugins.Plugin, error) {
@@ -147,7 +148,7 @@ func (r *apiRig) register(p plugins.Plugin) (plugins.Plugin, error) {
 }
 
 // registerAs calls RegisterPlugin as by with a deadline.
-func (r *apiRig) registerAs(by plugins.Caller, p plugins.Plugin) (plugins.Plugin, error) {
+func (r *apiRig) registerAs(by api.Caller, p plugins.Plugin) (plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
 	return r.rec.RegisterPlugin(ctx, p, by)
@@ -169,7 +170,7 @@ func (r *apiRig) deregister(typ, name, owner string) ([]plugins.Plugin, error) {
 }
 
 // deregisterAs calls DeregisterPlugin as by with a deadline.
-func (r *apiRig) deregisterAs(by plugins.Caller, typ, name, owner string) ([]plugins.Plugin, error) {
+func (r *apiRig) deregisterAs(by api.Caller, typ, name, owner string) ([]plugins.Plugin, error) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), eventTimeout)
 	defer cancel()
 	return r.rec.DeregisterPlugin(ctx, typ, name, owner, by)
@@ -298,17 +299,17 @@ func TestRegisterPluginErrors(t *testing.T) {
 	}{
 		{
 			name: "version refused", req: func(ep string) plugins.Plugin { return csi("a", ep, "o", "2.0.0") },
-			want: plugins.ErrRefused, rejected: true, handlerEv: []string{"validate a"},
+			want: rules.ErrRefused, rejected: true, handlerEv: []string{"validate a"},
 			text: `RegisterPlugin error -- plugin validation failed with err: none of the supported versions ["2.0.0"] matches the accepted versions ["1.*"] for type CSIPlugin`,
 		},
 		{
 			name: "no handler", req: func(ep string) plugins.Plugin { p := csi("a", ep, "o", "1.0.0"); p.Type = "DRAPlugin"; return p },
-			want: plugins.ErrRefused, rejected: true,
+			want: rules.ErrRefused, rejected: true,
 			text: "RegisterPlugin error -- no handler registered for plugin type: DRAPlugin",
 		},
 		{
 			name: "handler refuses", req: func(ep string) plugins.Plugin { return csi("a", ep, "o", "1.0.0") },
-			failReg: errors.New("no room"), want: plugins.ErrRefused, rejected: true,
+			failReg: errors.New("no room"), want: rules.ErrRefused, rejected: true,
 			handlerEv: []string{"validate a", "register a $EP"},
 			text:      "RegisterPlugin error -- plugin registration failed with err: no room",
 		},
@@ -320,11 +321,11 @@ func TestRegisterPluginErrors(t *testing.T) {
 			name: "endpoint not served", req: func(ep string) plugins.Plugin { return csi("a", ep, "o", "1.0.0") },
 			noServe: true, want: syscall.ENOENT,
 		},
-		{name: "relative endpoint", req: func(string) plugins.Plugin { return csi("a", "a.sock", "o", "1.0.0") }, want: plugins.ErrInvalid},
-		{name: "empty name", req: func(ep string) plugins.Plugin { return csi("", ep, "o", "1.0.0") }, want: plugins.ErrInvalid},
-		{name: "bad owner", req: func(ep string) plugins.Plugin { return csi("a", ep, "o\n", "1.0.0") }, want: plugins.ErrInvalid},
+		{name: "relative endpoint", req: func(string) plugins.Plugin { return csi("a", "a.sock", "o", "1.0.0") }, want: rules.ErrInvalid},
+		{name: "empty name", req: func(ep string) plugins.Plugin { return csi("", ep, "o", "1.0.0") }, want: rules.ErrInvalid},
+		{name: "bad owner", req: func(ep string) plugins.Plugin { return csi("a", ep, "o\n", "1.0.0") }, want: rules.ErrInvalid},
 		{
-			name: "bad option", want: plugins.ErrInvalid,
+			name: "bad option", want: rules.ErrInvalid,
 			req: func(ep string) plugins.Plugin {
 				p := csi("a", ep, "o", "1.0.0")
 				p.Options = map[string]string{"": "x"}
@@ -352,7 +353,7 @@ func TestRegisterPluginErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("RegisterPlugin = %v, want an error wrapping %v", err, tc.want)
 			}
-			if tc.want != plugins.ErrRefused && errors.Is(err, plugins.ErrRefused) {
+			if tc.want != rules.ErrRefused && errors.Is(err, rules.ErrRefused) {
 				t.Errorf("RegisterPlugin = %v, which wraps ErrRefused", err)
 			}
 			if tc.text != "" && err.Error() != tc.text {
@@ -361,7 +362,7 @@ func TestRegisterPluginErrors(t *testing.T) {
 			for _, ev := range tc.handlerEv {
 				r.handler.expect(strings.ReplaceAll(ev, "$EP", ep))
 			}
-			if tc.want != plugins.ErrInvalid {
+			if tc.want != rules.ErrInvalid {
 				r.awaitOp(statecache.Register, "a")
 			}
 			r.quiet(4, statecache.Register) // a retry would come after one tick
@@ -410,7 +411,7 @@ func TestRegisterPluginHandlerUnavailable(t *testing.T) {
 	ep, _ := r.endpoint("a")
 	req := csi("a", ep, "o", "1.0.0")
 	_, err = r.register(req)
-	if !errors.Is(err, handler.ErrUnavailable) || errors.Is(err, plugins.ErrRefused) {
+	if !errors.Is(err, handler.ErrUnavailable) || errors.Is(err, rules.ErrRefused) {
 		t.Fatalf("RegisterPlugin with the handler down = %v, want an error wrapping ErrUnavailable, not ErrRefused", err)
 	}
 	r.awaitOp(statecache.Register, "a")
@@ -448,7 +449,7 @@ func TestRegisterPluginHandlerUnavailable(t *testing.T) {
 	srv.Reply(status.Error(codes.InvalidArgument, "bad topology"), nil)
 	req.Versions = []string{"1.1.0"}
 	_, err = r.register(req)
-	if !errors.Is(err, plugins.ErrRefused) || !strings.HasPrefix(err.Error(), "RegisterPlugin error -- plugin validation failed with err: ") {
+	if !errors.Is(err, rules.ErrRefused) || !strings.HasPrefix(err.Error(), "RegisterPlugin error -- plugin validation failed with err: ") {
 		t.Errorf("RegisterPlugin refused by the gRPC handler = %v, want a refusal in the kubelet's words", err)
 	}
 }
@@ -539,8 +540,8 @@ func TestRegisterPluginLimits(t *testing.T) {
 	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), func(rec *Reconciler, _ *Client) { rec.MaxPerUID, rec.MaxPlugins = 2, 3 })
 	ep, _ := r.endpoint("e") // root's: any uid may use it
-	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
-	mustRegisterAs := func(by plugins.Caller, p plugins.Plugin) {
+	u1, u2 := api.Caller{UID: 1001, HasUID: true}, api.Caller{UID: 1002, HasUID: true}
+	mustRegisterAs := func(by api.Caller, p plugins.Plugin) {
 		t.Helper()
 		if _, err := r.registerAs(by, p); err != nil {
 			t.Fatalf("RegisterPlugin(%s %q of %q) as uid %d = %v", p.Type, p.Name, p.Owner, by.UID, err)
@@ -549,12 +550,12 @@ func TestRegisterPluginLimits(t *testing.T) {
 	mustRegisterAs(u1, csi("a", ep, "x", "1.0.0"))
 	mustRegisterAs(u1, csi("b", ep, "y", "1.0.0"))
 	_, err := r.registerAs(u1, csi("c", ep, "z", "1.0.0"))
-	if !errors.Is(err, plugins.ErrLimit) || !strings.Contains(err.Error(), "uid 1001 holds 2, at most 2") {
+	if !errors.Is(err, rules.ErrLimit) || !strings.Contains(err.Error(), "uid 1001 holds 2, at most 2") {
 		t.Fatalf("third registration of uid 1001, under a third owner = %v, want ErrLimit naming uid 1001", err)
 	}
 	mustRegisterAs(u1, csi("a", ep, "x", "1.0.0")) // the same again
 	mustRegisterAs(u2, csi("a", ep, "w", "1.0.0"))
-	if _, err := r.registerAs(u2, csi("b", ep, "v", "1.0.0")); !errors.Is(err, plugins.ErrLimit) {
+	if _, err := r.registerAs(u2, csi("b", ep, "v", "1.0.0")); !errors.Is(err, rules.ErrLimit) {
 		t.Fatalf("fourth registration in all = %v, want ErrLimit", err)
 	}
 	if _, err := r.deregisterAs(u1, "CSIPlugin", "b", "y"); err != nil {
@@ -576,7 +577,7 @@ func TestOwnerBelongsToUID(t *testing.T) {
 	sockettest.NeedRoot(t, "for an endpoint that root owns, which uids 1001 and 1002 may both use")
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
 	ep, _ := r.endpoint("a")
-	u1, u2 := plugins.Caller{UID: 1001, HasUID: true}, plugins.Caller{UID: 1002, HasUID: true}
+	u1, u2 := api.Caller{UID: 1001, HasUID: true}, api.Caller{UID: 1002, HasUID: true}
 	got, err := r.registerAs(u1, csi("a", ep, "alloc-of-1001", "1.0.0"))
 	if err != nil {
 		t.Fatal(err)
@@ -595,7 +596,7 @@ func TestOwnerBelongsToUID(t *testing.T) {
 		{"the same again", func() error { _, err := r.registerAs(u2, csi("a", ep, "alloc-of-1001", "1.0.0")); return err }},
 		{"another name", func() error { _, err := r.registerAs(u2, csi("b", ep, "alloc-of-1001", "1.0.0")); return err }},
 	} {
-		if err := tc.call(); !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), denied) {
+		if err := tc.call(); !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), denied) {
 			t.Errorf("%s as uid 1002 = %v, want ErrDenied: %s", tc.name, err, denied)
 		}
 	}
@@ -617,7 +618,7 @@ func TestOwnerBelongsToUID(t *testing.T) {
 		t.Errorf("root deregisters uid 1001's plugin: %v", err)
 	}
 	_, err = r.deregisterAs(u1, "CSIPlugin", "a", "alloc-of-1001")
-	if want := `owner "alloc-of-1001" belongs to uid 0, not to uid 1001`; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+	if want := `owner "alloc-of-1001" belongs to uid 0, not to uid 1001`; !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("uid 1001 deregisters root's replacement = %v, want ErrDenied: %s", err, want)
 	}
 }
@@ -808,7 +809,7 @@ func TestAPIPluginRestartRevalidated(t *testing.T) {
 			t.Errorf("a deregistered as %s, want replaced", res.Op.Reason)
 		}
 		res = r2.awaitOp(statecache.Register, "a")
-		if !errors.Is(res.Err, plugins.ErrRefused) || res.Plugin.Endpoint != ep || !cmp.Equal(res.Plugin.Versions, []string{"1.0.0"}) {
+		if !errors.Is(res.Err, rules.ErrRefused) || res.Plugin.Endpoint != ep || !cmp.Equal(res.Plugin.Versions, []string{"1.0.0"}) {
 			t.Errorf("registration again = %+v, %v; want the stored request (%s, 1.0.0), refused", res.Plugin, res.Err, ep)
 		}
 		refusing.expect("validate a", "deregister a "+ep+" replaced", "validate a")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -18,19 +19,19 @@ var _ APIRegistrar = (*Client)(nil)
 // serves no pluginregistration v1: first its endpoint is checked
 // (checkEndpoint: a socket that p's registering uid may use and, unless
 // p.NoCheck, served); then its type's handler is asked, as Register does
-// for a discovered plugin (plugins.ValidateInfo, the handler's Validate,
+// for a discovered plugin (rules.ValidateInfo, the handler's Validate,
 // which holds the type's version check, and Register, whose annotations
 // are checked, and the registration rolled back when they break the
 // limits). Nothing is notified: there is no registration socket.
 // p.SocketID is the incarnation registered.
 //
 // A refusal wraps a *RejectError, whose text is the refusal in the
-// kubelet's words and which wraps plugins.ErrRefused. For a uid other than
+// kubelet's words and which wraps rules.ErrRefused. For a uid other than
 // root, an endpoint path that holds no socket it may use (nothing,
 // something other than a socket, another uid's socket) is one error
-// wrapping plugins.ErrDenied, whatever the path holds (callerView); root
+// wrapping rules.ErrDenied, whatever the path holds (callerView); root
 // is told what the path holds, and an owner or serving process not
-// allowed wraps plugins.ErrDenied. An endpoint that is not served is an
+// allowed wraps rules.ErrDenied. An endpoint that is not served is an
 // *OpError of the "connect check"; a handler that does not answer in time,
 // or cannot be reached, wraps handler.ErrUnavailable. Both are transient.
 func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plugin, error) {
@@ -70,13 +71,13 @@ func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plu
 
 // refusal returns the refusal msg of step op of the registration of an
 // API plugin at endpoint ep: a *RejectError, which wraps
-// plugins.ErrRefused and cause, in an *OpError.
+// rules.ErrRefused and cause, in an *OpError.
 func refusal(op, ep, msg string, cause error) error {
-	err := plugins.ErrRefused
+	err := rules.ErrRefused
 	if cause != nil {
-		err = fmt.Errorf("%w: %w", plugins.ErrRefused, cause)
+		err = fmt.Errorf("%w: %w", rules.ErrRefused, cause)
 	}
-	return &OpError{op, ep, &RejectError{Msg: plugins.BoundText(msg), Err: err}}
+	return &OpError{op, ep, &RejectError{Msg: rules.BoundText(msg), Err: err}}
 }
 
 // unavailable returns err, from a handler call made with hctx, a context
@@ -230,14 +231,14 @@ func (c *Client) endpointOwner(p plugins.Plugin, file socketStat) error {
 // (endpointDenied) whatever the path holds, so that the caller learns
 // nothing of a path it could not read. For root, the error says what the
 // path holds. An owner or serving process not allowed wraps
-// plugins.ErrDenied.
+// rules.ErrDenied.
 func (c *Client) callerView(p plugins.Plugin, err error) error {
 	_, isEndpoint := errors.AsType[*endpointError](err)
 	switch {
 	case isEndpoint && p.HasUID && p.UID != 0:
 		return &OpError{"endpoint check", p.Endpoint, c.endpointDenied(p.UID)}
 	case errors.Is(err, statecache.ErrChanged):
-		return fmt.Errorf("%w: %w", plugins.ErrDenied, err)
+		return fmt.Errorf("%w: %w", rules.ErrDenied, err)
 	}
 	return err
 }
@@ -249,7 +250,7 @@ func (c *Client) endpointDenied(uid uint32) error {
 	if c.AllowUIDs != nil {
 		who = "a uid of the agent's --allow-uid"
 	}
-	return fmt.Errorf("%w: not a unix socket that %s owns (a symlink is never followed)", plugins.ErrDenied, who)
+	return fmt.Errorf("%w: not a unix socket that %s owns (a symlink is never followed)", rules.ErrDenied, who)
 }
 
 // endpointError is an API plugin's endpoint that holds no socket its

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -37,7 +39,7 @@ func chown(t *testing.T, path string, uid int) {
 func TestAPIEndpointOneMessage(t *testing.T) {
 	needRoot(t)
 	r := newAPIRig(t, plugins.NewRegistry(), nil)
-	u2 := plugins.Caller{UID: 1002, HasUID: true}
+	u2 := api.Caller{UID: 1002, HasUID: true}
 	secret := filepath.Join(r.dir, "secret")
 	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -55,13 +57,13 @@ func TestAPIEndpointOneMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	chown(t, link, 1002)
-	const want = "endpoint check EP: plugins: permission denied: not a unix socket that uid 1002 or root owns (a symlink is never followed)"
+	const want = "endpoint check EP: rules: permission denied: not a unix socket that uid 1002 or root owns (a symlink is never followed)"
 	for _, ep := range []string{secret, filepath.Join(r.dir, "missing.sock"), dir, others, link} {
 		for _, noCheck := range []bool{false, true} {
 			p := csi("a", ep, "o", "1.0.0")
 			p.NoCheck = noCheck
 			_, err := r.registerAs(u2, p)
-			if !errors.Is(err, plugins.ErrDenied) || err == nil || strings.ReplaceAll(err.Error(), ep, "EP") != want {
+			if !errors.Is(err, rules.ErrDenied) || err == nil || strings.ReplaceAll(err.Error(), ep, "EP") != want {
 				t.Errorf("RegisterPlugin as uid 1002 of %s, no check %v = %v, want ErrDenied: %s", ep, noCheck, err, want)
 			}
 		}
@@ -112,13 +114,13 @@ func TestAPIEndpointAllowUIDs(t *testing.T) {
 	r := newAPIRig(t, plugins.NewRegistry(), func(_ *Reconciler, c *Client) { c.AllowUIDs = []uint32{1001} })
 	rootOwned, _ := r.endpoint("root")
 	_, err := r.register(csi("a", rootOwned, "o", "1.0.0"))
-	if want := "endpoint check " + rootOwned + ": socket owner uid 0 is not allowed"; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+	if want := "endpoint check " + rootOwned + ": socket owner uid 0 is not allowed"; !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("RegisterPlugin of a socket of root, not allowed = %v, want ErrDenied: %s", err, want)
 	}
 	servedByRoot, _ := r.endpoint("served")
 	chown(t, servedByRoot, 1001)
 	_, err = r.register(csi("a", servedByRoot, "o", "1.0.0"))
-	if want := "authorize " + servedByRoot + ": serving process uid 0 (pid " + strconv.Itoa(os.Getpid()) + ") is not allowed"; !errors.Is(err, plugins.ErrDenied) || !strings.Contains(err.Error(), want) {
+	if want := "authorize " + servedByRoot + ": serving process uid 0 (pid " + strconv.Itoa(os.Getpid()) + ") is not allowed"; !errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), want) {
 		t.Errorf("RegisterPlugin of a socket of uid 1001 that root serves = %v, want ErrDenied: %s", err, want)
 	}
 	p := csi("a", servedByRoot, "o", "1.0.0")
@@ -148,7 +150,7 @@ func TestAPIEndpointGivenAway(t *testing.T) {
 	})
 	mine, _ := r.endpoint("mine")
 	chown(t, mine, 1002)
-	if _, err := r.registerAs(plugins.Caller{UID: 1002, HasUID: true}, csi("a", mine, "o", "1.0.0")); err != nil {
+	if _, err := r.registerAs(api.Caller{UID: 1002, HasUID: true}, csi("a", mine, "o", "1.0.0")); err != nil {
 		t.Fatal(err)
 	}
 	r.awaitApplied("a connect check of a", func(res Result) bool {
@@ -159,7 +161,7 @@ func TestAPIEndpointGivenAway(t *testing.T) {
 		t.Errorf("a deregistered as %s, want replaced", res.Op.Reason)
 	}
 	res := r.awaitOp(statecache.Register, "a")
-	if !errors.Is(res.Err, plugins.ErrDenied) {
+	if !errors.Is(res.Err, rules.ErrDenied) {
 		t.Errorf("registration of a again = %v, want ErrDenied", res.Err)
 	}
 	r.quiet(3, statecache.Register)
@@ -181,13 +183,13 @@ func TestAPIEndpointOfAnotherUID(t *testing.T) {
 		owner = 1001
 		chown(t, ep, owner)
 	}
-	other := plugins.Caller{UID: uint32(owner + 1), HasUID: true}
-	want := "endpoint check EP: plugins: permission denied: not a unix socket that uid " + strconv.Itoa(owner+1) + " or root owns (a symlink is never followed)"
+	other := api.Caller{UID: uint32(owner + 1), HasUID: true}
+	want := "endpoint check EP: rules: permission denied: not a unix socket that uid " + strconv.Itoa(owner+1) + " or root owns (a symlink is never followed)"
 	for _, path := range []string{ep, filepath.Join(r.dir, "missing.sock")} {
 		for _, noCheck := range []bool{false, true} {
 			p := csi("a", path, "o", "1.0.0")
 			p.NoCheck = noCheck
-			if _, err := r.registerAs(other, p); !errors.Is(err, plugins.ErrDenied) || strings.ReplaceAll(err.Error(), path, "EP") != want {
+			if _, err := r.registerAs(other, p); !errors.Is(err, rules.ErrDenied) || strings.ReplaceAll(err.Error(), path, "EP") != want {
 				t.Errorf("RegisterPlugin as uid %d of %s, no check %v = %v, want ErrDenied: %s", other.UID, path, noCheck, err, want)
 			}
 		}
@@ -195,7 +197,7 @@ func TestAPIEndpointOfAnotherUID(t *testing.T) {
 	if r.registry.Len() != 0 {
 		t.Fatalf("registry holds %v after refused registrations", r.registry.List(""))
 	}
-	if _, err := r.registerAs(plugins.Caller{UID: uint32(owner), HasUID: true}, csi("a", ep, "o", "1.0.0")); err != nil {
+	if _, err := r.registerAs(api.Caller{UID: uint32(owner), HasUID: true}, csi("a", ep, "o", "1.0.0")); err != nil {
 		t.Errorf("RegisterPlugin as uid %d of its own socket = %v, want it registered", owner, err)
 	}
 }

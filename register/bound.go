@@ -1,7 +1,7 @@
 package register
 
-import "github.com/plugreg/plugreg/plugins"
+import "github.com/plugreg/plugreg/plugins/rules"
 
-// errText is err's text for a log line, bounded (plugins.BoundText): it
+// errText is err's text for a log line, bounded (rules.BoundText): it
 // may hold what a plugin sent (a gRPC status message, GOAWAY debug data).
-func errText(err error) string { return plugins.BoundText(err.Error()) }
+func errText(err error) string { return rules.BoundText(err.Error()) }

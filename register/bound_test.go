@@ -17,6 +17,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -46,7 +47,7 @@ func (j *junkPlugin) GetInfo(context.Context, *pluginregistration.InfoRequest) (
 
 // junkVersions is how many short versions a junkPlugin adds to its junk
 // one: more than a valid plugin may report.
-const junkVersions = 4 * plugins.MaxVersions
+const junkVersions = 4 * rules.MaxVersions
 
 func (j *junkPlugin) NotifyRegistrationStatus(context.Context, *pluginregistration.RegistrationStatus) (*pluginregistration.RegistrationStatusResponse, error) {
 	return &pluginregistration.RegistrationStatusResponse{}, nil
@@ -153,12 +154,12 @@ func TestJunkPluginStaysBounded(t *testing.T) {
 			if ev.Plugin.SocketPath != filepath.Join(dir, "junk.sock") {
 				t.Errorf("rejected event names socket %q, want %s", ev.Plugin.SocketPath, filepath.Join(dir, "junk.sock"))
 			}
-			if n := len(ev.Plugin.Versions); n == 0 || n > plugins.MaxVersions {
-				t.Errorf("rejected event holds %d of the %d versions sent, want 1 to %d: no more than a valid plugin may have", n, 1+junkVersions, plugins.MaxVersions)
+			if n := len(ev.Plugin.Versions); n == 0 || n > rules.MaxVersions {
+				t.Errorf("rejected event holds %d of the %d versions sent, want 1 to %d: no more than a valid plugin may have", n, 1+junkVersions, rules.MaxVersions)
 			}
 			for _, s := range append([]string{ev.Plugin.Name, ev.Plugin.Type, ev.Plugin.Endpoint, ev.Error}, ev.Plugin.Versions...) {
-				if len(s) > plugins.MaxText+32 {
-					t.Errorf("rejected event holds %d bytes of plugin text, want at most %d", len(s), plugins.MaxText+32)
+				if len(s) > rules.MaxText+32 {
+					t.Errorf("rejected event holds %d bytes of plugin text, want at most %d", len(s), rules.MaxText+32)
 				}
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/register/unary"
 	"github.com/plugreg/plugreg/scan"
@@ -135,7 +136,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 	}
 	// What the plugin says is checked before it is used for anything:
 	// looked up, put in a message, logged, stored or published.
-	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+	if err := rules.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		msg := validationFailedMsg(err.Error())
 		return plugins.BoundPlugin(p), c.reject(ctx, rc, path, "validate", msg, err)
 	}
@@ -522,7 +523,7 @@ func transient(ctx, hctx context.Context, err error) bool {
 
 // validate checks what every plugin must satisfy, then asks the handler.
 func validate(ctx context.Context, h handler.Handler, p plugins.Plugin) error {
-	if err := plugins.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
+	if err := rules.ValidateInfo(p.Type, p.Name, p.Endpoint, p.Versions); err != nil {
 		return err
 	}
 	return h.Validate(ctx, p)
@@ -532,7 +533,7 @@ func validate(ctx context.Context, h handler.Handler, p plugins.Plugin) error {
 // when told so (node-driver-registrar does, before it replies), so a failed
 // notification is only logged at debug level.
 func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationClient, path, op, msg string, cause error) error {
-	msg = plugins.BoundText(msg)
+	msg = rules.BoundText(msg)
 	if err := c.notify(ctx, rc, false, msg); err != nil {
 		c.log().Debug("rejection not acknowledged", "path", path, "err", err)
 	}

@@ -78,7 +78,7 @@
 // zero turns off (`plugreg run` sets all three from its flags, with
 // defaults of its own for the two intervals).
 // `plugreg run` is this wiring plus what its flags add: the API socket
-// (api.APIServer), the state file (plugins.Load and plugins.Saver)
+// (api.APIServer), the state file (state.Load and state.Saver)
 // and the metrics (register/metrics).
 //
 // # Registration
@@ -95,7 +95,7 @@
 //     "RegisterPlugin error -- plugin validation failed with err: GetInfo
 //     reply larger than N bytes"), N being MaxInfoBytes;
 //  2. an empty endpoint becomes the socket path;
-//  3. what the plugin reported fails plugins.ValidateInfo: Notify(false,
+//  3. what the plugin reported fails rules.ValidateInfo: Notify(false,
 //     "RegisterPlugin error -- plugin validation failed with err: ERR");
 //  4. no handler for the type: Notify(false, "RegisterPlugin error -- no
 //     handler registered for plugin type: TYPE at socket PATH");
@@ -107,7 +107,7 @@
 //     with DeRegister and the sequence is retried.
 //
 // Text a plugin chose (its name, type or endpoint, the message of an error
-// it returned) is cut to 512 bytes ([plugins.MaxText]) wherever the agent puts it: a log line,
+// it returned) is cut to 512 bytes ([rules.MaxText]) wherever the agent puts it: a log line,
 // an event, a message to the plugin.
 //
 // Validate, Register and DeRegister for one plugin name never overlap (see
@@ -266,7 +266,7 @@
 // pending set the DeRegister that the handler is owed should the agent die
 // before the outcome is saved (statecache.Cache.Guard: reason "rolled
 // back" for a Register, the DeRegister's own for a DeRegister), and the
-// call waits until the state file holds it (plugins.Saver.Sync). A
+// call waits until the state file holds it (state.Saver.Sync). A
 // Register that cannot wait for it fails, and is not made; a DeRegister
 // goes ahead, as it is due whatever the file holds. The outcome replaces
 // the entry in the Registry, in an order that leaves no write of the state
@@ -290,8 +290,8 @@
 // An API registration records the uid of its caller (plugins.Plugin.UID,
 // kept in the state file), and an owner belongs to the uid that registered
 // its instances: while it holds any, a caller of another uid may not
-// register under it, replace or deregister them (plugins.ErrDenied, naming
-// both uids); a privileged caller (plugins.Caller: root, the agent's uid;
+// register under it, replace or deregister them (rules.ErrDenied, naming
+// both uids); a privileged caller (api.Caller: root, the agent's uid;
 // on Windows, whose callers have no uid, every caller that may register)
 // may. An instance restored from a state file that recorded no uid is a
 // privileged caller's to change. On Windows, registrations record no uid

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -100,7 +101,7 @@ func TestReconcilerRestore(t *testing.T) {
 			return plugins.Plugin{Name: name, Type: "T", Endpoint: "/p/" + name, SocketPath: "/p/" + name,
 				SocketID: scan.ID{Ino: ino}, RegisteredAt: time.Now()}
 		}
-		st := plugins.State{Version: plugins.StateVersion, Revision: 41, Plugins: []plugins.Plugin{
+		st := plugins.State{Version: state.Version, Revision: 41, Plugins: []plugins.Plugin{
 			restored("same", 1), restored("gone", 2), restored("changed", 3), restored("dead", 4), restored("other", 5),
 		}}
 		reg := plugins.NewRegistryFrom(st)

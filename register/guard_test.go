@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -49,7 +51,7 @@ func (h *diskHandler) look(call string, p plugins.Plugin) {
 // onDisk says what the state file at path holds of the plugin name:
 // "listed=L pending=R", R the reason of its pending deregistration or "-".
 func onDisk(t *testing.T, path, name string) string {
-	st, err := plugins.Load(path, 0)
+	st, err := state.Load(path, 0)
 	if err != nil {
 		t.Errorf("load the state file: %v", err)
 		return "unreadable"
@@ -75,12 +77,12 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 	ep := filepath.Join(sockettest.Dir(t), "a.sock")
 	sockettest.Listen(t, ep) // a socket file; no check connects to it
 	synctest.Test(t, func(t *testing.T) {
-		state := filepath.Join(t.TempDir(), "state.json")
-		h := &diskHandler{t: t, state: state}
+		path := filepath.Join(t.TempDir(), "state.json")
+		h := &diskHandler{t: t, state: path}
 		hs := handler.NewHandlers()
 		hs.Add("CSIPlugin", h)
 		reg := plugins.NewRegistry()
-		saver := &plugins.Saver{Registry: reg, Path: state}
+		saver := &state.Saver{Registry: reg, Path: path}
 		rec := &Reconciler{Scan: func() (scan.Snapshot, error) { return scan.Snapshot{}, nil },
 			Registrar: &Client{Handlers: hs}, Registry: reg, Interval: time.Second, Durable: saver.Sync, nap: timerNap}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -90,7 +92,7 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 		defer wg.Wait()
 		defer cancel()
 
-		root := plugins.Caller{HasUID: true, Privileged: true}
+		root := api.Caller{HasUID: true, Privileged: true}
 		p := plugins.Plugin{Type: "CSIPlugin", Name: "a", Endpoint: ep, Versions: []string{"1.0.0"}, Owner: "o", NoCheck: true}
 		if _, err := rec.RegisterPlugin(ctx, p, root); err != nil {
 			t.Fatalf("RegisterPlugin = %v", err)
@@ -98,14 +100,14 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 		if err := saver.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		registered := onDisk(t, state, "a")
+		registered := onDisk(t, path, "a")
 		if _, err := rec.DeregisterPlugin(ctx, "CSIPlugin", "a", "o", root); err != nil {
 			t.Fatalf("DeregisterPlugin = %v", err)
 		}
 		if err := saver.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		deregistered := onDisk(t, state, "a")
+		deregistered := onDisk(t, path, "a")
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -138,7 +140,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 		other.SocketID = scan.ID{Ino: 3} // an older incarnation of b
 		reg := plugins.NewRegistryFrom(plugins.State{Plugins: []plugins.Plugin{gone, kept}, Pending: []plugins.PendingDeregistration{
 			{Plugin: gone, Reason: plugins.ReasonRemoved}, {Plugin: other, Reason: plugins.ReasonRemoved}}})
-		sub := reg.Subscribe(reg.Revision())
+		sub := reg.Subscribe(reg.Revision(), "")
 		defer sub.Close()
 		rh := newRecorder(t)
 		hs := handler.NewHandlers()

@@ -20,6 +20,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -667,10 +668,10 @@ func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
 		})
 		t.Run(reason.String()+"/restarted", func(t *testing.T) {
 			path := filepath.Join(sockettest.Dir(t), "state.json")
-			if err := plugins.Save(path, plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}}, plugins.MinStateLimit); err != nil {
+			if err := state.Save(path, plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: reason}}}, state.MinLimit); err != nil {
 				t.Fatal(err)
 			}
-			st, err := plugins.Load(path, plugins.MinStateLimit)
+			st, err := state.Load(path, state.MinLimit)
 			if err != nil {
 				t.Fatal(err)
 			}

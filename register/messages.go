@@ -11,7 +11,7 @@ package register
 //	"RegisterPlugin error -- plugin registration failed with err: %v"
 //
 // These functions are the only place these words are written; the texts
-// are bounded (plugins.BoundText) where they are sent.
+// are bounded (rules.BoundText) where they are sent.
 
 // kubeletPrefix begins each message of a refused registration.
 const kubeletPrefix = "RegisterPlugin error -- "

@@ -123,7 +123,7 @@ type Reconciler struct {
 
 	// Durable, when not nil, waits until the state file holds every change
 	// made to the Registry before the call: the agent's is
-	// plugins.Saver.Sync. Before the handler's Register or DeRegister of a
+	// state.Saver.Sync. Before the handler's Register or DeRegister of a
 	// plugin registered through the API, Run records the DeRegister owed
 	// should the agent stop before the outcome, and the call waits for
 	// Durable (see guard). Nil: no state file, nothing to wait for.

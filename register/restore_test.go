@@ -11,6 +11,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -27,7 +28,7 @@ func TestReconcilerRestoreUnchecked(t *testing.T) {
 			return plugins.Plugin{Name: name, Type: "T", Endpoint: "/p/" + name, SocketPath: "/p/" + name,
 				SocketID: scan.ID{Ino: ino}, RegisteredAt: time.Now()}
 		}
-		reg := plugins.NewRegistryFrom(plugins.State{Version: plugins.StateVersion, Revision: 7,
+		reg := plugins.NewRegistryFrom(plugins.State{Version: state.Version, Revision: 7,
 			Plugins: []plugins.Plugin{restored("a", 1), restored("b", 2)}})
 		events := watch(t, reg, 7)
 		e := startWith(t, map[string]uint64{"/p/a": 1, "/p/b": 2}, reg, func(*Reconciler) {})

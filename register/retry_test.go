@@ -13,6 +13,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
 )
 
@@ -137,7 +138,7 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 		p := func(name string) plugins.Plugin {
 			return plugins.Plugin{Name: name, Type: "T", Endpoint: "/p/" + name, SocketPath: "/p/" + name}
 		}
-		reg := plugins.NewRegistryFrom(plugins.State{Version: plugins.StateVersion, Revision: 7, Pending: []plugins.PendingDeregistration{
+		reg := plugins.NewRegistryFrom(plugins.State{Version: state.Version, Revision: 7, Pending: []plugins.PendingDeregistration{
 			{Plugin: p("a"), Reason: plugins.ReasonRemoved}, {Plugin: p("b"), Reason: plugins.ReasonRolledBack},
 		}})
 		scanning := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -117,7 +118,7 @@ type UnhealthyPlugin struct {
 // Rejection is a registration that a plugin was told no to.
 type Rejection struct {
 	Plugin plugins.Plugin // what it reported, bounded (plugins.BoundPlugin)
-	Msg    string         // the message it was sent, bounded (plugins.BoundText)
+	Msg    string         // the message it was sent, bounded (rules.BoundText)
 	At     time.Time
 }
 
@@ -210,7 +211,7 @@ func (r *Reconciler) rejected(p plugins.Plugin, msg string, at time.Time) {
 	if r.st.Rejected == nil {
 		r.st.Rejected = make(map[string]Rejection)
 	}
-	r.st.Rejected[typ] = Rejection{Plugin: plugins.BoundPlugin(p), Msg: plugins.BoundText(msg), At: at}
+	r.st.Rejected[typ] = Rejection{Plugin: plugins.BoundPlugin(p), Msg: rules.BoundText(msg), At: at}
 }
 
 // unhealthyNow returns the plugins of l.unhealthy that are still owed a

@@ -22,6 +22,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/example"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
@@ -190,7 +191,7 @@ func logLevels(logs, msg string) []string {
 // restoredFrom returns a registry restored from a state file, at revision
 // 7, that holds old.
 func restoredFrom(old plugins.Plugin) *plugins.Registry {
-	return plugins.NewRegistryFrom(plugins.State{Version: plugins.StateVersion, Revision: 7, Plugins: []plugins.Plugin{old}})
+	return plugins.NewRegistryFrom(plugins.State{Version: state.Version, Revision: 7, Plugins: []plugins.Plugin{old}})
 }
 
 // stillListed fails the test unless the registry is at revision 7 (no

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -88,7 +90,7 @@ func (s *APIServer) List(_ context.Context, req *plugregv1.ListRequest) (*plugre
 	ps := s.reg.List(req.GetType())
 	resp := &plugregv1.ListResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
 	for i, p := range ps {
-		resp.Plugins[i] = ToProto(p)
+		resp.Plugins[i] = codec.ToProto(p)
 	}
 	return resp, nil
 }
@@ -105,15 +107,15 @@ func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv
 		p, err = s.reg.Get(req.GetType(), req.GetName())
 	}
 	if errors.Is(err, plugins.ErrNotFound) {
-		return nil, status.Error(codes.NotFound, plugins.BoundText(err.Error()))
+		return nil, status.Error(codes.NotFound, rules.BoundText(err.Error()))
 	}
 	if err != nil {
-		return nil, status.Error(codes.Internal, plugins.BoundText(err.Error()))
+		return nil, status.Error(codes.Internal, rules.BoundText(err.Error()))
 	}
-	return ToProto(p), nil
+	return codec.ToProto(p), nil
 }
 
-// Watch streams the registry's events, as [Registry.WatchType] does from
+// Watch streams the registry's events, as [Registry.Subscribe] does from
 // req.since_revision, of req.type only if the request names one, until
 // the client goes away (the stream then ends with its context's status)
 // or the registry is closed (Unavailable). Past the server's maxWatchers
@@ -136,7 +138,7 @@ func (s *APIServer) Watch(req *plugregv1.WatchRequest, stream grpc.ServerStreami
 		return err
 	}
 	defer release()
-	sub := s.reg.SubscribeType(req.GetSinceRevision(), req.GetType())
+	sub := s.reg.Subscribe(req.GetSinceRevision(), req.GetType())
 	if sub == nil {
 		return status.Error(codes.Unavailable, "registry closed")
 	}
@@ -234,12 +236,12 @@ func EventToProto(ev plugins.Event) *plugregv1.Event {
 		m.Time = timestamppb.New(ev.Time)
 	}
 	if ev.Kind != plugins.Snapshot && ev.Kind != plugins.Resync {
-		m.Plugin = ToProto(ev.Plugin)
+		m.Plugin = codec.ToProto(ev.Plugin)
 	}
 	if len(ev.Plugins) > 0 {
 		m.Plugins = make([]*plugregv1.Plugin, len(ev.Plugins))
 		for i, p := range ev.Plugins {
-			m.Plugins[i] = ToProto(p)
+			m.Plugins[i] = codec.ToProto(p)
 		}
 	}
 	return m
@@ -253,58 +255,13 @@ func EventFromProto(m *plugregv1.Event) plugins.Event {
 		ev.Time = m.GetTime().AsTime()
 	}
 	if m.GetPlugin() != nil {
-		ev.Plugin = FromProto(m.GetPlugin())
+		ev.Plugin = codec.FromProto(m.GetPlugin())
 	}
 	if ev.Kind == plugins.Snapshot || ev.Kind == plugins.Resync || len(m.GetPlugins()) > 0 {
 		ev.Plugins = make([]plugins.Plugin, len(m.GetPlugins()))
 		for i, p := range m.GetPlugins() {
-			ev.Plugins[i] = FromProto(p)
+			ev.Plugins[i] = codec.FromProto(p)
 		}
 	}
 	return ev
-}
-
-// ToProto converts a Plugin to its API message. Its source is always
-// set: "socket" or "api" (Plugin.SourceName), and its uid only when
-// p.HasUID. NoCheck is not part of it.
-func ToProto(p plugins.Plugin) *plugregv1.Plugin {
-	m := &plugregv1.Plugin{
-		Name:         p.Name,
-		Type:         p.Type,
-		Endpoint:     p.Endpoint,
-		SocketPath:   p.SocketPath,
-		Versions:     p.Versions,
-		RegisteredAt: timestamppb.New(p.RegisteredAt),
-		Annotations:  p.Annotations,
-		Source:       p.SourceName(),
-		Owner:        p.Owner,
-		Options:      p.Options,
-	}
-	if p.HasUID {
-		m.Uid = &p.UID
-	}
-	return m
-}
-
-// FromProto converts an API message to a Plugin. Source "socket" becomes
-// "", as the Registry keeps a discovered plugin's Source.
-func FromProto(m *plugregv1.Plugin) plugins.Plugin {
-	src := m.GetSource()
-	if src == plugins.SourceSocket {
-		src = ""
-	}
-	return plugins.Plugin{
-		Name:         m.GetName(),
-		Type:         m.GetType(),
-		Endpoint:     m.GetEndpoint(),
-		SocketPath:   m.GetSocketPath(),
-		Versions:     m.GetVersions(),
-		RegisteredAt: m.GetRegisteredAt().AsTime(),
-		Annotations:  m.GetAnnotations(),
-		Source:       src,
-		Owner:        m.GetOwner(),
-		Options:      m.GetOptions(),
-		UID:          m.GetUid(),
-		HasUID:       m != nil && m.Uid != nil,
-	}
 }

@@ -27,7 +27,9 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/peer"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -149,21 +151,21 @@ func field(f *http2.MetaHeadersFrame, name string) string {
 // plugins.ValidateRegistration accepts: every string as long as allowed,
 // 16 versions, and options of 32 keys filling MaxAnnotationBytes.
 func largestRequest() *plugregv1.RegisterPluginRequest {
-	opts := make(map[string]string, plugins.MaxAnnotations)
-	value := strings.Repeat("v", plugins.MaxAnnotationBytes/plugins.MaxAnnotations-3)
-	for i := range plugins.MaxAnnotations {
+	opts := make(map[string]string, rules.MaxAnnotations)
+	value := strings.Repeat("v", rules.MaxAnnotationBytes/rules.MaxAnnotations-3)
+	for i := range rules.MaxAnnotations {
 		opts[fmt.Sprintf("k%02d", i)] = value
 	}
-	versions := make([]string, plugins.MaxVersions)
+	versions := make([]string, rules.MaxVersions)
 	for i := range versions {
-		versions[i] = fmt.Sprintf("1.%0*d", plugins.MaxVersionBytes-2, i)
+		versions[i] = fmt.Sprintf("1.%0*d", rules.MaxVersionBytes-2, i)
 	}
 	return &plugregv1.RegisterPluginRequest{
 		Type:     strings.Repeat("T", 253),
 		Name:     strings.Repeat("n", 253),
 		Endpoint: "/" + strings.Repeat("e", len(syscall.RawSockaddrUnix{}.Path)-2),
 		Versions: versions,
-		Owner:    strings.Repeat("o", plugins.MaxOwnerBytes),
+		Owner:    strings.Repeat("o", rules.MaxOwnerBytes),
 		Options:  opts,
 		NoCheck:  true,
 	}
@@ -174,7 +176,7 @@ func largestRequest() *plugregv1.RegisterPluginRequest {
 // MaxRequestBytes is ResourceExhausted, and the Registrar never sees it.
 func TestMaxRequestBytes(t *testing.T) {
 	req := largestRequest()
-	if err := plugins.ValidateRegistration(api.FromProto(&plugregv1.Plugin{Type: req.Type, Name: req.Name, Endpoint: req.Endpoint,
+	if err := plugins.ValidateRegistration(codec.FromProto(&plugregv1.Plugin{Type: req.Type, Name: req.Name, Endpoint: req.Endpoint,
 		Versions: req.Versions, Owner: req.Owner, Options: req.Options, Source: plugins.SourceAPI})); err != nil {
 		t.Fatalf("the largest registration is not valid: %v", err)
 	}
@@ -471,7 +473,7 @@ func heapBytes() uint64 {
 func TestAPISnapshotEncodedOnce(t *testing.T) {
 	const n, streams = 2000, 16
 	r := plugins.NewRegistry()
-	versions := make([]string, plugins.MaxVersions)
+	versions := make([]string, rules.MaxVersions)
 	for i := range versions {
 		versions[i] = fmt.Sprintf("1.%060d", i)
 	}

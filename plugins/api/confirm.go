@@ -7,13 +7,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // ConfirmAfter makes Register and Deregister answer success only once
 // durable returns nil for the change they made: the agent's is
-// [plugins.Saver.Sync], which returns once the state file holds every
-// change made before the call, so that a registration confirmed to its
+// [github.com/plugreg/plugreg/plugins/state.Saver.Sync], which returns
+// once the state file holds every change made before the call, so that a registration confirmed to its
 // caller survives a crash of the agent. When durable fails, the change is
 // made but not confirmed: the RPC fails with Unavailable, saying the state
 // could not be saved (DeadlineExceeded or Canceled when the caller's
@@ -42,5 +42,5 @@ func (s *APIServer) confirm(ctx context.Context) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	}
-	return status.Error(code, plugins.BoundText("not confirmed: the agent made the change but could not save its state file, so a restart may undo it: "+err.Error()))
+	return status.Error(code, rules.BoundText("not confirmed: the agent made the change but could not save its state file, so a restart may undo it: "+err.Error()))
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -112,18 +114,18 @@ type applying struct {
 	reg map[string]plugins.Plugin // by type and name
 }
 
-func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ plugins.Caller) (plugins.Plugin, error) {
+func (a *applying) RegisterPlugin(_ context.Context, p plugins.Plugin, _ api.Caller) (plugins.Plugin, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p.RegisteredAt = t0
 	if _, ok := a.r.Apply(plugins.Registered, p, "", t0); !ok {
-		return plugins.Plugin{}, fmt.Errorf("%w: not stored", plugins.ErrInvalid)
+		return plugins.Plugin{}, fmt.Errorf("%w: not stored", rules.ErrInvalid)
 	}
 	a.reg[p.Type+" "+p.Name] = p
 	return p, nil
 }
 
-func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ plugins.Caller) ([]plugins.Plugin, error) {
+func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ api.Caller) ([]plugins.Plugin, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.reg[typ+" "+name]
@@ -142,7 +144,7 @@ func (a *applying) DeregisterPlugin(_ context.Context, typ, name, _ string, _ pl
 func TestAPIConfirmSaved(t *testing.T) {
 	r := plugins.NewRegistry()
 	path := filepath.Join(sockettest.Dir(t), "state.json")
-	s := &plugins.Saver{Registry: r, Path: path}
+	s := &state.Saver{Registry: r, Path: path}
 	ctx, cancel := context.WithCancel(t.Context())
 	saved := make(chan error, 1)
 	go func() { saved <- s.Run(ctx) }()
@@ -154,7 +156,7 @@ func TestAPIConfirmSaved(t *testing.T) {
 	})
 	client := confirmingAPI(t, r, &applying{r: r, reg: map[string]plugins.Plugin{}}, s.Sync)
 	stored := func() []string {
-		st, err := plugins.Load(path, 0)
+		st, err := state.Load(path, 0)
 		if err != nil {
 			t.Fatalf("Load = %v", err)
 		}

@@ -43,11 +43,11 @@ accepts the connection (package plugins/peer). Where the system gives no
 peer credentials, no one may write: a check that cannot be made must not
 pass.
 
-The Registrar is told who calls ([plugins.Caller]). A registration records
+The Registrar is told who calls ([Caller]). A registration records
 the caller's uid (the uid of the plugin's message); the agent's Registrar
 lets only that uid, root and the agent's own uid replace or deregister the
 plugins of that owner, and takes an endpoint only if it is a socket the
-caller may use. Its refusals wrap plugins.ErrDenied: PermissionDenied.
+caller may use. Its refusals wrap rules.ErrDenied: PermissionDenied.
 
 On Windows an AF_UNIX socket has no uid: the server asks for the pid of
 the process at the other end (SIO_AF_UNIX_GETPEERPID), opens its token,
@@ -67,7 +67,7 @@ with a watch of its own, so the Registry holds no connections.
 
 A Register or Deregister answers success only once the change is durable,
 when the agent passes [APIServer.ConfirmAfter] its state file's
-[plugins.Saver.Sync]; a change that cannot be saved fails the call with
+[state.Saver.Sync]; a change that cannot be saved fails the call with
 Unavailable.
 
 # What this package does not do

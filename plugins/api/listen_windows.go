@@ -23,8 +23,8 @@ const adminsOnly = "D:P(A;;FA;;;BA)(A;;FA;;;SY)"
 // group must be "": a Windows file has no group that could open it to more
 // users, so any other value is an error. The DACL is set right after the
 // bind, so for that moment the socket carries the ACL inherited from its
-// directory. The agent's default directory, made by [MkdirPrivate], lets
-// only SYSTEM and Administrators use it, and [CheckPrivate] refuses a
+// directory. The agent's default directory, made by [private.Mkdir], lets
+// only SYSTEM and Administrators use it, and [private.Check] refuses a
 // directory that lets anyone else create files in it.
 func ListenAPI(path, group string) (net.Listener, error) {
 	if group != "" {

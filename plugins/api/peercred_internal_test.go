@@ -17,11 +17,11 @@ import (
 // nopRegistrar is a Registrar that is never called.
 type nopRegistrar struct{}
 
-func (nopRegistrar) RegisterPlugin(context.Context, plugins.Plugin, plugins.Caller) (plugins.Plugin, error) {
+func (nopRegistrar) RegisterPlugin(context.Context, plugins.Plugin, Caller) (plugins.Plugin, error) {
 	return plugins.Plugin{}, errors.New("called")
 }
 
-func (nopRegistrar) DeregisterPlugin(context.Context, string, string, string, plugins.Caller) ([]plugins.Plugin, error) {
+func (nopRegistrar) DeregisterPlugin(context.Context, string, string, string, Caller) ([]plugins.Plugin, error) {
 	return nil, errors.New("called")
 }
 

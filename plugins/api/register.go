@@ -9,27 +9,40 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
+
+// Caller is who asks the agent, through the API, to register or
+// deregister plugins.
+type Caller struct {
+	UID    uint32 // its effective uid, if HasUID
+	HasUID bool   // false where callers have no uid (Windows)
+	// Privileged callers may replace and deregister the plugins of any
+	// uid: root and the agent's own uid; on Windows, every caller that may
+	// register (SYSTEM, the agent's user, elevated Administrators).
+	Privileged bool
+}
 
 // Registrar registers and deregisters plugins for the Register and
 // Deregister RPCs. The agent's is its reconciler.
 //
 // Each call names its caller (by), whose uid a registration records
 // (plugins.Plugin.UID) and which may act on an owner's plugins only if
-// that uid registered them, or it is privileged (plugins.Caller).
+// that uid registered them, or it is privileged (Caller).
 //
-// Its errors wrap plugins.ErrInvalid or plugins.ErrRefused (the RPC fails
+// Its errors wrap rules.ErrInvalid or rules.ErrRefused (the RPC fails
 // with InvalidArgument; a refusal's text is the refusal in the kubelet's
-// words), plugins.ErrDenied (PermissionDenied), plugins.ErrLimit
+// words), rules.ErrDenied (PermissionDenied), rules.ErrLimit
 // (ResourceExhausted), plugins.ErrNotFound (NotFound),
 // handler.ErrUnavailable (Unavailable) or the context's error (Canceled,
 // DeadlineExceeded); any other error is Unavailable. The status message is
-// the error's text, bounded by plugins.BoundText.
+// the error's text, bounded by rules.BoundText.
 type Registrar interface {
-	RegisterPlugin(ctx context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error)
-	DeregisterPlugin(ctx context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error)
+	RegisterPlugin(ctx context.Context, p plugins.Plugin, by Caller) (plugins.Plugin, error)
+	DeregisterPlugin(ctx context.Context, typ, name, owner string, by Caller) ([]plugins.Plugin, error)
 }
 
 // EnableRegistration lets callers register and deregister plugins through
@@ -45,7 +58,7 @@ type Registrar interface {
 // Windows, writers must be empty: the callers that may register are
 // SYSTEM, the members of Administrators and the agent's own user.
 //
-// The Registrar is told who calls (plugins.Caller): its uid, and whether
+// The Registrar is told who calls (Caller): its uid, and whether
 // it is privileged (root or the agent's own uid; on Windows, every caller
 // that may register, as callers there have no uid).
 //
@@ -57,7 +70,7 @@ func (s *APIServer) EnableRegistration(r Registrar, writers []uint32) {
 // Register registers a plugin through the Registrar (see
 // EnableRegistration), for the caller, whose uid the registration records,
 // once the request passes the checks of the registration:
-// plugins.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
+// rules.ValidateInfo, ValidateAPIEndpoint, ValidateOwner and
 // ValidateOptions (InvalidArgument otherwise).
 func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginRequest) (*plugregv1.RegisterPluginResponse, error) {
 	if err := s.mayWrite(ctx); err != nil {
@@ -86,7 +99,7 @@ func (s *APIServer) Register(ctx context.Context, req *plugregv1.RegisterPluginR
 	if err := s.confirm(ctx); err != nil {
 		return nil, err
 	}
-	return &plugregv1.RegisterPluginResponse{Plugin: ToProto(p)}, nil
+	return &plugregv1.RegisterPluginResponse{Plugin: codec.ToProto(p)}, nil
 }
 
 // Deregister deregisters the API instances of a plugin that one owner
@@ -98,7 +111,7 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 		return nil, err
 	}
 	typ, name, owner := req.GetType(), req.GetName(), req.GetOwner()
-	if err := plugins.ValidateDeregistration(typ, name, owner); err != nil {
+	if err := rules.ValidateDeregistration(typ, name, owner); err != nil {
 		return nil, registrationStatus(err)
 	}
 	ps, err := s.registrar.DeregisterPlugin(ctx, typ, name, owner, registrant(ctx))
@@ -110,7 +123,7 @@ func (s *APIServer) Deregister(ctx context.Context, req *plugregv1.DeregisterPlu
 	}
 	resp := &plugregv1.DeregisterPluginResponse{Plugins: make([]*plugregv1.Plugin, len(ps))}
 	for i, p := range ps {
-		resp.Plugins[i] = ToProto(p)
+		resp.Plugins[i] = codec.ToProto(p)
 	}
 	return resp, nil
 }
@@ -126,7 +139,7 @@ func (s *APIServer) mayWrite(ctx context.Context) error {
 		return status.Error(codes.PermissionDenied, "permission denied: the agent's API server does not read peer credentials, so it lets no one register")
 	}
 	if c.err != nil {
-		return status.Error(codes.PermissionDenied, plugins.BoundText("permission denied: cannot tell who calls ("+c.err.Error()+"), so registration is refused"))
+		return status.Error(codes.PermissionDenied, rules.BoundText("permission denied: cannot tell who calls ("+c.err.Error()+"), so registration is refused"))
 	}
 	if c.trusted || c.hasUID && slices.Contains(s.writers, c.uid) {
 		return nil
@@ -136,9 +149,9 @@ func (s *APIServer) mayWrite(ctx context.Context) error {
 
 // registrant returns who calls a Register or Deregister that mayWrite let
 // through.
-func registrant(ctx context.Context) plugins.Caller {
+func registrant(ctx context.Context) Caller {
 	c, _ := callerOf(ctx)
-	return plugins.Caller{UID: c.uid, HasUID: c.hasUID, Privileged: c.trusted}
+	return Caller{UID: c.uid, HasUID: c.hasUID, Privileged: c.trusted}
 }
 
 // registrationStatus returns the status of a Register or Deregister that
@@ -146,11 +159,11 @@ func registrant(ctx context.Context) plugins.Caller {
 func registrationStatus(err error) error {
 	code := codes.Unavailable
 	switch {
-	case errors.Is(err, plugins.ErrInvalid), errors.Is(err, plugins.ErrRefused):
+	case errors.Is(err, rules.ErrInvalid), errors.Is(err, rules.ErrRefused):
 		code = codes.InvalidArgument
-	case errors.Is(err, plugins.ErrDenied):
+	case errors.Is(err, rules.ErrDenied):
 		code = codes.PermissionDenied
-	case errors.Is(err, plugins.ErrLimit):
+	case errors.Is(err, rules.ErrLimit):
 		code = codes.ResourceExhausted
 	case errors.Is(err, plugins.ErrNotFound):
 		code = codes.NotFound
@@ -161,5 +174,5 @@ func registrationStatus(err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	}
-	return status.Error(code, plugins.BoundText(err.Error()))
+	return status.Error(code, rules.BoundText(err.Error()))
 }

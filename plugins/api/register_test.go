@@ -19,7 +19,9 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -30,11 +32,11 @@ type registrar struct {
 	mu    sync.Mutex
 	calls []string
 	got   []plugins.Plugin // what RegisterPlugin was given
-	by    []plugins.Caller // who called, call by call
+	by    []api.Caller     // who called, call by call
 	err   error
 }
 
-func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugins.Caller) (plugins.Plugin, error) {
+func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by api.Caller) (plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.by = append(r.by, by)
@@ -47,7 +49,7 @@ func (r *registrar) RegisterPlugin(_ context.Context, p plugins.Plugin, by plugi
 	return p, nil
 }
 
-func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by plugins.Caller) ([]plugins.Plugin, error) {
+func (r *registrar) DeregisterPlugin(_ context.Context, typ, name, owner string, by api.Caller) ([]plugins.Plugin, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.by = append(r.by, by)
@@ -67,10 +69,10 @@ func (r *registrar) Calls() []string {
 }
 
 // Callers returns who made the calls so far, call by call.
-func (r *registrar) Callers() []plugins.Caller {
+func (r *registrar) Callers() []api.Caller {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]plugins.Caller(nil), r.by...)
+	return append([]api.Caller(nil), r.by...)
 }
 
 // serveAPI serves s on a unix socket at path with opts, until the test
@@ -117,7 +119,7 @@ func csiRequest(name string) *plugregv1.RegisterPluginRequest {
 type refusal struct{ msg string }
 
 func (e *refusal) Error() string { return e.msg }
-func (e *refusal) Unwrap() error { return plugins.ErrRefused }
+func (e *refusal) Unwrap() error { return rules.ErrRefused }
 
 // TestAPIRegister registers and deregisters through a Registrar: the
 // request reaches it as a plugin of source "api", and the response
@@ -139,8 +141,8 @@ func TestAPIRegister(t *testing.T) {
 		t.Errorf("RegisterPlugin's plugin (-want +got):\n%s", diff)
 	}
 	want := wantGot
-	want.NoCheck, want.RegisteredAt, want.Annotations = false, t0, map[string]string{"handler": "yes"}
-	if diff := cmp.Diff(want, api.FromProto(resp.GetPlugin())); diff != "" {
+	want.RegisteredAt, want.Annotations = t0, map[string]string{"handler": "yes"}
+	if diff := cmp.Diff(want, codec.FromProto(resp.GetPlugin())); diff != "" {
 		t.Errorf("Register's plugin (-want +got):\n%s", diff)
 	}
 	if src := resp.GetPlugin().GetSource(); src != "api" {
@@ -163,23 +165,23 @@ func TestAPIRegister(t *testing.T) {
 // TestAPIRegisterStatus maps each error of the Registrar to its status
 // code, with the error's text, bounded, as the message.
 func TestAPIRegisterStatus(t *testing.T) {
-	long := strings.Repeat("x", 3*plugins.MaxText)
+	long := strings.Repeat("x", 3*rules.MaxText)
 	tests := []struct {
 		name    string
 		err     error
 		code    codes.Code
 		message string // "": err's text
 	}{
-		{"invalid", fmt.Errorf("%w: plugin type is empty", plugins.ErrInvalid), codes.InvalidArgument, ""},
+		{"invalid", fmt.Errorf("%w: plugin type is empty", rules.ErrInvalid), codes.InvalidArgument, ""},
 		{"refused", &refusal{"RegisterPlugin error -- plugin validation failed with err: no"}, codes.InvalidArgument, ""},
-		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", plugins.ErrLimit), codes.ResourceExhausted, ""},
-		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", plugins.ErrDenied, "x"), codes.PermissionDenied, ""},
+		{"limit", fmt.Errorf("%w: uid 1001 holds 2, at most 2", rules.ErrLimit), codes.ResourceExhausted, ""},
+		{"denied", fmt.Errorf("%w: owner %q belongs to uid 1001, not to uid 1002", rules.ErrDenied, "x"), codes.PermissionDenied, ""},
 		{"not found", fmt.Errorf("CSIPlugin %q of owner %q: %w", "a", "o", plugins.ErrNotFound), codes.NotFound, ""},
 		{"handler unavailable", fmt.Errorf("handler Register: %w", handler.ErrUnavailable), codes.Unavailable, ""},
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), codes.Canceled, ""},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ""},
 		{"other", errors.New("register: agent stopping"), codes.Unavailable, ""},
-		{"long", fmt.Errorf("%w: %s", plugins.ErrInvalid, long), codes.InvalidArgument, plugins.BoundText(plugins.ErrInvalid.Error() + ": " + long)},
+		{"long", fmt.Errorf("%w: %s", rules.ErrInvalid, long), codes.InvalidArgument, rules.BoundText(rules.ErrInvalid.Error() + ": " + long)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,7 +197,7 @@ func TestAPIRegisterStatus(t *testing.T) {
 					t.Errorf("%s with the Registrar failing with %q = %v, want %v: %s", rpc, tc.err, err, tc.code, want)
 				}
 			}
-			if len(want) > plugins.MaxText {
+			if len(want) > rules.MaxText {
 				t.Errorf("want a message of %d bytes: the test is wrong", len(want))
 			}
 		})
@@ -220,7 +222,7 @@ func TestAPIRegisterInvalid(t *testing.T) {
 		{"relative endpoint", with(func(r *plugregv1.RegisterPluginRequest) { r.Endpoint = "a.sock" }), `endpoint "a.sock" is not an absolute path`},
 		{"owner with a newline", with(func(r *plugregv1.RegisterPluginRequest) { r.Owner = "o\n" }), "owner contains control character U+000A at byte 1"},
 		{"option with no key", with(func(r *plugregv1.RegisterPluginRequest) { r.Options = map[string]string{"": "v"} }), "option with an empty key"},
-		{"too many versions", with(func(r *plugregv1.RegisterPluginRequest) { r.Versions = make([]string, plugins.MaxVersions+1) }), ""},
+		{"too many versions", with(func(r *plugregv1.RegisterPluginRequest) { r.Versions = make([]string, rules.MaxVersions+1) }), ""},
 		{"deregister: no name", &plugregv1.DeregisterPluginRequest{Type: "CSIPlugin"}, ""},
 		{"deregister: bad owner", &plugregv1.DeregisterPluginRequest{Type: "CSIPlugin", Name: "a", Owner: "\x00"}, ""},
 	}
@@ -236,7 +238,7 @@ func TestAPIRegisterInvalid(t *testing.T) {
 				_, err = client.Deregister(t.Context(), req)
 			}
 			st := status.Convert(err)
-			prefix := plugins.ErrInvalid.Error() + ": "
+			prefix := rules.ErrInvalid.Error() + ": "
 			if st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), prefix) || !strings.HasSuffix(st.Message(), tc.message) {
 				t.Errorf("%v = %v, want InvalidArgument: %s…%s", tc.req, err, prefix, tc.message)
 			}
@@ -315,7 +317,7 @@ func TestAPIGetOwner(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get = %v", err)
 			}
-			if diff := cmp.Diff(tc.want, api.FromProto(m)); diff != "" {
+			if diff := cmp.Diff(tc.want, codec.FromProto(m)); diff != "" {
 				t.Errorf("Get (-want +got):\n%s", diff)
 			}
 		})
@@ -386,14 +388,14 @@ func TestProtoSource(t *testing.T) {
 		p      plugins.Plugin
 		source string
 	}{{plugin(1), "socket"}, {apiPlugin, "api"}, {rootPlugin, "api"}, {unknownUID, "api"}} {
-		m := api.ToProto(tc.p)
+		m := codec.ToProto(tc.p)
 		if m.GetSource() != tc.source {
 			t.Errorf("ToProto(%+v).source = %q, want %q", tc.p, m.GetSource(), tc.source)
 		}
 		if (m.Uid != nil) != tc.p.HasUID || m.GetUid() != tc.p.UID {
 			t.Errorf("ToProto(%+v).uid = %v, want %d if known", tc.p, m.Uid, tc.p.UID)
 		}
-		if diff := cmp.Diff(tc.p, api.FromProto(m)); diff != "" {
+		if diff := cmp.Diff(tc.p, codec.FromProto(m)); diff != "" {
 			t.Errorf("FromProto(ToProto(p)) (-want +got):\n%s", diff)
 		}
 	}

@@ -75,11 +75,11 @@ func TestAPIRegisterPermission(t *testing.T) {
 				t.Errorf("calls as uid %d with writers %v (-want +got):\n%s", nobody, tc.writers, diff)
 			}
 			var wantCalls []string
-			var wantBy []plugins.Caller
+			var wantBy []api.Caller
 			if !tc.denied {
 				wantCalls = []string{"register CSIPlugin a.example.com alloc-1", "deregister CSIPlugin a.example.com alloc-1"}
-				by := plugins.Caller{UID: nobody, HasUID: true}
-				wantBy = []plugins.Caller{by, by}
+				by := api.Caller{UID: nobody, HasUID: true}
+				wantBy = []api.Caller{by, by}
 			}
 			if diff := cmp.Diff(wantCalls, rg.Calls()); diff != "" {
 				t.Errorf("the Registrar's calls (-want +got):\n%s", diff)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/rules"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -20,7 +20,7 @@ const (
 	// (TestMaxRequestBytes encodes the largest). A larger request is
 	// refused with ResourceExhausted once its 5-byte length prefix is read,
 	// before its body is.
-	MaxRequestBytes = plugins.MaxRecordBytes
+	MaxRequestBytes = rules.MaxRecordBytes
 	// StreamWindowBytes is the HTTP/2 flow-control window of each stream
 	// and of each connection, fixed (gRPC's smallest): the most of a
 	// request's body that the server buffers for a stream before the

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+	"github.com/plugreg/plugreg/plugins/rules"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 	"github.com/plugreg/plugreg/scan"
 )
@@ -166,16 +168,16 @@ func procStatus(t *testing.T, field string) int64 {
 func TestLargestValueFits(t *testing.T) {
 	s := func(n int) string { return strings.Repeat("<", n) }
 	fill := func() map[string]string {
-		m := make(map[string]string, plugins.MaxAnnotations)
-		for i := range plugins.MaxAnnotations {
+		m := make(map[string]string, rules.MaxAnnotations)
+		for i := range rules.MaxAnnotations {
 			k := fmt.Sprintf("%02d", i)
-			m[k] = s(plugins.MaxAnnotationBytes/plugins.MaxAnnotations - len(k))
+			m[k] = s(rules.MaxAnnotationBytes/rules.MaxAnnotations - len(k))
 		}
 		return m
 	}
-	versions := make([]string, plugins.MaxVersions)
+	versions := make([]string, rules.MaxVersions)
 	for i := range versions {
-		versions[i] = s(plugins.MaxVersionBytes)
+		versions[i] = s(rules.MaxVersionBytes)
 	}
 	root, err := filepath.Abs("/") // "/", or a drive's root on Windows
 	if err != nil {
@@ -183,25 +185,25 @@ func TestLargestValueFits(t *testing.T) {
 	}
 	api := plugins.Plugin{
 		Type: s(253), Name: s(253), Versions: versions, Endpoint: root + s(scan.MaxSocketPath-len(root)),
-		Annotations: fill(), Source: plugins.SourceAPI, Owner: s(plugins.MaxOwnerBytes), Options: fill(), UID: 1<<32 - 1, HasUID: true,
+		Annotations: fill(), Source: plugins.SourceAPI, Owner: s(rules.MaxOwnerBytes), Options: fill(), UID: 1<<32 - 1, HasUID: true,
 	}
 	if err := plugins.ValidateRegistration(api); err != nil {
 		t.Fatal(err)
 	}
-	if err := plugins.ValidateAnnotations(api.Annotations); err != nil {
+	if err := rules.ValidateAnnotations(api.Annotations); err != nil {
 		t.Fatal(err)
 	}
 	socket := api
 	socket.Source, socket.Owner, socket.Options, socket.HasUID = plugins.SourceSocket, "", nil, false
-	socket.Endpoint, socket.SocketPath = s(plugins.MaxEndpointBytes), "/"+s(scan.MaxSocketPath-1)
+	socket.Endpoint, socket.SocketPath = s(rules.MaxEndpointBytes), "/"+s(scan.MaxSocketPath-1)
 	for _, p := range []plugins.Plugin{api, socket} {
-		b, err := json.Marshal(plugins.ToJSON(p))
+		b, err := json.Marshal(codec.ToJSON(p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("largest %s plugin: %d bytes of JSON; MaxValueBytes %d", p.SourceName(), len(b), MaxValueBytes)
+		t.Logf("largest %s plugin: %d bytes of JSON; MaxValueBytes %d", codec.ToJSON(p).Source, len(b), MaxValueBytes)
 		if len(b) > MaxValueBytes {
-			t.Errorf("the largest %s plugin's value takes %d bytes, more than MaxValueBytes (%d)", p.SourceName(), len(b), MaxValueBytes)
+			t.Errorf("the largest %s plugin's value takes %d bytes, more than MaxValueBytes (%d)", codec.ToJSON(p).Source, len(b), MaxValueBytes)
 		}
 	}
 }

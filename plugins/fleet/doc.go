@@ -13,7 +13,7 @@ The layout is a contract (version v1). PREFIX is --publish-prefix
 as URL path segments (url.PathEscape: "/" is %2F, "%" is %25):
 
 	PREFIX/v1/nodes/NODE                  {"node", "version", "os", "arch", "started", "plugins", "lastSync"} (NodeJSON)
-	PREFIX/v1/plugins/NODE/TYPE/NAME      the plugin, with the keys of `plugreg list -o json` (plugins.PluginJSON)
+	PREFIX/v1/plugins/NODE/TYPE/NAME      the plugin, with the keys of `plugreg list -o json` (codec.PluginJSON)
 	PREFIX/v1/names/NAME/NODE/TYPE        "" (an index key: which nodes have a plugin named NAME)
 
 All of a node's keys are attached to one lease of --publish-ttl, kept

@@ -18,6 +18,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
+	"github.com/plugreg/plugreg/plugins/state"
 )
 
 // saveUntilStopped runs a Saver of reg to path, and returns a func that
@@ -26,7 +27,7 @@ func saveUntilStopped(t *testing.T, reg *plugins.Registry, path string) func() e
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	s := &plugins.Saver{Registry: reg, Path: path}
+	s := &state.Saver{Registry: reg, Path: path}
 	go func() { done <- s.Run(ctx) }()
 	stop := sync.OnceValue(func() error { cancel(); return <-done })
 	t.Cleanup(func() { stop() })
@@ -37,7 +38,7 @@ func saveUntilStopped(t *testing.T, reg *plugins.Registry, path string) func() e
 // an agent's restart does.
 func restored(t *testing.T, path string) *plugins.Registry {
 	t.Helper()
-	st, err := plugins.Load(path, 0)
+	st, err := state.Load(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

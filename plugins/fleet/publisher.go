@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/coalesce"
+	"github.com/plugreg/plugreg/plugins/codec"
 )
 
 // DefaultTTL is the lease's time to live unless configured: a stopped
@@ -102,27 +104,24 @@ const syncGap = 50 * time.Millisecond
 // syncs, indexCheck makes it check the node's name index (checkIndex),
 // which a sync that read the node's keys in full does too.
 func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck <-chan time.Time) error {
-	dirty, fails := true, 0
-	var retry <-chan time.Time // a failed sync's delay, or the rest of syncGap
-	var synced uint64          // the registry revision the last sync wrote
-	var last time.Time         // when the last sync started
+	pace := &coalesce.Pacer{Gap: syncGapAfter, Retry: retryDelay}
+	defer pace.Stop()
+	var synced uint64 // the registry revision the last sync wrote
+	pace.Changed()
 	for {
-		if dirty && retry == nil {
-			if wait := syncGap - time.Since(last); !last.IsZero() && wait > 0 {
-				retry = time.After(wait)
-			} else {
-				last = time.Now()
+		if pace.Due() {
+			err := pace.Write(func() error {
 				rev, err := r.sync(ctx)
-				switch {
-				case err != nil && ctx.Err() != nil:
-					return nil
-				case err != nil:
-					r.failed(err)
-					retry = time.After(retryDelay(err, fails))
-					fails++
-				default:
-					dirty, fails, synced = false, 0, rev
+				if err == nil {
+					synced = rev
 				}
+				return err
+			})
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil
+			case err != nil:
+				r.failed(err)
 			}
 		}
 		select {
@@ -132,24 +131,33 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck
 			if !ok {
 				return nil // the registry is closed
 			}
-			dirty = dirty || ev.Revision > synced
+			if ev.Revision > synced {
+				pace.Changed()
+			}
 			r.p.update(func(s *Status) { s.Taken = ev.Revision })
 		case <-r.kaTimer.C:
 			if !r.keepAlive(ctx) {
-				dirty = true
+				pace.Changed()
 			}
 		case <-indexCheck:
-			if dirty || r.published == nil {
+			if pace.Pending() || r.published == nil {
 				break // the next sync checks it
 			}
 			if err := r.checkIndex(ctx); err != nil && ctx.Err() == nil {
 				r.failed(err)
-				dirty, r.published = true, nil
+				r.published = nil
+				pace.Changed()
 			}
-		case <-retry:
-			retry = nil
+		case <-pace.C():
+			pace.Fired()
 		}
 	}
+}
+
+// syncGapAfter is the Pacer's gap after a sync that took took: the rest of
+// syncGap, so that two syncs start at least syncGap apart.
+func syncGapAfter(took time.Duration) time.Duration {
+	return max(syncGap-took, 0)
 }
 
 // electionRetry bounds the delay before a sync that failed because etcd
@@ -301,7 +309,7 @@ func (r *run) desired() (map[string]string, error) {
 	}
 	want := make(map[string]string, len(current))
 	for k, pl := range current {
-		b, err := json.Marshal(plugins.ToJSON(pl))
+		b, err := json.Marshal(codec.ToJSON(pl))
 		if err != nil {
 			return nil, fmt.Errorf("encode plugin: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/fleet"
 	"github.com/plugreg/plugreg/plugins/fleet/etcdtest"
 )
@@ -95,7 +96,7 @@ func want(t *testing.T, reg *plugins.Registry, node string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := json.Marshal(plugins.ToJSON(cur))
+		b, err := json.Marshal(codec.ToJSON(cur))
 		if err != nil {
 			t.Fatal(err)
 		}

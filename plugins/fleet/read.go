@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
@@ -15,7 +15,7 @@ import (
 // json` plus node.
 type Entry struct {
 	Node string `json:"node"`
-	plugins.PluginJSON
+	codec.PluginJSON
 }
 
 // Filter selects plugins by node, type and name; "" matches any.
@@ -213,7 +213,7 @@ type Change struct {
 	Type     string `json:"type,omitempty"`
 	Name     string `json:"name,omitempty"`
 	// Plugin is the plugin's value after a put; nil after a delete.
-	Plugin *plugins.PluginJSON `json:"plugin,omitempty"`
+	Plugin *codec.PluginJSON `json:"plugin,omitempty"`
 	// Oversized is the size of the value of a put over MaxValueBytes,
 	// which Watch reports as a delete: List skips such a value, so a
 	// consumer that applies the changes holds what List shows.
@@ -266,7 +266,7 @@ func toChange(l Layout, ev *etcdv3.Event) (Change, error) {
 	}
 	if ev.Type == etcdv3.Event_PUT {
 		c.Kind = ChangePut
-		var p plugins.PluginJSON
+		var p codec.PluginJSON
 		if err := json.Unmarshal(ev.Kv.Value, &p); err == nil {
 			p.Type, p.Name = typ, name
 			c.Plugin = &p

@@ -225,3 +225,33 @@ func TestFailover(t *testing.T) {
 		t.Errorf("List with a dead endpoint first = %d plugins, %v; want 1", n, err)
 	}
 }
+
+// TestListReadsSchema0: a plugin value in the JSON form of before its
+// "schema" key (schema 0, as older agents publish it) is listed, and reads
+// back as the plugin it describes.
+func TestListReadsSchema0(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cl := etcdtest.Client(t, srv, "", "")
+	fc := fleetClient(t, srv, "", "")
+	old := `{"name":"a","type":"T","endpoint":"/e.sock","socketPath":"/p/a.sock","versions":["1.0.0"],` +
+		`"registeredAt":"2026-01-02T03:04:05Z","annotations":{"k":"v"},"source":"socket","owner":"","options":{},"uid":null}`
+	if _, err := cl.Put(t.Context(), layout.Plugin("n", "T", "a"), old); err != nil {
+		t.Fatal(err)
+	}
+	var got []fleet.Entry
+	if _, err := fleet.List(t.Context(), fc, layout, fleet.Filter{}, func(e fleet.Entry) error { got = append(got, e); return nil }); err != nil {
+		t.Fatalf("List = %v", err)
+	}
+	if len(got) != 1 || got[0].Node != "n" {
+		t.Fatalf("List = %+v, want the plugin of node n", got)
+	}
+	p, err := got[0].Plugin()
+	if err != nil {
+		t.Fatalf("Entry.Plugin = %v", err)
+	}
+	want := plugins.Plugin{Name: "a", Type: "T", Endpoint: "/e.sock", SocketPath: "/p/a.sock", Versions: []string{"1.0.0"},
+		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Annotations: map[string]string{"k": "v"}}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("plugin of a schema 0 value (-want +got):\n%s", diff)
+	}
+}

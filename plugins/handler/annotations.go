@@ -3,7 +3,7 @@ package handler
 import (
 	"errors"
 
-	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // ErrBadAnnotations is wrapped by the error of a Register whose handler
@@ -20,11 +20,11 @@ type badAnnotations struct{ err error }
 func (e badAnnotations) Error() string   { return e.err.Error() }
 func (e badAnnotations) Unwrap() []error { return []error{ErrBadAnnotations, e.err} }
 
-// CheckAnnotations returns the error of [plugins.ValidateAnnotations],
+// CheckAnnotations returns the error of [rules.ValidateAnnotations],
 // which matches ErrBadAnnotations, unless a is within the limits
-// ([plugins.MaxAnnotations], [plugins.MaxAnnotationBytes]). Nil is valid.
+// ([rules.MaxAnnotations], [rules.MaxAnnotationBytes]). Nil is valid.
 func CheckAnnotations(a map[string]string) error {
-	if err := plugins.ValidateAnnotations(a); err != nil {
+	if err := rules.ValidateAnnotations(a); err != nil {
 		return badAnnotations{err}
 	}
 	return nil

@@ -15,21 +15,21 @@ The built-in handler is [Accept], configured by --accept TYPE=PATTERNS (see
 [ParseAccept]). It accepts a plugin when one of its supported versions
 matches one of the patterns, and sets nothing up: the plugin becomes
 visible to consumers through the [plugins.Registry]. [DefaultAccept] mirrors the
-kubelet's built-in version rules. [plugins.ValidateInfo] checks what a plugin
+kubelet's built-in version rules. [rules.ValidateInfo] checks what a plugin
 reported in GetInfo before any handler sees it, whatever its type: nothing
-a plugin sends is trusted, and the limits ([plugins.MaxVersions],
-[plugins.MaxVersionBytes], [plugins.MaxEndpointBytes], and [plugins.ValidateName] for the name)
+a plugin sends is trusted, and the limits ([rules.MaxVersions],
+[rules.MaxVersionBytes], [rules.MaxEndpointBytes], and [rules.ValidateName] for the name)
 keep a hostile plugin from making the agent store, log and persist large
 values. The endpoint is taken as reported: nothing checks that the plugin
 owns it.
 
 [Exec], configured by --handler TYPE=exec:PATH (see [ParseHandler]), runs a
 program for each call: PATH validate|register|deregister, with the plugin
-as one JSON object on stdin ([ExecInput]: name, type, endpoint, socketPath,
-versions, and reason for deregister). Exit status 0 is success; otherwise
+as one JSON object on stdin ([ExecInput]: the plugin's one JSON form,
+codec.PluginJSON, and reason for deregister). Exit status 0 is success; otherwise
 the call is refused, and the error is the last non-blank line of its
 stderr, with control characters turned into spaces and cut to 512 bytes
-([plugins.MaxText], marked "… (N bytes)"),
+([rules.MaxText], marked "… (N bytes)"),
 or "exit status N"; a program ended by a signal says "killed by signal
 NAME" (KILL, TERM, ...), then that line. A program that cannot start
 (ENOENT, EACCES, ETXTBSY, EAGAIN, ENOMEM: missing, not executable, being
@@ -52,7 +52,7 @@ with an error wrapping [ErrUnavailable], "handler for TYPE
 unavailable: CAUSE", and so does a call the handler answers with
 UNAVAILABLE: the caller retries it, it is no refusal. Any other status
 but OK is a refusal whose text is the status message, on one line and cut
-to 512 bytes ([plugins.MaxText]). Register returns the reply's annotations for the caller to
+to 512 bytes ([rules.MaxText]). Register returns the reply's annotations for the caller to
 check with [CheckAnnotations]; a reply over [MaxGRPCReply] fails the
 call. The socket need not exist when the agent starts.
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // Bounds of an Exec call.
@@ -63,17 +65,14 @@ type Exec struct {
 	Path string // absolute path of the program
 }
 
-// ExecInput is the JSON object an Exec writes to its program's stdin. Its
-// keys are those of `plugreg list -o json`; deregister adds reason, and the
-// annotations the plugin was registered with, if any.
+// ExecInput is the JSON object an Exec writes to its program's stdin: the
+// plugin in its one JSON form ([codec.PluginJSON], as `plugreg list -o
+// json` prints it), and for a deregister the reason. The annotations are
+// those the plugin was registered with for a deregister, and {} for the
+// other actions.
 type ExecInput struct {
-	Name        string            `json:"name"`
-	Type        string            `json:"type"`
-	Endpoint    string            `json:"endpoint"`
-	SocketPath  string            `json:"socketPath"`
-	Versions    []string          `json:"versions"`
-	Reason      plugins.Reason    `json:"reason,omitempty"`      // deregister only, as its text ("removed", ...)
-	Annotations map[string]string `json:"annotations,omitempty"` // deregister only
+	codec.PluginJSON
+	Reason plugins.Reason `json:"reason,omitempty"` // deregister only, as its text ("removed", ...)
 }
 
 // Validate runs the program with "validate".
@@ -137,11 +136,7 @@ func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.
 // run runs the program for action, with reason in the input unless it is
 // 0, and returns what it wrote to stdout.
 func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason plugins.Reason) (*headBuffer, error) {
-	v := p.Versions
-	if v == nil {
-		v = []string{}
-	}
-	in, err := json.Marshal(ExecInput{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: v, Reason: reason, Annotations: p.Annotations})
+	in, err := json.Marshal(ExecInput{codec.ToJSON(p), reason})
 	if err != nil {
 		return nil, fmt.Errorf("handler input: %w", err)
 	}
@@ -184,13 +179,13 @@ func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason 
 // exitText is the error text of a program that ended with st and wrote
 // stderr: "killed by signal NAME" when a signal ended it, followed by ": "
 // and the last line of stderr if there is one; else that line, or "exit
-// status N" when there is none. It is bounded by plugins.BoundText.
+// status N" when there is none. It is bounded by rules.BoundText.
 func exitText(st *os.ProcessState, stderr []byte) string {
 	line := lastLine(stderr)
 	sig := signalName(st)
 	switch {
 	case sig != "" && line != "":
-		return plugins.BoundText("killed by signal " + sig + ": " + line)
+		return rules.BoundText("killed by signal " + sig + ": " + line)
 	case sig != "":
 		return "killed by signal " + sig
 	case line != "":
@@ -212,11 +207,11 @@ func lastLine(b []byte) string {
 }
 
 // handlerText is s, text from a handler, as an error's text: bounded by
-// plugins.BoundText (invalid UTF-8 replaced by U+FFFD, each control
+// rules.BoundText (invalid UTF-8 replaced by U+FFFD, each control
 // character, such as ESC, CR or NUL, by a space, and cut to
-// plugins.MaxText bytes), with space trimmed at both ends.
+// rules.MaxText bytes), with space trimmed at both ends.
 func handlerText(s string) string {
-	return strings.TrimSpace(plugins.BoundText(s))
+	return strings.TrimSpace(rules.BoundText(s))
 }
 
 // headBuffer keeps the first MaxExecOutput bytes written to it and

@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/rules"
 )
 
 // script writes an sh script with body to a new directory and returns an
@@ -78,8 +80,9 @@ func TestExecInputAndEnv(t *testing.T) {
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%s: stdin %q: %v", action, b, err)
 		}
-		want := map[string]any{"name": "csi.example.com", "type": "CSIPlugin", "endpoint": "/e/csi.sock",
-			"socketPath": "/p/csi.sock", "versions": []any{"1.0.0"}}
+		want := map[string]any{"schema": float64(codec.JSONSchema), "name": "csi.example.com", "type": "CSIPlugin", "endpoint": "/e/csi.sock",
+			"socketPath": "/p/csi.sock", "versions": []any{"1.0.0"}, "registeredAt": "0001-01-01T00:00:00Z",
+			"annotations": map[string]any{}, "source": "socket", "owner": "", "options": map[string]any{}, "uid": nil}
 		if action == "deregister" {
 			want["reason"] = "removed"
 		}
@@ -109,7 +112,7 @@ func TestExecErrors(t *testing.T) {
 		{"last stderr line", "echo first >&2; echo 'not this plugin: csi.example.com' >&2; printf '\\n  \\n' >&2; exit 1", "not this plugin: csi.example.com"},
 		{"no stderr", "echo on stdout; exit 3", "exit status 3"},
 		{"crlf", "printf 'refused\\r\\n' >&2; exit 1", "refused"},
-		// Cut to plugins.MaxText bytes, ending with the length of the line.
+		// Cut to rules.MaxText bytes, ending with the length of the line.
 		{"long line", "head -c 2000 /dev/zero | tr '\\0' x >&2; exit 1", strings.Repeat("x", 512-len("… (2000 bytes)")) + "… (2000 bytes)"},
 		{"10 KB line, cut on a character boundary", "printf x >&2; yes é | head -n 5000 | tr -d '\\n' >&2; echo >&2; exit 1",
 			"x" + strings.Repeat("é", (512-1-len("… (10001 bytes)"))/2) + "… (10001 bytes)"},
@@ -138,7 +141,7 @@ func TestExecErrors(t *testing.T) {
 func TestExecAnnotations(t *testing.T) {
 	var many strings.Builder
 	many.WriteString("{")
-	for i := range plugins.MaxAnnotations + 1 {
+	for i := range rules.MaxAnnotations + 1 {
 		if i > 0 {
 			many.WriteString(",")
 		}

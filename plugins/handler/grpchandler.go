@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -121,18 +121,13 @@ func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.
 	return g.callErr(err)
 }
 
-// handlerPlugin is p as a handler request carries it: for a DeRegister
-// with its annotations and, when set, its registration time; else what
-// the plugin reported and where it was found.
+// handlerPlugin is p as a handler request carries it (codec.ToProto):
+// without annotations but for a DeRegister, as Exec gives them.
 func handlerPlugin(p plugins.Plugin, deregister bool) *plugregv1.Plugin {
-	m := &plugregv1.Plugin{Name: p.Name, Type: p.Type, Endpoint: p.Endpoint, SocketPath: p.SocketPath, Versions: p.Versions}
-	if deregister {
-		m.Annotations = p.Annotations
-		if !p.RegisteredAt.IsZero() {
-			m.RegisteredAt = timestamppb.New(p.RegisteredAt)
-		}
+	if !deregister {
+		p.Annotations = nil
 	}
-	return m
+	return codec.ToProto(p)
 }
 
 // callErr turns the error of a call into the handler's error: nil, one

@@ -64,8 +64,10 @@ func TestGRPCRequests(t *testing.T) {
 	registered := grpcPlugin
 	registered.Annotations = map[string]string{"node": "n1"}
 	registered.RegisteredAt = t0
-	msg := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"}}
-	if err := g.Validate(t.Context(), registered); err != nil { // annotations and time not sent
+	msg := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"}, Source: "socket"}
+	validated := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"}, Source: "socket",
+		RegisteredAt: timestamppb.New(t0)}
+	if err := g.Validate(t.Context(), registered); err != nil { // annotations not sent
 		t.Fatalf("Validate = %v", err)
 	}
 	ann, err := g.Register(t.Context(), grpcPlugin)
@@ -82,10 +84,10 @@ func TestGRPCRequests(t *testing.T) {
 	if err := g.DeRegister(t.Context(), rolledBack, plugins.ReasonRolledBack); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
-	deregistered := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"},
+	deregistered := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"}, Source: "socket",
 		Annotations: map[string]string{"node": "n1"}, RegisteredAt: timestamppb.New(t0)}
 	want := []proto.Message{
-		&plugregv1.ValidateRequest{Plugin: msg},
+		&plugregv1.ValidateRequest{Plugin: validated},
 		&plugregv1.RegisterRequest{Plugin: msg},
 		&plugregv1.DeRegisterRequest{Plugin: deregistered, Reason: "removed"},
 		&plugregv1.DeRegisterRequest{Plugin: msg, Reason: "rolled back"},
@@ -101,7 +103,7 @@ func TestGRPCRequests(t *testing.T) {
 }
 
 // TestGRPCErrors: a status other than OK refuses, with its message, one
-// line of at most 512 bytes (plugins.BoundText), as the error; UNAVAILABLE is "handler
+// line of at most 512 bytes (rules.BoundText), as the error; UNAVAILABLE is "handler
 // unavailable", never a refusal.
 func TestGRPCErrors(t *testing.T) {
 	path := filepath.Join(sockettest.Dir(t), "h.sock")

@@ -67,7 +67,14 @@ type Plugin struct {
 	// of its owner. Unset for discovered plugins, and for an API plugin
 	// whose registering uid is unknown (registered on Windows, whose
 	// callers have no uid, or restored from a state file without it).
-	Uid           *uint32 `protobuf:"varint,11,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	Uid *uint32 `protobuf:"varint,11,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	// Identity of the registration socket when the plugin registered, with
+	// which the agent tells a socket re-created at the same path from the
+	// one it registered; unset for a plugin registered through the API.
+	SocketId *SocketID `protobuf:"bytes,12,opt,name=socket_id,json=socketId,proto3" json:"socket_id,omitempty"`
+	// Whether an API plugin's endpoint gets no liveness check (Register's
+	// no_check); false for discovered plugins.
+	NoCheck       bool `protobuf:"varint,13,opt,name=no_check,json=noCheck,proto3" json:"no_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,6 +186,101 @@ func (x *Plugin) GetUid() uint32 {
 	return 0
 }
 
+func (x *Plugin) GetSocketId() *SocketID {
+	if x != nil {
+		return x.SocketId
+	}
+	return nil
+}
+
+func (x *Plugin) GetNoCheck() bool {
+	if x != nil {
+		return x.NoCheck
+	}
+	return false
+}
+
+// SocketID is the identity of a socket file, from its stat data: on unix
+// its device and inode numbers and its modification, status change and
+// creation times; on Windows its volume serial number, file index and
+// times. A time is in nanoseconds since the Unix epoch, 0 where the
+// system has none.
+type SocketID struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dev           uint64                 `protobuf:"varint,1,opt,name=dev,proto3" json:"dev,omitempty"`
+	Ino           uint64                 `protobuf:"varint,2,opt,name=ino,proto3" json:"ino,omitempty"`
+	Mtime         int64                  `protobuf:"varint,3,opt,name=mtime,proto3" json:"mtime,omitempty"`
+	Ctime         int64                  `protobuf:"varint,4,opt,name=ctime,proto3" json:"ctime,omitempty"`
+	Birth         int64                  `protobuf:"varint,5,opt,name=birth,proto3" json:"birth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SocketID) Reset() {
+	*x = SocketID{}
+	mi := &file_plugreg_v1_registry_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SocketID) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SocketID) ProtoMessage() {}
+
+func (x *SocketID) ProtoReflect() protoreflect.Message {
+	mi := &file_plugreg_v1_registry_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SocketID.ProtoReflect.Descriptor instead.
+func (*SocketID) Descriptor() ([]byte, []int) {
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SocketID) GetDev() uint64 {
+	if x != nil {
+		return x.Dev
+	}
+	return 0
+}
+
+func (x *SocketID) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *SocketID) GetMtime() int64 {
+	if x != nil {
+		return x.Mtime
+	}
+	return 0
+}
+
+func (x *SocketID) GetCtime() int64 {
+	if x != nil {
+		return x.Ctime
+	}
+	return 0
+}
+
+func (x *SocketID) GetBirth() int64 {
+	if x != nil {
+		return x.Birth
+	}
+	return 0
+}
+
 // ListRequest selects the plugins that Registry.List returns.
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -190,7 +292,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[1]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +304,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[1]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +317,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{1}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListRequest) GetType() string {
@@ -236,7 +338,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[2]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +350,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[2]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +363,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{2}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListResponse) GetPlugins() []*Plugin {
@@ -287,7 +389,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[3]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +401,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[3]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +414,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRequest) GetType() string {
@@ -369,7 +471,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[4]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +483,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[4]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +496,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchRequest) GetSinceRevision() uint64 {
@@ -446,7 +548,7 @@ type RegisterPluginRequest struct {
 
 func (x *RegisterPluginRequest) Reset() {
 	*x = RegisterPluginRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[5]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +560,7 @@ func (x *RegisterPluginRequest) String() string {
 func (*RegisterPluginRequest) ProtoMessage() {}
 
 func (x *RegisterPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[5]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +573,7 @@ func (x *RegisterPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterPluginRequest.ProtoReflect.Descriptor instead.
 func (*RegisterPluginRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterPluginRequest) GetType() string {
@@ -534,7 +636,7 @@ type RegisterPluginResponse struct {
 
 func (x *RegisterPluginResponse) Reset() {
 	*x = RegisterPluginResponse{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[6]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +648,7 @@ func (x *RegisterPluginResponse) String() string {
 func (*RegisterPluginResponse) ProtoMessage() {}
 
 func (x *RegisterPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[6]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +661,7 @@ func (x *RegisterPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterPluginResponse.ProtoReflect.Descriptor instead.
 func (*RegisterPluginResponse) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterPluginResponse) GetPlugin() *Plugin {
@@ -586,7 +688,7 @@ type DeregisterPluginRequest struct {
 
 func (x *DeregisterPluginRequest) Reset() {
 	*x = DeregisterPluginRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[7]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +700,7 @@ func (x *DeregisterPluginRequest) String() string {
 func (*DeregisterPluginRequest) ProtoMessage() {}
 
 func (x *DeregisterPluginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[7]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +713,7 @@ func (x *DeregisterPluginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterPluginRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterPluginRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeregisterPluginRequest) GetType() string {
@@ -645,7 +747,7 @@ type DeregisterPluginResponse struct {
 
 func (x *DeregisterPluginResponse) Reset() {
 	*x = DeregisterPluginResponse{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[8]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +759,7 @@ func (x *DeregisterPluginResponse) String() string {
 func (*DeregisterPluginResponse) ProtoMessage() {}
 
 func (x *DeregisterPluginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[8]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +772,7 @@ func (x *DeregisterPluginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterPluginResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterPluginResponse) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeregisterPluginResponse) GetPlugins() []*Plugin {
@@ -720,7 +822,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[9]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +834,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[9]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +847,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -799,7 +901,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +913,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[10]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +926,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 // StatusResponse is the running agent as `plugreg status` shows it. Times
@@ -864,7 +966,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +978,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[11]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +991,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetVersion() string {
@@ -1003,7 +1105,7 @@ type DirStatus struct {
 
 func (x *DirStatus) Reset() {
 	*x = DirStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1117,7 @@ func (x *DirStatus) String() string {
 func (*DirStatus) ProtoMessage() {}
 
 func (x *DirStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[12]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1130,7 @@ func (x *DirStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirStatus.ProtoReflect.Descriptor instead.
 func (*DirStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DirStatus) GetPath() string {
@@ -1064,7 +1166,7 @@ type ScanStatus struct {
 
 func (x *ScanStatus) Reset() {
 	*x = ScanStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1178,7 @@ func (x *ScanStatus) String() string {
 func (*ScanStatus) ProtoMessage() {}
 
 func (x *ScanStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[13]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1191,7 @@ func (x *ScanStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanStatus.ProtoReflect.Descriptor instead.
 func (*ScanStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScanStatus) GetLastStarted() *timestamppb.Timestamp {
@@ -1156,7 +1258,7 @@ type TypeStatus struct {
 
 func (x *TypeStatus) Reset() {
 	*x = TypeStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1270,7 @@ func (x *TypeStatus) String() string {
 func (*TypeStatus) ProtoMessage() {}
 
 func (x *TypeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[14]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1283,7 @@ func (x *TypeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeStatus.ProtoReflect.Descriptor instead.
 func (*TypeStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TypeStatus) GetType() string {
@@ -1265,7 +1367,7 @@ type UnhealthyPlugin struct {
 
 func (x *UnhealthyPlugin) Reset() {
 	*x = UnhealthyPlugin{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1379,7 @@ func (x *UnhealthyPlugin) String() string {
 func (*UnhealthyPlugin) ProtoMessage() {}
 
 func (x *UnhealthyPlugin) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[15]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1392,7 @@ func (x *UnhealthyPlugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnhealthyPlugin.ProtoReflect.Descriptor instead.
 func (*UnhealthyPlugin) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnhealthyPlugin) GetPlugin() *Plugin {
@@ -1319,7 +1421,7 @@ type PendingDeregistration struct {
 
 func (x *PendingDeregistration) Reset() {
 	*x = PendingDeregistration{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1433,7 @@ func (x *PendingDeregistration) String() string {
 func (*PendingDeregistration) ProtoMessage() {}
 
 func (x *PendingDeregistration) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[16]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1446,7 @@ func (x *PendingDeregistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingDeregistration.ProtoReflect.Descriptor instead.
 func (*PendingDeregistration) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PendingDeregistration) GetPlugin() *Plugin {
@@ -1380,7 +1482,7 @@ type HandlerStatus struct {
 
 func (x *HandlerStatus) Reset() {
 	*x = HandlerStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1494,7 @@ func (x *HandlerStatus) String() string {
 func (*HandlerStatus) ProtoMessage() {}
 
 func (x *HandlerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[17]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1507,7 @@ func (x *HandlerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerStatus.ProtoReflect.Descriptor instead.
 func (*HandlerStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HandlerStatus) GetType() string {
@@ -1461,7 +1563,7 @@ type StateFileStatus struct {
 
 func (x *StateFileStatus) Reset() {
 	*x = StateFileStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1575,7 @@ func (x *StateFileStatus) String() string {
 func (*StateFileStatus) ProtoMessage() {}
 
 func (x *StateFileStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[18]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1588,7 @@ func (x *StateFileStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateFileStatus.ProtoReflect.Descriptor instead.
 func (*StateFileStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StateFileStatus) GetPath() string {
@@ -1545,7 +1647,7 @@ type APIStatus struct {
 
 func (x *APIStatus) Reset() {
 	*x = APIStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1659,7 @@ func (x *APIStatus) String() string {
 func (*APIStatus) ProtoMessage() {}
 
 func (x *APIStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[19]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1672,7 @@ func (x *APIStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIStatus.ProtoReflect.Descriptor instead.
 func (*APIStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *APIStatus) GetPath() string {
@@ -1635,7 +1737,7 @@ type PublishStatus struct {
 
 func (x *PublishStatus) Reset() {
 	*x = PublishStatus{}
-	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1749,7 @@ func (x *PublishStatus) String() string {
 func (*PublishStatus) ProtoMessage() {}
 
 func (x *PublishStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugreg_v1_registry_proto_msgTypes[20]
+	mi := &file_plugreg_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1762,7 @@ func (x *PublishStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishStatus.ProtoReflect.Descriptor instead.
 func (*PublishStatus) Descriptor() ([]byte, []int) {
-	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_plugreg_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishStatus) GetEndpoints() []string {
@@ -1752,7 +1854,7 @@ var File_plugreg_v1_registry_proto protoreflect.FileDescriptor
 const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"\x19plugreg/v1/registry.proto\x12\n" +
-	"plugreg.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x04\n" +
+	"plugreg.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x04\n" +
 	"\x06Plugin\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -1766,14 +1868,22 @@ const file_plugreg_v1_registry_proto_rawDesc = "" +
 	"\x05owner\x18\t \x01(\tR\x05owner\x129\n" +
 	"\aoptions\x18\n" +
 	" \x03(\v2\x1f.plugreg.v1.Plugin.OptionsEntryR\aoptions\x12\x15\n" +
-	"\x03uid\x18\v \x01(\rH\x00R\x03uid\x88\x01\x01\x1a>\n" +
+	"\x03uid\x18\v \x01(\rH\x00R\x03uid\x88\x01\x01\x121\n" +
+	"\tsocket_id\x18\f \x01(\v2\x14.plugreg.v1.SocketIDR\bsocketId\x12\x19\n" +
+	"\bno_check\x18\r \x01(\bR\anoCheck\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
-	"\x04_uid\"!\n" +
+	"\x04_uid\"p\n" +
+	"\bSocketID\x12\x10\n" +
+	"\x03dev\x18\x01 \x01(\x04R\x03dev\x12\x10\n" +
+	"\x03ino\x18\x02 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05mtime\x18\x03 \x01(\x03R\x05mtime\x12\x14\n" +
+	"\x05ctime\x18\x04 \x01(\x03R\x05ctime\x12\x14\n" +
+	"\x05birth\x18\x05 \x01(\x03R\x05birth\"!\n" +
 	"\vListRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\"<\n" +
 	"\fListResponse\x12,\n" +
@@ -1922,88 +2032,90 @@ func file_plugreg_v1_registry_proto_rawDescGZIP() []byte {
 	return file_plugreg_v1_registry_proto_rawDescData
 }
 
-var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_plugreg_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_plugreg_v1_registry_proto_goTypes = []any{
 	(*Plugin)(nil),                   // 0: plugreg.v1.Plugin
-	(*ListRequest)(nil),              // 1: plugreg.v1.ListRequest
-	(*ListResponse)(nil),             // 2: plugreg.v1.ListResponse
-	(*GetRequest)(nil),               // 3: plugreg.v1.GetRequest
-	(*WatchRequest)(nil),             // 4: plugreg.v1.WatchRequest
-	(*RegisterPluginRequest)(nil),    // 5: plugreg.v1.RegisterPluginRequest
-	(*RegisterPluginResponse)(nil),   // 6: plugreg.v1.RegisterPluginResponse
-	(*DeregisterPluginRequest)(nil),  // 7: plugreg.v1.DeregisterPluginRequest
-	(*DeregisterPluginResponse)(nil), // 8: plugreg.v1.DeregisterPluginResponse
-	(*Event)(nil),                    // 9: plugreg.v1.Event
-	(*StatusRequest)(nil),            // 10: plugreg.v1.StatusRequest
-	(*StatusResponse)(nil),           // 11: plugreg.v1.StatusResponse
-	(*DirStatus)(nil),                // 12: plugreg.v1.DirStatus
-	(*ScanStatus)(nil),               // 13: plugreg.v1.ScanStatus
-	(*TypeStatus)(nil),               // 14: plugreg.v1.TypeStatus
-	(*UnhealthyPlugin)(nil),          // 15: plugreg.v1.UnhealthyPlugin
-	(*PendingDeregistration)(nil),    // 16: plugreg.v1.PendingDeregistration
-	(*HandlerStatus)(nil),            // 17: plugreg.v1.HandlerStatus
-	(*StateFileStatus)(nil),          // 18: plugreg.v1.StateFileStatus
-	(*APIStatus)(nil),                // 19: plugreg.v1.APIStatus
-	(*PublishStatus)(nil),            // 20: plugreg.v1.PublishStatus
-	nil,                              // 21: plugreg.v1.Plugin.AnnotationsEntry
-	nil,                              // 22: plugreg.v1.Plugin.OptionsEntry
-	nil,                              // 23: plugreg.v1.RegisterPluginRequest.OptionsEntry
-	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
+	(*SocketID)(nil),                 // 1: plugreg.v1.SocketID
+	(*ListRequest)(nil),              // 2: plugreg.v1.ListRequest
+	(*ListResponse)(nil),             // 3: plugreg.v1.ListResponse
+	(*GetRequest)(nil),               // 4: plugreg.v1.GetRequest
+	(*WatchRequest)(nil),             // 5: plugreg.v1.WatchRequest
+	(*RegisterPluginRequest)(nil),    // 6: plugreg.v1.RegisterPluginRequest
+	(*RegisterPluginResponse)(nil),   // 7: plugreg.v1.RegisterPluginResponse
+	(*DeregisterPluginRequest)(nil),  // 8: plugreg.v1.DeregisterPluginRequest
+	(*DeregisterPluginResponse)(nil), // 9: plugreg.v1.DeregisterPluginResponse
+	(*Event)(nil),                    // 10: plugreg.v1.Event
+	(*StatusRequest)(nil),            // 11: plugreg.v1.StatusRequest
+	(*StatusResponse)(nil),           // 12: plugreg.v1.StatusResponse
+	(*DirStatus)(nil),                // 13: plugreg.v1.DirStatus
+	(*ScanStatus)(nil),               // 14: plugreg.v1.ScanStatus
+	(*TypeStatus)(nil),               // 15: plugreg.v1.TypeStatus
+	(*UnhealthyPlugin)(nil),          // 16: plugreg.v1.UnhealthyPlugin
+	(*PendingDeregistration)(nil),    // 17: plugreg.v1.PendingDeregistration
+	(*HandlerStatus)(nil),            // 18: plugreg.v1.HandlerStatus
+	(*StateFileStatus)(nil),          // 19: plugreg.v1.StateFileStatus
+	(*APIStatus)(nil),                // 20: plugreg.v1.APIStatus
+	(*PublishStatus)(nil),            // 21: plugreg.v1.PublishStatus
+	nil,                              // 22: plugreg.v1.Plugin.AnnotationsEntry
+	nil,                              // 23: plugreg.v1.Plugin.OptionsEntry
+	nil,                              // 24: plugreg.v1.RegisterPluginRequest.OptionsEntry
+	(*timestamppb.Timestamp)(nil),    // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
 }
 var file_plugreg_v1_registry_proto_depIdxs = []int32{
-	24, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	21, // 1: plugreg.v1.Plugin.annotations:type_name -> plugreg.v1.Plugin.AnnotationsEntry
-	22, // 2: plugreg.v1.Plugin.options:type_name -> plugreg.v1.Plugin.OptionsEntry
-	0,  // 3: plugreg.v1.ListResponse.plugins:type_name -> plugreg.v1.Plugin
-	23, // 4: plugreg.v1.RegisterPluginRequest.options:type_name -> plugreg.v1.RegisterPluginRequest.OptionsEntry
-	0,  // 5: plugreg.v1.RegisterPluginResponse.plugin:type_name -> plugreg.v1.Plugin
-	0,  // 6: plugreg.v1.DeregisterPluginResponse.plugins:type_name -> plugreg.v1.Plugin
-	24, // 7: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
-	0,  // 8: plugreg.v1.Event.plugin:type_name -> plugreg.v1.Plugin
-	0,  // 9: plugreg.v1.Event.plugins:type_name -> plugreg.v1.Plugin
-	24, // 10: plugreg.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	24, // 11: plugreg.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
-	12, // 12: plugreg.v1.StatusResponse.dirs:type_name -> plugreg.v1.DirStatus
-	13, // 13: plugreg.v1.StatusResponse.scan:type_name -> plugreg.v1.ScanStatus
-	14, // 14: plugreg.v1.StatusResponse.types:type_name -> plugreg.v1.TypeStatus
-	15, // 15: plugreg.v1.StatusResponse.unhealthy_plugins:type_name -> plugreg.v1.UnhealthyPlugin
-	16, // 16: plugreg.v1.StatusResponse.pending:type_name -> plugreg.v1.PendingDeregistration
-	17, // 17: plugreg.v1.StatusResponse.handlers:type_name -> plugreg.v1.HandlerStatus
-	18, // 18: plugreg.v1.StatusResponse.state_file:type_name -> plugreg.v1.StateFileStatus
-	19, // 19: plugreg.v1.StatusResponse.api:type_name -> plugreg.v1.APIStatus
-	20, // 20: plugreg.v1.StatusResponse.publish:type_name -> plugreg.v1.PublishStatus
-	24, // 21: plugreg.v1.DirStatus.stalled_since:type_name -> google.protobuf.Timestamp
-	24, // 22: plugreg.v1.ScanStatus.last_started:type_name -> google.protobuf.Timestamp
-	25, // 23: plugreg.v1.ScanStatus.last_took:type_name -> google.protobuf.Duration
-	24, // 24: plugreg.v1.ScanStatus.running_since:type_name -> google.protobuf.Timestamp
-	24, // 25: plugreg.v1.ScanStatus.last_tick:type_name -> google.protobuf.Timestamp
-	24, // 26: plugreg.v1.TypeStatus.last_rejected_at:type_name -> google.protobuf.Timestamp
-	0,  // 27: plugreg.v1.UnhealthyPlugin.plugin:type_name -> plugreg.v1.Plugin
-	24, // 28: plugreg.v1.UnhealthyPlugin.since:type_name -> google.protobuf.Timestamp
-	0,  // 29: plugreg.v1.PendingDeregistration.plugin:type_name -> plugreg.v1.Plugin
-	24, // 30: plugreg.v1.StateFileStatus.last_save:type_name -> google.protobuf.Timestamp
-	24, // 31: plugreg.v1.PublishStatus.stale_since:type_name -> google.protobuf.Timestamp
-	24, // 32: plugreg.v1.PublishStatus.last_sync:type_name -> google.protobuf.Timestamp
-	25, // 33: plugreg.v1.PublishStatus.lease_ttl:type_name -> google.protobuf.Duration
-	25, // 34: plugreg.v1.PublishStatus.lease_ttl_left:type_name -> google.protobuf.Duration
-	1,  // 35: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
-	3,  // 36: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
-	4,  // 37: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
-	5,  // 38: plugreg.v1.Registry.Register:input_type -> plugreg.v1.RegisterPluginRequest
-	7,  // 39: plugreg.v1.Registry.Deregister:input_type -> plugreg.v1.DeregisterPluginRequest
-	10, // 40: plugreg.v1.Registry.Status:input_type -> plugreg.v1.StatusRequest
-	2,  // 41: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
-	0,  // 42: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
-	9,  // 43: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
-	6,  // 44: plugreg.v1.Registry.Register:output_type -> plugreg.v1.RegisterPluginResponse
-	8,  // 45: plugreg.v1.Registry.Deregister:output_type -> plugreg.v1.DeregisterPluginResponse
-	11, // 46: plugreg.v1.Registry.Status:output_type -> plugreg.v1.StatusResponse
-	41, // [41:47] is the sub-list for method output_type
-	35, // [35:41] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	25, // 0: plugreg.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	22, // 1: plugreg.v1.Plugin.annotations:type_name -> plugreg.v1.Plugin.AnnotationsEntry
+	23, // 2: plugreg.v1.Plugin.options:type_name -> plugreg.v1.Plugin.OptionsEntry
+	1,  // 3: plugreg.v1.Plugin.socket_id:type_name -> plugreg.v1.SocketID
+	0,  // 4: plugreg.v1.ListResponse.plugins:type_name -> plugreg.v1.Plugin
+	24, // 5: plugreg.v1.RegisterPluginRequest.options:type_name -> plugreg.v1.RegisterPluginRequest.OptionsEntry
+	0,  // 6: plugreg.v1.RegisterPluginResponse.plugin:type_name -> plugreg.v1.Plugin
+	0,  // 7: plugreg.v1.DeregisterPluginResponse.plugins:type_name -> plugreg.v1.Plugin
+	25, // 8: plugreg.v1.Event.time:type_name -> google.protobuf.Timestamp
+	0,  // 9: plugreg.v1.Event.plugin:type_name -> plugreg.v1.Plugin
+	0,  // 10: plugreg.v1.Event.plugins:type_name -> plugreg.v1.Plugin
+	25, // 11: plugreg.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	25, // 12: plugreg.v1.StatusResponse.now:type_name -> google.protobuf.Timestamp
+	13, // 13: plugreg.v1.StatusResponse.dirs:type_name -> plugreg.v1.DirStatus
+	14, // 14: plugreg.v1.StatusResponse.scan:type_name -> plugreg.v1.ScanStatus
+	15, // 15: plugreg.v1.StatusResponse.types:type_name -> plugreg.v1.TypeStatus
+	16, // 16: plugreg.v1.StatusResponse.unhealthy_plugins:type_name -> plugreg.v1.UnhealthyPlugin
+	17, // 17: plugreg.v1.StatusResponse.pending:type_name -> plugreg.v1.PendingDeregistration
+	18, // 18: plugreg.v1.StatusResponse.handlers:type_name -> plugreg.v1.HandlerStatus
+	19, // 19: plugreg.v1.StatusResponse.state_file:type_name -> plugreg.v1.StateFileStatus
+	20, // 20: plugreg.v1.StatusResponse.api:type_name -> plugreg.v1.APIStatus
+	21, // 21: plugreg.v1.StatusResponse.publish:type_name -> plugreg.v1.PublishStatus
+	25, // 22: plugreg.v1.DirStatus.stalled_since:type_name -> google.protobuf.Timestamp
+	25, // 23: plugreg.v1.ScanStatus.last_started:type_name -> google.protobuf.Timestamp
+	26, // 24: plugreg.v1.ScanStatus.last_took:type_name -> google.protobuf.Duration
+	25, // 25: plugreg.v1.ScanStatus.running_since:type_name -> google.protobuf.Timestamp
+	25, // 26: plugreg.v1.ScanStatus.last_tick:type_name -> google.protobuf.Timestamp
+	25, // 27: plugreg.v1.TypeStatus.last_rejected_at:type_name -> google.protobuf.Timestamp
+	0,  // 28: plugreg.v1.UnhealthyPlugin.plugin:type_name -> plugreg.v1.Plugin
+	25, // 29: plugreg.v1.UnhealthyPlugin.since:type_name -> google.protobuf.Timestamp
+	0,  // 30: plugreg.v1.PendingDeregistration.plugin:type_name -> plugreg.v1.Plugin
+	25, // 31: plugreg.v1.StateFileStatus.last_save:type_name -> google.protobuf.Timestamp
+	25, // 32: plugreg.v1.PublishStatus.stale_since:type_name -> google.protobuf.Timestamp
+	25, // 33: plugreg.v1.PublishStatus.last_sync:type_name -> google.protobuf.Timestamp
+	26, // 34: plugreg.v1.PublishStatus.lease_ttl:type_name -> google.protobuf.Duration
+	26, // 35: plugreg.v1.PublishStatus.lease_ttl_left:type_name -> google.protobuf.Duration
+	2,  // 36: plugreg.v1.Registry.List:input_type -> plugreg.v1.ListRequest
+	4,  // 37: plugreg.v1.Registry.Get:input_type -> plugreg.v1.GetRequest
+	5,  // 38: plugreg.v1.Registry.Watch:input_type -> plugreg.v1.WatchRequest
+	6,  // 39: plugreg.v1.Registry.Register:input_type -> plugreg.v1.RegisterPluginRequest
+	8,  // 40: plugreg.v1.Registry.Deregister:input_type -> plugreg.v1.DeregisterPluginRequest
+	11, // 41: plugreg.v1.Registry.Status:input_type -> plugreg.v1.StatusRequest
+	3,  // 42: plugreg.v1.Registry.List:output_type -> plugreg.v1.ListResponse
+	0,  // 43: plugreg.v1.Registry.Get:output_type -> plugreg.v1.Plugin
+	10, // 44: plugreg.v1.Registry.Watch:output_type -> plugreg.v1.Event
+	7,  // 45: plugreg.v1.Registry.Register:output_type -> plugreg.v1.RegisterPluginResponse
+	9,  // 46: plugreg.v1.Registry.Deregister:output_type -> plugreg.v1.DeregisterPluginResponse
+	12, // 47: plugreg.v1.Registry.Status:output_type -> plugreg.v1.StatusResponse
+	42, // [42:48] is the sub-list for method output_type
+	36, // [36:42] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_plugreg_v1_registry_proto_init() }
@@ -2012,14 +2124,14 @@ func file_plugreg_v1_registry_proto_init() {
 		return
 	}
 	file_plugreg_v1_registry_proto_msgTypes[0].OneofWrappers = []any{}
-	file_plugreg_v1_registry_proto_msgTypes[3].OneofWrappers = []any{}
+	file_plugreg_v1_registry_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugreg_v1_registry_proto_rawDesc), len(file_plugreg_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -106,6 +106,15 @@ func TestMessages(t *testing.T) {
 			{9, "owner", protoreflect.StringKind, protoreflect.Optional, ""},
 			{10, "options", protoreflect.MessageKind, protoreflect.Repeated, "plugreg.v1.Plugin.OptionsEntry"},
 			{11, "uid", protoreflect.Uint32Kind, protoreflect.Optional, ""},
+			{12, "socket_id", protoreflect.MessageKind, protoreflect.Optional, "plugreg.v1.SocketID"},
+			{13, "no_check", protoreflect.BoolKind, protoreflect.Optional, ""},
+		}},
+		{"SocketID", []field{
+			{1, "dev", protoreflect.Uint64Kind, protoreflect.Optional, ""},
+			{2, "ino", protoreflect.Uint64Kind, protoreflect.Optional, ""},
+			{3, "mtime", protoreflect.Int64Kind, protoreflect.Optional, ""},
+			{4, "ctime", protoreflect.Int64Kind, protoreflect.Optional, ""},
+			{5, "birth", protoreflect.Int64Kind, protoreflect.Optional, ""},
 		}},
 		{"ListRequest", []field{
 			{1, "type", protoreflect.StringKind, protoreflect.Optional, ""},

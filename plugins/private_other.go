@@ -1,7 +1,0 @@
-//go:build !unix && !windows
-
-package plugins
-
-// checkPrivate accepts every path: this system has no file owners that
-// the agent could check.
-func checkPrivate(string) error { return nil }
