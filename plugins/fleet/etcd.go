@@ -244,7 +244,10 @@ func (c *Client) call(ctx context.Context, method string, req, resp proto.Messag
 			cctx, cancel = context.WithTimeout(cctx, timeout)
 		}
 		err = c.conn.Invoke(cctx, method, req, resp, opts...)
-		attemptTimedOut := cctx.Err() != nil && ctx.Err() == nil
+		// The attempt's deadline passed: its context says so, or, before
+		// its timer fired, the answer does (etcd reset the stream at the
+		// deadline that the call sent it).
+		attemptTimedOut := retry && ctx.Err() == nil && (cctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded)
 		cancel()
 		err = etcdError(explain(ctx, err))
 		switch {
