@@ -64,8 +64,8 @@ func (e *retryEnv) lines(s string) []string {
 // TestReconcilerRetriesFailedDeregistration: a deregistration whose
 // handler call fails leaves the registry at once, is saved in the
 // registry's pending set, and is retried at once, then 1, 2, 4 ticks
-// apart (MaxBackoff is 8 ticks), until it is delivered, with the Since of
-// its failure; one Warn for the entry, Debug for later failures.
+// apart (MaxBackoff is 8 ticks), until it is delivered; one Warn for the
+// entry, Debug for later failures.
 func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := startRetry(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(*Reconciler) {})
@@ -88,8 +88,8 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 			synctest.Wait()
 			select {
 			case c := <-e.reg.calls:
-				if c.kind != "retry" || c.path != "/p/a" || c.reason != "removed" || c.since != 1 {
-					t.Fatalf("call %s %s %q since %d, want retry /p/a \"removed\" since 1", c.kind, c.path, c.reason, c.since)
+				if c.kind != "retry" || c.path != "/p/a" || c.reason != "removed" {
+					t.Fatalf("call %s %s %q, want retry /p/a \"removed\"", c.kind, c.path, c.reason)
 				}
 				at = append(at, time.Since(start))
 				if len(at) < 5 {
@@ -146,8 +146,8 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 			r.Scan = func() (scan.Snapshot, error) { <-scanning; return scanDir() }
 		})
 		calls := e.all("retry", "/p/a", "/p/b")
-		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack || c.since != 0 {
-			t.Errorf("retry of b with reason %q since %d, want %q since 0", c.reason, c.since, plugins.ReasonRolledBack)
+		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack {
+			t.Errorf("retry of b with reason %q, want %q", c.reason, plugins.ReasonRolledBack)
 		}
 		if n := e.rec.Status().PendingDeregistrations; n != 2 {
 			t.Errorf("Status().PendingDeregistrations = %d with both in flight, want 2", n)
@@ -271,7 +271,7 @@ func TestReconcilerPendingWithoutHandler(t *testing.T) {
 
 // TestReconcilerPendingDroppedByRegistration: a registration of a plugin
 // of the same type and name drops the pending deregistrations of every
-// incarnation of the name, and a superseded retry is dropped too, with no
+// incarnation of the name; a delivered retry is dropped too, with no
 // Warn.
 func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -284,7 +284,7 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 		e := startRetry(t, nil, reg, func(*Reconciler) {})
 		calls := e.all("retry", "/p/a1", "/p/a2")
 		calls["/p/a1"].reply <- errors.New("down")
-		calls["/p/a2"].reply <- ErrSuperseded
+		calls["/p/a2"].reply <- nil
 		synctest.Wait()
 		if got := reg.Pending(); len(got) != 1 || got[0].Plugin.SocketPath != "/p/a1" {
 			t.Fatalf("registry's pending %+v, want a1's alone", got)
@@ -296,10 +296,13 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 			for more := true; more; synctest.Wait() {
 				select {
 				case c := <-e.reg.calls:
-					if c.kind == "register" {
+					switch c.kind {
+					case "register":
 						c.reply <- nil // registers "a", of type T
 						registered = true
-					} else {
+					case "reassert": // see below
+						c.reply <- nil
+					default:
 						c.reply <- errors.New("down")
 					}
 				default:
@@ -309,6 +312,20 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 		}
 		if got := reg.Pending(); got != nil {
 			t.Errorf("registry's pending %+v after a registration of the name, want none", got)
+		}
+		// A retry of the name that ended after the registration may have
+		// reached the handler after it: the new plugin is reasserted.
+		synctest.Wait()
+		for more := true; more; synctest.Wait() {
+			select {
+			case c := <-e.reg.calls:
+				if c.kind != "reassert" || c.path != "/p/a" {
+					t.Fatalf("call %s %s after the registration, want at most a reassert of /p/a", c.kind, c.path)
+				}
+				c.reply <- nil
+			default:
+				more = false
+			}
 		}
 		for range 20 {
 			e.tick()

@@ -31,7 +31,7 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0x37, 0, 12, 0, 13, 0, 14, 4, 0, 6, 12, 6, 13, 3, 0, 4, 0, 6, 12, 5, 13, 4, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		c := New[string, scan.ID](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
-			MaxPending: 5, RetryInFlight: 3})
+			MaxPending: 5, RetryInFlight: 3}, testName)
 		pf := newPendingFuzz(t, c)
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string, scan.ID]{}
@@ -343,7 +343,7 @@ func (pf *pendingFuzz) step(cmd, arg byte) {
 	switch cmd {
 	case 0:
 		before := pf.c.nPending
-		if !pf.c.AddPending(k, k.Type+"/"+k.Name, Removed, uint64(arg)) && before < pf.c.cfg.MaxPending {
+		if !pf.c.AddPending(k, k.Type+"/"+k.Name, Removed) && before < pf.c.cfg.MaxPending {
 			pf.t.Fatalf("AddPending(%v) refused with %d entries", k, before)
 		}
 	case 1:
@@ -371,7 +371,7 @@ func (pf *pendingFuzz) started(op Op[string, scan.ID]) {
 	if _, dup := pf.inFlight[op.Pending]; dup {
 		pf.t.Fatalf("two retries of %v in flight", op.Pending)
 	}
-	if e := pf.c.pending[nameKey{op.Pending.Type, op.Pending.Name}][op.Pending.ID]; e.Guard {
+	if e := pf.c.pending[Name{op.Pending.Type, op.Pending.Name}][op.Pending.ID]; e.Guard {
 		pf.t.Fatalf("retry of %v, a Guard's entry", op.Pending)
 	}
 	if op.Plugin != op.Pending.Type+"/"+op.Pending.Name {
