@@ -3,8 +3,6 @@ package register
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -129,35 +126,6 @@ func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
 		q.Options = maps.Clone(p.Options)
 	}
 	return q, nil
-}
-
-// apiID returns the identity of an incarnation of the API registration p:
-// a hash of its type, name, owner, endpoint, versions, options and
-// no-check, so that a
-// registration with the same fields is the same incarnation and one with
-// others a new one. Validated strings hold no NUL byte, which separates
-// them.
-func apiID(p plugins.Plugin) scan.ID {
-	h := sha256.New()
-	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
-	field(p.Type)
-	field(p.Name)
-	field(p.Owner)
-	field(p.Endpoint)
-	field(fmt.Sprint(len(p.Versions)))
-	for _, v := range p.Versions {
-		field(v)
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Options)) {
-		field(k)
-		field(p.Options[k])
-	}
-	if p.NoCheck {
-		field("no check")
-	}
-	sum := h.Sum(nil)
-	u := func(i int) uint64 { return binary.BigEndian.Uint64(sum[8*i:]) }
-	return scan.ID{Dev: u(0), Ino: u(1), Mtime: int64(u(2)), Ctime: int64(u(3))}
 }
 
 // apiRequest is a call of RegisterPlugin (register) or DeregisterPlugin,
@@ -277,7 +245,7 @@ type apiInst struct {
 // apiWaiter is a RegisterPlugin call that waits for the outcome of the
 // registration of incarnation id.
 type apiWaiter struct {
-	id    scan.ID
+	id    instID
 	reply chan<- apiReply
 }
 
@@ -309,7 +277,7 @@ func (l *loop) wantRestored(list []plugins.Plugin) {
 	for _, p := range list {
 		if p.FromAPI() {
 			want, _ := apiPlugin(p) // the registry holds valid plugins only
-			l.cache.Want(p.Instance(), p.SocketID, want, statecache.NoRetry)
+			l.cache.Want(p.Instance(), idOf(want), want, statecache.NoRetry)
 		}
 	}
 }
@@ -400,7 +368,7 @@ func (l *loop) request(req apiRequest) {
 // apiRegister makes the registration p, of the caller by, wanted, and
 // answers at once when it is registered already.
 func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- apiReply) {
-	key, id := p.Instance(), apiID(p)
+	key, id := p.Instance(), idOf(p)
 	if err := l.api.mayUse(p.Owner, by); err != nil {
 		reply <- apiReply{err: err}
 		return
@@ -448,7 +416,7 @@ func (l *loop) apiRegister(p plugins.Plugin, by plugins.Caller, reply chan<- api
 
 // registering reports whether a Register of the incarnation id is in
 // flight for the instance cur.
-func registering(cur statecache.Instance[plugins.Plugin, scan.ID], id scan.ID) bool {
+func registering(cur instance, id instID) bool {
 	return cur.Running == statecache.Register && cur.RunID == id
 }
 
@@ -522,17 +490,16 @@ func (dw *deregWait) done() {
 }
 
 // starting returns op, an operation the cache handed out, ready to run:
-// for an API instance, a Register's plugin given its incarnation as
-// SocketID, and a Register or DeRegister guarded (see guard). The error
+// for an API instance, a Register or DeRegister guarded (see guard). The
+// error
 // refuses a Register that cannot be guarded: it fails without running.
-func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.Op[plugins.Plugin, scan.ID], error) {
+func (l *loop) starting(op cacheOp) (cacheOp, error) {
 	if !isAPIKey(op.Path) {
 		return op, nil
 	}
 	switch op.Kind {
 	case statecache.Register:
 		op.Plugin = op.Plugin.Clone()
-		op.Plugin.SocketID = op.ID
 		return op, l.guard(op, statecache.RolledBack)
 	case statecache.DeRegister:
 		// One that cannot be guarded goes ahead: it is due whatever the
@@ -565,12 +532,12 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.O
 // two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
 // plugins.ErrLimit, says the pending set is full. Without Durable (no
 // state file) nothing is guarded.
-func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecache.Reason) error {
+func (l *loop) guard(op cacheOp, reason statecache.Reason) error {
 	if l.r.Durable == nil {
 		return nil
 	}
 	p := op.Plugin
-	if !l.cache.Guard(op, statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
+	if !l.cache.Guard(op, pendingKeyOf(p), p, reason) {
 		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", plugins.ErrLimit, plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -584,7 +551,7 @@ func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecach
 // pending deregistration restored delivers it.
 func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 	return slices.DeleteFunc(list, func(p plugins.Plugin) bool {
-		if !l.cache.Owed(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}) {
+		if !l.cache.Owed(pendingKeyOf(p)) {
 			return false
 		}
 		l.r.Registry.Apply(plugins.Deregistered, p, "", time.Now())
@@ -602,7 +569,7 @@ func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 // refuses deregisters the instance as replaced; its registration again,
 // of the stored request (apiInst.want), is a first registration, whose
 // failure is not retried, so a refused instance ends deregistered.
-func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) (Result, bool) {
+func (l *loop) runAPI(ctx context.Context, op cacheOp) (Result, bool) {
 	if !isAPIKey(op.Path) {
 		return Result{}, false
 	}
@@ -636,7 +603,7 @@ func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan
 // instance when its registration failed the first time: the cache's
 // policy (statecache.NoRetry) ended the want. before is what the cache
 // held at the instance's key before the outcome.
-func (l *loop) appliedAPI(res *Result, before statecache.Instance[plugins.Plugin, scan.ID]) {
+func (l *loop) appliedAPI(res *Result, before instance) {
 	key, op := res.Op.Path, res.Op
 	after, _ := l.cache.Lookup(key)
 	if op.Kind == statecache.Register && before.Wanted && before.Want == op.ID && !after.Wanted {
@@ -671,7 +638,7 @@ func replyErr(err error) error {
 
 // answer sends rep to the callers waiting for the registration of the
 // incarnation id of in.
-func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
+func (l *loop) answer(in *apiInst, id instID, rep apiReply) {
 	in.waiters = slices.DeleteFunc(in.waiters, func(w apiWaiter) bool {
 		if w.id != id {
 			return false
@@ -689,7 +656,7 @@ func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
 // reportFirst reports whether what (reportedRejected or reportedFailed)
 // was not reported yet of the incarnation of op, and marks it reported in
 // loop.reported.
-func (l *loop) reportFirst(op statecache.Op[plugins.Plugin, scan.ID], what int) bool {
+func (l *loop) reportFirst(op cacheOp, what int) bool {
 	first := l.reported[op.Path]&what == 0
 	l.reported[op.Path] |= what
 	return first

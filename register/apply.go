@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -74,7 +73,7 @@ func (l *loop) registered(res *Result) {
 		now = l.lastRegistered.Add(time.Nanosecond)
 	}
 	l.lastRegistered = now
-	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID, now
+	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID.sock, now
 	p := res.Plugin
 	// Registered again: the cache drops the deregistrations of the same
 	// type and name still owed, which would tell the handler it is gone.
@@ -132,7 +131,7 @@ func (l *loop) registerFailed(res *Result) {
 			l.log.Debug("plugin rejected", a...)
 			return
 		}
-		p.SocketID = op.ID
+		p.SocketID = op.ID.sock
 		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
 		l.log.Info("plugin rejected", a...)
 		return
@@ -195,8 +194,7 @@ func (l *loop) deregistered(res *Result) {
 // deregistration is then not retried.
 func (l *loop) owe(ue *UndeliveredError) error {
 	p := ue.Plugin
-	k := statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}
-	if !l.cache.AddPending(k, p, reasonOf(ue.Reason)) {
+	if !l.cache.AddPending(pendingKeyOf(p), p, reasonOf(ue.Reason)) {
 		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -214,7 +212,7 @@ func (l *loop) syncPending() {
 		}
 	}
 	for _, k := range gone {
-		l.r.Registry.DropPending(plugins.Plugin{Type: k.Type, Name: k.Name, SocketID: k.ID})
+		l.r.Registry.DropPending(pluginOf(k))
 	}
 }
 

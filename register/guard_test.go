@@ -125,7 +125,7 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 // the handler deregistered it) restores no plugin: the plugin leaves the
 // Registry with a "deregistered" event, its handler is not asked Validate
 // again, and the DeRegister is delivered. A plugin of the same name whose
-// owed DeRegister is for another incarnation stays, and as that
+// owed DeRegister is for another instance stays, and as that
 // DeRegister may drop the name at the handler, the handler is told it
 // again once the DeRegister is delivered (a Reassert).
 func TestRestoreOwedDeRegister(t *testing.T) {
@@ -137,7 +137,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 		kept := gone
 		kept.Name, kept.SocketID = "b", scan.ID{Ino: 2}
 		other := kept
-		other.SocketID = scan.ID{Ino: 3} // an older incarnation of b
+		other.Owner = "o2" // another instance of b
 		reg := plugins.NewRegistryFrom(plugins.State{Plugins: []plugins.Plugin{gone, kept}, Pending: []plugins.PendingDeregistration{
 			{Plugin: gone, Reason: plugins.ReasonRemoved}, {Plugin: other, Reason: plugins.ReasonRemoved}}})
 		sub := reg.Subscribe(reg.Revision())

@@ -190,7 +190,7 @@ func (r *Reconciler) pulse() bool {
 
 // Result is the outcome of one operation.
 type Result struct {
-	Op     statecache.Op[plugins.Plugin, scan.ID]
+	Op     cacheOp
 	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
 	Err    error
 }
@@ -333,7 +333,7 @@ type loop struct {
 	start       time.Time // tick n of the cache is n intervals after it
 	maxInFlight int
 	maxPlugins  int
-	cache       *statecache.Cache[plugins.Plugin, scan.ID]
+	cache       *statecache.Cache[plugins.Plugin, instID]
 	api         apiSet // the plugins registered through the API
 	results     chan Result
 	inFlight    int
@@ -404,7 +404,7 @@ func (r *Reconciler) newLoop() *loop {
 		interval:    interval,
 		maxInFlight: maxInFlight,
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
-		cache:       statecache.New[plugins.Plugin, scan.ID](cfg, pluginName),
+		cache:       statecache.New[plugins.Plugin, instID](cfg, pluginName),
 		reported:    make(map[string]int),
 		unhealthy:   make(map[string]UnhealthyPlugin),
 	}
@@ -435,7 +435,7 @@ func (r *Reconciler) newLoop() *loop {
 func (l *loop) restore() {
 	for _, pd := range l.r.Registry.Pending() {
 		p := pd.Plugin
-		l.cache.RestorePending(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, reasonOf(pd.Reason))
+		l.cache.RestorePending(pendingKeyOf(p), p, reasonOf(pd.Reason))
 	}
 	l.cache.PendingChanges() // the Registry holds them already
 	restored := l.unowed(l.r.Registry.List(""))
@@ -449,7 +449,7 @@ func (l *loop) restore() {
 		return 0
 	})
 	for _, p := range restored {
-		l.cache.Restore(p.Instance(), p.SocketID, p)
+		l.cache.Restore(p.Instance(), idOf(p), p)
 		if p.RegisteredAt.After(l.lastRegistered) {
 			l.lastRegistered = p.RegisteredAt
 		}
@@ -514,18 +514,18 @@ func (l *loop) observe(s scanned) {
 // cacheChanges is ch, what the scan saw change, as the cache takes it:
 // the same entries, keyed by path and identified by their scan.ID, in
 // slices of their own. It allocates only for changes.
-func cacheChanges(ch scan.Changes) statecache.Changes[scan.ID] {
-	entries := func(es []scan.Entry) []statecache.Entry[scan.ID] {
+func cacheChanges(ch scan.Changes) statecache.Changes[instID] {
+	entries := func(es []scan.Entry) []statecache.Entry[instID] {
 		if len(es) == 0 {
 			return nil
 		}
-		out := make([]statecache.Entry[scan.ID], len(es))
+		out := make([]statecache.Entry[instID], len(es))
 		for i, e := range es {
-			out[i] = statecache.Entry[scan.ID]{Path: e.Path, ID: e.ID}
+			out[i] = statecache.Entry[instID]{Path: e.Path, ID: instID{sock: e.ID}}
 		}
 		return out
 	}
-	return statecache.Changes[scan.ID]{Added: entries(ch.Added), Removed: entries(ch.Removed), Replaced: entries(ch.Replaced)}
+	return statecache.Changes[instID]{Added: entries(ch.Added), Removed: entries(ch.Removed), Replaced: entries(ch.Replaced)}
 }
 
 // limit keeps at most maxPlugins sockets of snap: first those handled
@@ -628,7 +628,7 @@ func (l *loop) fdExhausted(msg string, attrs ...any) {
 }
 
 // run executes one op; it runs in its own goroutine.
-func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) Result {
+func (l *loop) run(ctx context.Context, op cacheOp) Result {
 	reg := l.r.Registrar
 	if op.Kind == statecache.Reassert { // the same for a socket's plugin and an API instance
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Reassert(ctx, op.Plugin)}
@@ -648,7 +648,7 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID
 	case statecache.ConnectCheck:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.ConnectCheck(ctx, op.Plugin)}
 	}
-	p, err := reg.Register(ctx, op.Path, op.ID)
+	p, err := reg.Register(ctx, op.Path, op.ID.sock)
 	return Result{Op: op, Plugin: p, Err: err}
 }
 
