@@ -257,27 +257,21 @@ type deregWait struct {
 	reply   chan<- apiReply
 }
 
-// newAPISet returns the apiSet of r, with the API plugins of list, which
-// the registry restored, counted as wanted (see wantRestored).
-func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
-	s := apiSet{waiting: make(map[string]*apiInst), owners: make(map[string]map[registrant]int), uids: make(map[registrant]int),
+// newAPISet returns the empty apiSet of r.
+func newAPISet(r *Reconciler) apiSet {
+	return apiSet{waiting: make(map[string]*apiInst), owners: make(map[string]map[registrant]int), uids: make(map[registrant]int),
 		maxPerUID: orDefault(r.MaxPerUID, DefaultMaxPerUID), max: orDefault(r.MaxPlugins, DefaultMaxPlugins)}
-	for _, p := range list {
-		if p.FromAPI() {
-			s.count(p, 1)
-		}
-	}
-	return s
 }
 
 // wantRestored has the cache want the API plugins of list, restored from
 // the state file, with the identity they were registered with, so that
-// they are verified, not registered again.
+// they are verified, not registered again, and counts them.
 func (l *loop) wantRestored(list []plugins.Plugin) {
 	for _, p := range list {
 		if p.FromAPI() {
 			want, _ := apiPlugin(p) // the registry holds valid plugins only
 			l.cache.Want(p.Instance(), idOf(want), want, statecache.NoRetry)
+			l.api.count(want, 1)
 		}
 	}
 }

@@ -454,7 +454,7 @@ func (l *loop) restore() {
 			l.lastRegistered = p.RegisteredAt
 		}
 	}
-	l.api = newAPISet(l.r, restored)
+	l.api = newAPISet(l.r)
 	l.wantRestored(restored)
 }
 
