@@ -1,6 +1,7 @@
 package register
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -333,6 +334,68 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 		e.none()
 		if got := e.lines("level=WARN"); len(got) != 1 {
 			t.Errorf("warnings %q, want the one of a1's first failed retry", got)
+		}
+	})
+}
+
+// TestReconcilerReassertsNewest: the current instance of a name, which
+// the handler is told again after a DeRegister of the name, is the one
+// the Registry's Get shows (the latest RegisteredAt), also among plugins
+// restored from the state file, whatever their order by path: once the
+// retry of a DeRegister owed to the name is delivered, the handler is
+// told /p/a1 again, registered after /p/a2.
+func TestReconcilerReassertsNewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		older := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		p := func(path string, ino uint64, at time.Time) plugins.Plugin {
+			return plugins.Plugin{Name: "a", Type: "T", SocketPath: path, Endpoint: path, SocketID: scan.ID{Ino: ino}, RegisteredAt: at}
+		}
+		reg := plugins.NewRegistryFrom(plugins.State{
+			Plugins: []plugins.Plugin{p("/p/a1", 1, older.Add(time.Hour)), p("/p/a2", 2, older)},
+			Pending: []plugins.PendingDeregistration{{Plugin: p("/p/old", 9, older), Reason: plugins.ReasonRemoved}},
+		})
+		if cur, err := reg.Get("T", "a"); err != nil || cur.SocketPath != "/p/a1" {
+			t.Fatalf("Get = %+v, %v; want /p/a1", cur, err)
+		}
+		e := startRetry(t, map[string]uint64{"/p/a1": 1, "/p/a2": 2}, reg, func(*Reconciler) {})
+		for _, c := range e.collect("retry /p/old", "verify /p/a1", "verify /p/a2") {
+			c.reply <- nil
+		}
+		e.next("reassert", "/p/a1").reply <- nil
+		e.none()
+		if got := e.lines(`msg="plugin reasserted"`); len(got) != 1 || !strings.Contains(got[0], "path=/p/a1") {
+			t.Errorf("log %q, want /p/a1 reasserted", got)
+		}
+	})
+}
+
+// oneName is a fakeRegistrar whose plugins are all named "a".
+type oneName struct{ *fakeRegistrar }
+
+func (o oneName) Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error) {
+	p, err := o.fakeRegistrar.Register(ctx, path, id)
+	p.Name = "a"
+	return p, err
+}
+
+// TestReconcilerCurrentIsRegistryNewest: two sockets of one name that
+// register at the same instant get distinct registration times, the later
+// one to the registration that completed last, so that the Registry's Get
+// shows the instance the handler holds: the one the cache reasserts after
+// the two calls overlapped.
+func TestReconcilerCurrentIsRegistryNewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startRetry(t, map[string]uint64{"/p/a": 1, "/p/b": 2}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.Registrar = oneName{r.Registrar.(*fakeRegistrar)}
+		})
+		calls := e.all("register", "/p/a", "/p/b")
+		calls["/p/a"].reply <- nil
+		synctest.Wait()
+		calls["/p/b"].reply <- nil // the same instant: the bubble's clock has not moved
+		e.next("reassert", "/p/b").reply <- nil
+		e.none()
+		if cur, err := e.plugs.Get("T", "a"); err != nil || cur.SocketPath != "/p/b" {
+			t.Errorf("Get = %+v, %v; want /p/b, registered last and reasserted", cur, err)
 		}
 	})
 }
