@@ -458,7 +458,7 @@ func idle[P any](c *Cache[P, scan.ID]) bool {
 	}
 	for _, en := range c.entries {
 		if en.inFlight || en.desired != en.registered || en.deregisterReason() != 0 ||
-			en.unverified || c.due(en) == classCheck {
+			en.unverified || en.reassert || c.due(en) == classCheck {
 			return false
 		}
 	}
