@@ -111,7 +111,11 @@ func (l *loop) registered(res *Result) {
 func (l *loop) registerFailed(res *Result) {
 	op, p, err := res.Op, res.Plugin, res.Err
 	before, _ := l.cache.Lookup(op.Path)
-	retry := time.Duration(l.cache.Done(op, p, err)) * l.interval
+	var named plugins.Plugin // what the cache is told of the name, if the handler may have changed what it holds of it
+	if reachedRegister(err) {
+		named = p
+	}
+	retry := time.Duration(l.cache.Done(op, named, err)) * l.interval
 	after, _ := l.cache.Lookup(op.Path)
 	ended := before.Wanted && before.Want == op.ID && !after.Wanted
 	if ue, ok := errors.AsType[*UndeliveredError](err); ok { // a rollback's DeRegister failed
@@ -155,6 +159,16 @@ func (l *loop) registerFailed(res *Result) {
 	default:
 		l.log.Warn(msg, a...)
 	}
+}
+
+// reachedRegister reports whether err, the error of a registration, came
+// from its handler's Register or after it (a rollback of a notification
+// that failed, or of annotations beyond the limits), so that the handler
+// may have changed what it holds of the plugin's name: the state cache
+// then has the name's current instance reasserted.
+func reachedRegister(err error) bool {
+	oe, ok := errors.AsType[*OpError](err)
+	return ok && (oe.Op == "register" || oe.Op == "notify")
 }
 
 // deregistered records a deregistration, which always succeeds: the

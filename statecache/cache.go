@@ -128,13 +128,13 @@ type Config struct {
 type Op[P any, I Identity[I]] struct {
 	Kind Kind
 	Path string // the socket path
-	ID   I      // Register: the incarnation to register; DeRegister: the registered one
+	ID   I      // Register: the incarnation to register; others: the registered one
 	Gen  uint64 // generation of that incarnation: 1 for the first one the cache saw, and so on
 	// Attempt counts the registrations of this incarnation, or the
-	// verifications of a restored plugin, 1 for the first, or for InfoCheck
-	// and ConnectCheck the checks that failed in a row, plus one, or for
-	// RetryDeRegister the retries of its entry by this cache; always 1
-	// for DeRegister.
+	// verifications of a restored plugin, or the Reasserts of a
+	// registration, 1 for the first, or for InfoCheck and ConnectCheck the
+	// checks that failed in a row, plus one, or for RetryDeRegister the
+	// retries of its entry by this cache; always 1 for DeRegister.
 	Attempt int
 	// Plugin is what is registered at Path, as Restore or Done was given
 	// it; set for DeRegister, Verify, InfoCheck, ConnectCheck and
@@ -578,7 +578,7 @@ func checkAt[P any, I Identity[I]](en *entry[P, I]) uint64 {
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations and verifications, then retries of pending
+// registrations, verifications and Reasserts, then retries of pending
 // deregistrations (RetryDeRegister), then liveness checks (InfoCheck when a
 // GetInfo check is due, else ConnectCheck), each group sorted by path,
 // except that registrations that failed before come after first attempts

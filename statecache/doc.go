@@ -22,8 +22,8 @@
 //   - a failed registration is retried with backoff while the instance is
 //     wanted (policy Retry, a socket's), or ends the want (NoRetry, an API
 //     registration's), unless it follows an unhealthy end (Op.Recovering);
-//   - Next returns deregistrations, then registrations and verifications of
-//     restored plugins, then retries of pending deregistrations, then
+//   - Next returns deregistrations, then registrations, verifications of
+//     restored plugins and Reasserts, then retries of pending deregistrations, then
 //     liveness checks; registrations with fewer
 //     failures first, so new sockets are not held back by failing ones;
 //     ties by path, so the output is a pure function of the inputs;
