@@ -748,7 +748,9 @@ func (c *Cache[P, I]) due(en *entry[P, I]) int {
 // Done records the outcome of an op returned by Next.
 //
 // For a Register, p is the plugin that was registered, or when err is not
-// nil what the plugin said of its name, if anything (zero otherwise); a
+// nil and the failure may have changed what the handler holds of the
+// plugin's name (a rollback), the plugin, whose name's current instance is
+// then reasserted (zero otherwise); a
 // failure schedules a retry and Done returns its delay in ticks, or 0 when
 // no retry is scheduled because the incarnation is gone or its policy is
 // NoRetry. A Reassert that fails is retried with backoff, and Done returns
@@ -800,9 +802,9 @@ func (c *Cache[P, I]) Done(op Op[P, I], p P, err error) (retryTicks uint64) {
 
 // registerDone records the outcome of a Register of en, and returns the
 // delay of its retry, if one is scheduled. A registration makes p its
-// name's current instance; a failed one of a plugin that named itself
-// may have reached the handler (a rollback), so the current instance is
-// reasserted (see Current).
+// name's current instance; a failed one given a plugin reached the
+// handler (a rollback), so the current instance is reasserted (see
+// Current).
 func (c *Cache[P, I]) registerDone(op Op[P, I], en *entry[P, I], p P, err error) (retryTicks uint64) {
 	n := c.nameOf(p)
 	overlapped := c.callDone(n, op.call)

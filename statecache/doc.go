@@ -74,8 +74,9 @@
 // deregistration; restored ones count in the order of Restore. The
 // handler is told each registration, so it holds the newest, until a call
 // of the name other than a completed registration: a DeRegister of any
-// instance, the retry of a pending one, a failed Register (its rollback
-// may have reached the handler), or two calls of the name whose runs
+// instance, the retry of a pending one, a failed Register that reached
+// the handler (a rollback; Done is given its plugin), or two calls of the
+// name whose runs
 // overlapped, so that the order they reached the handler in is unknown.
 // After such a call the current instance, if any, is reasserted: Next
 // hands out a Reassert of it, which tells the handler its registration

@@ -46,19 +46,9 @@ func (c *Cache[P, I]) unname(key string, en *entry[P, I]) {
 // Current returns the key and plugin of the current instance of the name
 // n: of the instances registered under it and not due for
 // deregistration, the one registered last (restored ones in the order of
-// Restore, before a registration); ok is false when there is none.
-//
-// The handler of n's type is to hold the current instance. It is told each
-// registration, the newest last, so it holds the current one, until a call
-// of the name other than a registration that completed: a DeRegister of
-// any instance (a name-keyed handler drops the name), the retry of a
-// pending one, a Register that failed (its rollback), or two calls of the
-// name whose runs overlapped, so that the order the handler saw them in
-// is unknown. Then the current instance, if there is one, is reasserted:
-// Next hands out a Reassert of it, which tells the handler its
-// registration again, and is retried with backoff until it succeeds. So
-// the handler holds the current instance of every name that has one, and
-// Current is what the caller shows as the name's instance.
+// Restore, before a registration); ok is false when there is none. The
+// handler is kept holding it (see the package doc, The handler's instance
+// of a name).
 func (c *Cache[P, I]) Current(n Name) (key string, p P, ok bool) {
 	k, en := c.current(n)
 	if en == nil {
