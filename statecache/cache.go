@@ -178,10 +178,14 @@ type entry[P any, I Identity[I]] struct {
 	plugin     P
 	// name is the plugin's type and name, and regSeq the order of its
 	// registration among all (see Current); reassert: the handler is to
-	// be told it again (Reassert).
+	// be told it again (Reassert). Filed under its name (named), at key,
+	// it links to the entry of the name registered before it (older).
 	name     Name
 	regSeq   uint64
 	reassert bool
+	named    bool
+	key      string
+	older    *entry[P, I]
 
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
@@ -270,12 +274,13 @@ type Cache[P any, I Identity[I]] struct {
 	nRetrying   int
 	retriesOf   map[string]int
 
-	// The handler's instance of each name (names.go): the registered
-	// entries by name; the count of registrations, for their order; the
-	// count of handler calls ended, those in flight, and by name the
-	// count at the end of its latest, while any is in flight.
+	// The handler's instance of each name (names.go): the newest
+	// registered entry of each name, linked to the older ones; the count
+	// of registrations, for their order; the count of handler calls
+	// ended, those in flight, and by name the count at the end of its
+	// latest, while any is in flight.
 	nameOf   func(P) Name
-	names    map[Name]map[string]*entry[P, I]
+	names    map[Name]*entry[P, I]
 	regSeq   uint64
 	calls    uint64
 	nCalls   int
@@ -290,7 +295,7 @@ func New[P any, I Identity[I]](cfg Config, nameOf func(P) Name) *Cache[P, I] {
 	cfg.CheckFailures = max(cfg.CheckFailures, 1)
 	return &Cache[P, I]{
 		nameOf:      nameOf,
-		names:       make(map[Name]map[string]*entry[P, I]),
+		names:       make(map[Name]*entry[P, I]),
 		lastCall:    make(map[Name]uint64),
 		cfg:         cfg,
 		entries:     make(map[string]*entry[P, I]),
@@ -322,7 +327,7 @@ func (c *Cache[P, I]) Restore(path string, id I, p P) {
 		}
 		if old.registered {
 			c.nRegistered--
-			c.unname(path, old)
+			c.unname(old)
 		}
 	}
 	c.nRegistered++
@@ -841,7 +846,7 @@ func (c *Cache[P, I]) deregisterDone(op Op[P, I], en *entry[P, I]) (retryTicks u
 	c.callDone(n, op.call)
 	if en.registered {
 		c.nRegistered--
-		c.unname(op.Path, en)
+		c.unname(en)
 	}
 	var zero P
 	var noID I

@@ -14,33 +14,41 @@ type Name struct{ Type, Name string }
 // name files the registered entry en, at key, under its plugin's name, as
 // the newest registration.
 func (c *Cache[P, I]) name(key string, en *entry[P, I]) {
-	c.unname(key, en)
-	en.name = c.nameOf(en.plugin)
+	c.unname(en)
+	en.name, en.key, en.named = c.nameOf(en.plugin), key, true
 	c.regSeq++
 	en.regSeq = c.regSeq
-	byKey := c.names[en.name]
-	if byKey == nil {
-		byKey = make(map[string]*entry[P, I])
-		c.names[en.name] = byKey
-	}
-	byKey[key] = en
-	for k, other := range byKey {
-		if k != key && other.reassert {
+	en.older = c.names[en.name]
+	c.names[en.name] = en
+	for o := en.older; o != nil; o = o.older {
+		if o.reassert {
 			// The handler holds en now, and is told it last.
-			other.reassert = false
-			c.update(k, other)
+			o.reassert = false
+			c.update(o.key, o)
 		}
 	}
 }
 
-// unname removes en, at key, from the registered entries of its name.
-func (c *Cache[P, I]) unname(key string, en *entry[P, I]) {
-	if byKey := c.names[en.name]; byKey[key] == en {
-		delete(byKey, key)
-		if len(byKey) == 0 {
-			delete(c.names, en.name)
+// unname removes en from the registered entries of its name.
+func (c *Cache[P, I]) unname(en *entry[P, I]) {
+	if !en.named {
+		return
+	}
+	en.named = false
+	switch head := c.names[en.name]; {
+	case head == en && en.older == nil:
+		delete(c.names, en.name)
+	case head == en:
+		c.names[en.name] = en.older
+	default:
+		for o := head; o != nil; o = o.older {
+			if o.older == en {
+				o.older = en.older
+				break
+			}
 		}
 	}
+	en.older = nil
 }
 
 // Current returns the key and plugin of the current instance of the name
@@ -59,17 +67,14 @@ func (c *Cache[P, I]) Current(n Name) (key string, p P, ok bool) {
 
 // current returns the current instance of n and its key, or nil.
 func (c *Cache[P, I]) current(n Name) (string, *entry[P, I]) {
-	var key string
-	var cur *entry[P, I]
-	for k, en := range c.names[n] {
+	for en := c.names[n]; en != nil; en = en.older { // newest first
 		// Until the first Observe, restored registrations wait, not due
 		// for deregistration yet.
-		live := !c.observed || en.deregisterReason() == 0
-		if live && (cur == nil || en.regSeq > cur.regSeq) {
-			key, cur = k, en
+		if !c.observed || en.deregisterReason() == 0 {
+			return en.key, en
 		}
 	}
-	return key, cur
+	return "", nil
 }
 
 // reassertCurrent has the current instance of n, if any, reasserted.
