@@ -37,7 +37,9 @@ const MaxPending = 4096
 // PendingDeregistration is a handler DeRegister that failed and is to be
 // delivered again: the plugin as it was registered, annotations included,
 // and the reason DeRegister was given. A Registry holds at most one per
-// incarnation of a plugin: its type, name and SocketID.
+// incarnation of a plugin: its type, name and SocketID; for a plugin
+// registered through the API, one per instance (Plugin.Instance: type,
+// name, owner and endpoint), whatever its SocketID.
 type PendingDeregistration struct {
 	Plugin Plugin
 	Reason Reason // one of the Reason constants
@@ -46,12 +48,20 @@ type PendingDeregistration struct {
 // pendingKey is the incarnation a pending deregistration is owed for.
 type pendingKey struct {
 	Key
-	id scan.ID
+	id  scan.ID
+	api string // an API plugin's Instance
 }
 
 // keyOf returns the incarnation of pd.
-func (pd PendingDeregistration) keyOf() pendingKey {
-	return pendingKey{pd.Plugin.Key(), pd.Plugin.SocketID}
+func (pd PendingDeregistration) keyOf() pendingKey { return pendingKeyOf(pd.Plugin) }
+
+// pendingKeyOf returns the incarnation of p a pending deregistration is
+// owed for.
+func pendingKeyOf(p Plugin) pendingKey {
+	if p.FromAPI() {
+		return pendingKey{Key: p.Key(), api: p.Instance()}
+	}
+	return pendingKey{Key: p.Key(), id: p.SocketID}
 }
 
 // clone returns a deep copy of pd.
@@ -89,9 +99,10 @@ func (r *Registry) PutPending(pd PendingDeregistration) error {
 }
 
 // DropPending forgets the pending deregistration of the incarnation of p
-// (its type, name and SocketID), and reports whether there was one.
+// (its type, name and SocketID, or an API plugin's instance), and reports
+// whether there was one.
 func (r *Registry) DropPending(p Plugin) bool {
-	k := pendingKey{p.Key(), p.SocketID}
+	k := pendingKeyOf(p)
 	r.mu.Lock()
 	_, ok := r.pending[k]
 	if ok {
@@ -126,11 +137,11 @@ func (r *Registry) pendingLocked() []PendingDeregistration {
 }
 
 // comparePending orders pending deregistrations by plugin type, name,
-// socket path and SocketID.
+// socket path and SocketID, then (API plugins) owner and endpoint.
 func comparePending(a, b PendingDeregistration) int {
 	x, y := a.Plugin, b.Plugin
 	return cmp.Or(strings.Compare(x.Type, y.Type), strings.Compare(x.Name, y.Name), strings.Compare(x.SocketPath, y.SocketPath),
 		cmp.Compare(x.SocketID.Dev, y.SocketID.Dev), cmp.Compare(x.SocketID.Ino, y.SocketID.Ino),
 		cmp.Compare(x.SocketID.Mtime, y.SocketID.Mtime), cmp.Compare(x.SocketID.Ctime, y.SocketID.Ctime),
-		cmp.Compare(x.SocketID.Birth, y.SocketID.Birth))
+		cmp.Compare(x.SocketID.Birth, y.SocketID.Birth), strings.Compare(x.Owner, y.Owner), strings.Compare(x.Endpoint, y.Endpoint))
 }

@@ -66,6 +66,40 @@ func TestRegistryPending(t *testing.T) {
 	}
 }
 
+// TestRegistryPendingAPIInstances: the pending deregistrations of plugins
+// registered through the API are one per instance (type, name, owner and
+// endpoint), whatever their SocketID: two owners of a name each keep
+// theirs, an older agent's SocketID names the same instance, and
+// DropPending of one instance leaves the other.
+func TestRegistryPendingAPIInstances(t *testing.T) {
+	r := NewRegistry()
+	api := func(owner string, id uint64) Plugin {
+		return Plugin{Type: "CSIPlugin", Name: "a", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"}, Owner: owner,
+			Source: SourceAPI, SocketID: scan.ID{Ino: id}}
+	}
+	owners := func() []string {
+		var out []string
+		for _, pd := range r.Pending() {
+			out = append(out, fmt.Sprintf("%s@%d", pd.Plugin.Owner, pd.Plugin.SocketID.Ino))
+		}
+		return out
+	}
+	for i, p := range []Plugin{api("o1", 0), api("o2", 0), api("o1", 7)} {
+		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
+			t.Fatalf("PutPending = %v", err)
+		}
+		if i == 1 && !cmp.Equal(owners(), []string{"o1@0", "o2@0"}) {
+			t.Fatalf("Pending = %q, want o1's and o2's", owners())
+		}
+	}
+	if want := []string{"o2@0", "o1@7"}; !cmp.Equal(owners(), want) {
+		t.Fatalf("Pending = %q, want %q: one per instance, the later of o1's", owners(), want)
+	}
+	if !r.DropPending(api("o1", 0)) || len(r.Pending()) != 1 || r.Pending()[0].Plugin.Owner != "o2" {
+		t.Errorf("DropPending(o1) left %+v, want o2's alone", r.Pending())
+	}
+}
+
 // TestRegistryPendingRefused: an entry the state file could not hold is
 // not recorded.
 func TestRegistryPendingRefused(t *testing.T) {

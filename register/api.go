@@ -3,8 +3,6 @@ package register
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,7 +14,6 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/rules"
-	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -133,35 +130,6 @@ func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
 	return q, nil
 }
 
-// apiID returns the identity of an incarnation of the API registration p:
-// a hash of its type, name, owner, endpoint, versions, options and
-// no-check, so that a
-// registration with the same fields is the same incarnation and one with
-// others a new one. Validated strings hold no NUL byte, which separates
-// them.
-func apiID(p plugins.Plugin) scan.ID {
-	h := sha256.New()
-	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
-	field(p.Type)
-	field(p.Name)
-	field(p.Owner)
-	field(p.Endpoint)
-	field(fmt.Sprint(len(p.Versions)))
-	for _, v := range p.Versions {
-		field(v)
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Options)) {
-		field(k)
-		field(p.Options[k])
-	}
-	if p.NoCheck {
-		field("no check")
-	}
-	sum := h.Sum(nil)
-	u := func(i int) uint64 { return binary.BigEndian.Uint64(sum[8*i:]) }
-	return scan.ID{Dev: u(0), Ino: u(1), Mtime: int64(u(2)), Ctime: int64(u(3))}
-}
-
 // apiRequest is a call of RegisterPlugin (register) or DeregisterPlugin,
 // for Run's goroutine.
 type apiRequest struct {
@@ -237,13 +205,15 @@ func (r *Reconciler) request(ctx context.Context, req apiRequest) ([]plugins.Plu
 	return rep.list, rep.err
 }
 
-// apiSet is what the loop knows of the plugins registered through the
-// API: each instance the callers want registered (desired), and those
-// deregistered whose operations are still under way.
+// apiSet is what the loop keeps of the plugins registered through the
+// API beside the state cache, which holds each instance (wanted,
+// registered, in flight): the calls waiting for a reply, by instance key,
+// and the count of the instances wanted by owner and registering uid, for
+// mayUse and admit.
 type apiSet struct {
-	inst      map[string]*apiInst           // by instance key
-	owners    map[string]map[registrant]int // desired instances by owner, and by the uid that registered them
-	uids      map[registrant]int            // desired instances by the uid that registered them
+	waiting   map[string]*apiInst           // by instance key
+	owners    map[string]map[registrant]int // wanted instances by owner, and by the uid that registered them
+	uids      map[registrant]int            // wanted instances by the uid that registered them
 	desired   int
 	maxPerUID int
 	max       int
@@ -266,22 +236,10 @@ func (u registrant) String() string {
 	return "uid " + strconv.FormatUint(uint64(u.uid), 10)
 }
 
-// apiInst is one instance registered through the API. The state cache
-// holds it under its key, with id as the identity of its incarnation.
+// apiInst holds the calls that wait for a reply about one instance
+// registered through the API: what the state cache does with it answers
+// them.
 type apiInst struct {
-	want    plugins.Plugin // the registration wanted, with the fields of RegisterPlugin only
-	id      scan.ID        // apiID(want), or for a restored instance its SocketID
-	desired bool           // wanted: not deregistered, and not failed the first time
-
-	// A registration is in the cache (have): reg, the plugin as
-	// registered, of the incarnation haveID; a RegisterPlugin of the same
-	// fields returns it.
-	have bool
-	reg  plugins.Plugin // its SocketID is the incarnation registered
-
-	running     statecache.Kind // the operation of the instance in flight; 0: none
-	registering scan.ID         // the incarnation a Register in flight registers, or zero
-
 	waiters []apiWaiter  // RegisterPlugin calls waiting
 	deregs  []*deregWait // DeregisterPlugin calls waiting for the instance's deregistration
 }
@@ -289,7 +247,7 @@ type apiInst struct {
 // apiWaiter is a RegisterPlugin call that waits for the outcome of the
 // registration of incarnation id.
 type apiWaiter struct {
-	id    scan.ID
+	id    instID
 	reply chan<- apiReply
 }
 
@@ -301,48 +259,39 @@ type deregWait struct {
 	reply   chan<- apiReply
 }
 
-// newAPISet returns the apiSet of r, with the API plugins of list, which
-// the registry restored, desired as registered.
-func newAPISet(r *Reconciler, list []plugins.Plugin) apiSet {
-	s := apiSet{inst: make(map[string]*apiInst), owners: make(map[string]map[registrant]int), uids: make(map[registrant]int),
+// newAPISet returns the empty apiSet of r.
+func newAPISet(r *Reconciler) apiSet {
+	return apiSet{waiting: make(map[string]*apiInst), owners: make(map[string]map[registrant]int), uids: make(map[registrant]int),
 		maxPerUID: orDefault(r.MaxPerUID, DefaultMaxPerUID), max: orDefault(r.MaxPlugins, DefaultMaxPlugins)}
+}
+
+// wantRestored has the cache want the API plugins of list, restored from
+// the state file, with the identity they were registered with, so that
+// they are verified, not registered again, and counts them.
+func (l *loop) wantRestored(list []plugins.Plugin) {
 	for _, p := range list {
-		if !p.FromAPI() {
-			continue
-		}
-		want, _ := apiPlugin(p) // the registry holds valid plugins only
-		in := &apiInst{want: want, id: p.SocketID, have: true, reg: p}
-		s.inst[p.Instance()] = in
-		s.setDesired(in, true)
-	}
-	return s
-}
-
-// entries returns the desired instances as the cache takes them, for its
-// first Observe, sorted.
-func (s *apiSet) entries() []statecache.Entry[scan.ID] {
-	var es []statecache.Entry[scan.ID]
-	for _, k := range slices.Sorted(maps.Keys(s.inst)) {
-		if in := s.inst[k]; in.desired {
-			es = append(es, statecache.Entry[scan.ID]{Path: k, ID: in.id})
+		if p.FromAPI() {
+			want, _ := apiPlugin(p) // the registry holds valid plugins only
+			l.cache.Want(p.Instance(), idOf(want), want, statecache.NoRetry)
+			l.api.count(want, 1)
 		}
 	}
-	return es
 }
 
-// setDesired counts in, by the owner and registrant of in.want, as desired
-// or not.
-func (s *apiSet) setDesired(in *apiInst, desired bool) {
-	if in.desired == desired {
-		return
+// at returns the calls waiting about the instance key, added if none.
+func (s *apiSet) at(key string) *apiInst {
+	in := s.waiting[key]
+	if in == nil {
+		in = &apiInst{}
+		s.waiting[key] = in
 	}
-	in.desired = desired
-	n := 1
-	if !desired {
-		n = -1
-	}
+	return in
+}
+
+// count adds n to the instances wanted of the owner and registrant of p.
+func (s *apiSet) count(p plugins.Plugin, n int) {
 	s.desired += n
-	owner, u := in.want.Owner, registrantOf(in.want)
+	owner, u := p.Owner, registrantOf(p)
 	if s.uids[u] += n; s.uids[u] == 0 {
 		delete(s.uids, u)
 	}
@@ -412,67 +361,66 @@ func (l *loop) request(req apiRequest) {
 	}
 }
 
-// apiRegister makes the registration p, of the caller by, desired, and
+// apiRegister makes the registration p, of the caller by, wanted, and
 // answers at once when it is registered already.
 func (l *loop) apiRegister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
-	key, id := p.Instance(), apiID(p)
+	key, id := p.Instance(), idOf(p)
 	if err := l.api.mayUse(p.Owner, by); err != nil {
 		reply <- apiReply{err: err}
 		return
 	}
-	in := l.api.inst[key]
+	cur, _ := l.cache.Lookup(key)
 	switch {
-	case in == nil || !in.desired:
+	case !cur.Wanted:
 		if err := l.api.admit(registrantOf(p)); err != nil {
 			reply <- apiReply{err: err}
 			return
 		}
-		if in == nil {
-			in = &apiInst{}
-			l.api.inst[key] = in
-		}
-		// Desired again before its deregistration: the DeregisterPlugin
+		// Wanted again before its deregistration: the DeregisterPlugin
 		// calls waiting for it wait no more.
-		for _, dw := range in.deregs {
-			dw.done()
+		if in := l.api.waiting[key]; in != nil {
+			for _, dw := range in.deregs {
+				dw.done()
+			}
+			in.deregs = nil
 		}
-		in.deregs = nil
-		in.want, in.id = p, id
+		l.api.count(p, 1)
 		delete(l.reported, key)
-		l.api.setDesired(in, true) // by in.want's owner and registrant
-		l.observeAPI(key, id, true)
-	case in.id != id:
+		l.cache.Want(key, id, p, statecache.NoRetry)
+	case cur.Want != id:
 		// The callers of the fields replaced get the outcome of these
 		// ones, unless their own registration is in flight.
-		for i := range in.waiters {
-			if in.waiters[i].id != in.registering {
-				in.waiters[i].id = id
+		if in := l.api.waiting[key]; in != nil {
+			for i, w := range in.waiters {
+				if !registering(cur, w.id) {
+					in.waiters[i].id = id
+				}
 			}
 		}
-		l.api.setDesired(in, false) // counted again by p's registrant
-		in.want, in.id = p, id
-		l.api.setDesired(in, true)
+		l.api.count(cur.WantPlugin, -1) // counted again by p's registrant
+		l.api.count(p, 1)
 		delete(l.reported, key)
-		l.observeAPI(key, id, true)
+		l.cache.Want(key, id, p, statecache.NoRetry)
 	}
-	if in.have && in.reg.SocketID == id && in.running != statecache.DeRegister {
-		reply <- apiReply{list: []plugins.Plugin{in.reg.Clone()}}
+	if cur, _ := l.cache.Lookup(key); cur.Registered && cur.Have == id && cur.Running != statecache.DeRegister {
+		reply <- apiReply{list: []plugins.Plugin{cur.Plugin.Clone()}}
 		return
 	}
+	in := l.api.at(key)
 	in.waiters = append(in.waiters, apiWaiter{id, reply}) // its registration is under way
 }
 
-// apiDeregister removes the desired instances of p's type, name and owner,
+// registering reports whether a Register of the incarnation id is in
+// flight for the instance cur.
+func registering(cur instance, id instID) bool {
+	return cur.Running == statecache.Register && cur.RunID == id
+}
+
+// apiDeregister removes the wanted instances of p's type, name and owner,
 // if the caller by may, and answers once they are deregistered.
 func (l *loop) apiDeregister(p plugins.Plugin, by api.Caller, reply chan<- apiReply) {
-	dw := &deregWait{reply: reply}
-	var gone []string
-	for key, in := range l.api.inst {
-		w := in.want
-		if in.desired && w.Type == p.Type && w.Name == p.Name && w.Owner == p.Owner {
-			gone = append(gone, key)
-		}
-	}
+	p.Endpoint = ""
+	gone := l.cache.Wanted(p.Instance()) // every endpoint's: the key of an empty one is their prefix
 	if len(gone) == 0 {
 		reply <- apiReply{err: fmt.Errorf("%s %q of owner %q: %w", p.Type, p.Name, p.Owner, plugins.ErrNotFound)}
 		return
@@ -481,57 +429,50 @@ func (l *loop) apiDeregister(p plugins.Plugin, by api.Caller, reply chan<- apiRe
 		reply <- apiReply{err: err}
 		return
 	}
-	slices.Sort(gone)
+	dw := &deregWait{reply: reply}
 	for _, key := range gone {
-		in := l.api.inst[key]
-		l.api.setDesired(in, false)
+		cur, _ := l.cache.Lookup(key)
+		l.api.count(cur.WantPlugin, -1)
 		dw.left++
+		in := l.api.at(key)
 		in.deregs = append(in.deregs, dw)
 		in.waiters = slices.DeleteFunc(in.waiters, func(w apiWaiter) bool {
-			if w.id == in.registering {
+			if registering(cur, w.id) {
 				return false // answered by its outcome
 			}
 			w.reply <- apiReply{err: errDeregistered}
 			return true
 		})
-		l.observeAPI(key, in.id, false)
+		l.cache.Unwant(key)
 	}
 	for _, key := range gone {
 		l.settle(key)
 	}
 }
 
-// observeAPI tells the cache that the API instance key is wanted with
-// the identity id, or no longer wanted, once it has observed the first
-// scan; until then the instances wait in l.api, which the first Observe
-// takes in whole (see observe).
-func (l *loop) observeAPI(key string, id scan.ID, wanted bool) {
-	if !l.observed {
-		return
-	}
-	e := []statecache.Entry[scan.ID]{{Path: key, ID: id}}
-	if wanted {
-		l.cache.Observe(statecache.Changes[scan.ID]{Added: e})
-	} else {
-		l.cache.Observe(statecache.Changes[scan.ID]{Removed: e})
-	}
-}
-
-// settle forgets the instance at key once it is neither desired, nor
-// registered, nor busy: its DeregisterPlugin calls have their answer.
+// settle answers the calls waiting about the instance at key once the
+// cache holds nothing there (not wanted, not registered, no op in flight):
+// its DeregisterPlugin calls have their answer, and its RegisterPlugin
+// calls, if any are left, errDeregistered. It forgets the instance's
+// calls once none waits.
 func (l *loop) settle(key string) {
-	in := l.api.inst[key]
-	if in == nil || in.desired || in.have || in.running != 0 {
+	in := l.api.waiting[key]
+	if in == nil {
 		return
 	}
-	for _, dw := range in.deregs {
-		dw.done()
+	if _, held := l.cache.Lookup(key); !held {
+		for _, dw := range in.deregs {
+			dw.done()
+		}
+		for _, w := range in.waiters {
+			w.reply <- apiReply{err: errDeregistered}
+		}
+		in.deregs, in.waiters = nil, nil
+		delete(l.reported, key)
 	}
-	for _, w := range in.waiters {
-		w.reply <- apiReply{err: errDeregistered}
+	if len(in.deregs) == 0 && len(in.waiters) == 0 {
+		delete(l.api.waiting, key)
 	}
-	delete(l.api.inst, key)
-	delete(l.reported, key)
 }
 
 // done counts one instance of dw as settled, and answers dw when it was
@@ -544,31 +485,17 @@ func (dw *deregWait) done() {
 	dw.reply <- apiReply{list: dw.removed}
 }
 
-// apiInst returns the API instance of key, nil for a socket's path or an
-// instance the loop no longer knows.
-func (l *loop) apiInst(key string) *apiInst {
-	if !isAPIKey(key) {
-		return nil
-	}
-	return l.api.inst[key]
-}
-
 // starting returns op, an operation the cache handed out, ready to run:
-// for an API instance, marked busy, a Register given the registration to
-// make, with its incarnation as SocketID, and a Register or DeRegister
-// guarded (see guard). The error refuses a Register that cannot be
-// guarded: it fails without running.
-func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.Op[plugins.Plugin, scan.ID], error) {
-	in := l.apiInst(op.Path)
-	if in == nil {
+// for an API instance, a Register or DeRegister guarded (see guard). The
+// error
+// refuses a Register that cannot be guarded: it fails without running.
+func (l *loop) starting(op cacheOp) (cacheOp, error) {
+	if !isAPIKey(op.Path) {
 		return op, nil
 	}
-	in.running = op.Kind
 	switch op.Kind {
 	case statecache.Register:
-		in.registering = op.ID
-		op.Plugin = in.want.Clone()
-		op.Plugin.SocketID = op.ID
+		op.Plugin = op.Plugin.Clone()
 		return op, l.guard(op, statecache.RolledBack)
 	case statecache.DeRegister:
 		// One that cannot be guarded goes ahead: it is due whatever the
@@ -601,12 +528,12 @@ func (l *loop) starting(op statecache.Op[plugins.Plugin, scan.ID]) (statecache.O
 // two holds the plugin and the entry, which the next agent reconciles. The error, which wraps
 // rules.ErrLimit, says the pending set is full. Without Durable (no
 // state file) nothing is guarded.
-func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecache.Reason) error {
+func (l *loop) guard(op cacheOp, reason statecache.Reason) error {
 	if l.r.Durable == nil {
 		return nil
 	}
 	p := op.Plugin
-	if !l.cache.Guard(op, statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: op.ID}, p, reason) {
+	if !l.cache.Guard(op, pendingKeyOf(p), p, reason) {
 		return fmt.Errorf("%w: %d deregistrations pending already, at most %d", rules.ErrLimit, plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -620,7 +547,7 @@ func (l *loop) guard(op statecache.Op[plugins.Plugin, scan.ID], reason statecach
 // pending deregistration restored delivers it.
 func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 	return slices.DeleteFunc(list, func(p plugins.Plugin) bool {
-		if !l.cache.Owed(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}) {
+		if !l.cache.Owed(pendingKeyOf(p)) {
 			return false
 		}
 		l.r.Registry.Apply(plugins.Deregistered, p, "", time.Now())
@@ -638,7 +565,7 @@ func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 // refuses deregisters the instance as replaced; its registration again,
 // of the stored request (apiInst.want), is a first registration, whose
 // failure is not retried, so a refused instance ends deregistered.
-func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) (Result, bool) {
+func (l *loop) runAPI(ctx context.Context, op cacheOp) (Result, bool) {
 	if !isAPIKey(op.Path) {
 		return Result{}, false
 	}
@@ -667,68 +594,33 @@ func (l *loop) runAPI(ctx context.Context, op statecache.Op[plugins.Plugin, scan
 	return Result{Op: op, Plugin: op.Plugin, Err: ar.CheckAPI(ctx, op.Plugin)}, true
 }
 
-// applyAPI applies the outcome of an operation of an API instance, and
-// answers the calls waiting for it.
-func (l *loop) applyAPI(res *Result) {
+// appliedAPI answers the calls waiting for the outcome res of an
+// operation of an API instance, which apply recorded, and uncounts the
+// instance when its registration failed the first time: the cache's
+// policy (statecache.NoRetry) ended the want. before is what the cache
+// held at the instance's key before the outcome.
+func (l *loop) appliedAPI(res *Result, before instance) {
 	key, op := res.Op.Path, res.Op
-	in := l.api.inst[key]
-	if in == nil { // cannot happen: an instance stays until its operations are done
-		panic("register: outcome of an unknown API instance")
+	after, _ := l.cache.Lookup(key)
+	if op.Kind == statecache.Register && before.Wanted && before.Want == op.ID && !after.Wanted {
+		l.api.count(before.WantPlugin, -1)
 	}
-	in.running, in.registering = 0, scan.ID{}
-	switch {
-	case op.Kind == statecache.Register && res.Err == nil:
-		l.registered(res)
-		in.have, in.reg = true, res.Plugin.Clone()
-		l.answer(in, op.ID, apiReply{list: []plugins.Plugin{res.Plugin}})
-	case op.Kind == statecache.Register && !op.Recovering:
-		l.apiFailed(res, in)
-	case op.Kind == statecache.Register:
-		l.registerFailed(res) // retried with backoff, as for a socket
-		l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})
-	case op.Kind == statecache.DeRegister:
-		l.deregistered(res)
-		in.have = false
-		if !in.desired {
+	if in := l.api.waiting[key]; in != nil {
+		switch {
+		case op.Kind == statecache.Register && res.Err == nil:
+			l.answer(in, op.ID, apiReply{list: []plugins.Plugin{res.Plugin}})
+		case op.Kind == statecache.Register:
+			l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})
+		case op.Kind == statecache.DeRegister && !after.Wanted:
 			for _, dw := range in.deregs {
 				dw.removed = append(dw.removed, res.Plugin.Clone())
 			}
 		}
-	default:
-		l.applyOp(res)
 	}
 	// The guard of a Register or DeRegister went with its Done: the
 	// Registry drops it once it lists the outcome (see guard).
 	l.syncPending()
 	l.settle(key)
-}
-
-// apiFailed records a failed first registration of an API instance: it is
-// not retried, and its callers get the error.
-func (l *loop) apiFailed(res *Result, in *apiInst) {
-	op, p, err := res.Op, res.Plugin, res.Err
-	l.cache.Done(op, plugins.Plugin{}, err)
-	if ue, ok := errors.AsType[*UndeliveredError](err); ok { // a rollback's DeRegister failed
-		if perr := l.owe(ue); perr != nil {
-			err = errors.Join(err, perr)
-		}
-	}
-	if in.desired && in.id == op.ID {
-		l.api.setDesired(in, false)
-		l.observeAPI(op.Path, op.ID, false)
-	}
-	a := append(attrs(res), "err", errText(err))
-	if rej, ok := errors.AsType[*RejectError](err); ok {
-		l.r.countRegistration(p.Type, Rejected)
-		l.r.rejected(p, rej.Msg, time.Now())
-		p.SocketID = op.ID
-		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
-		l.log.Info("plugin rejected", a...)
-	} else {
-		l.r.countRegistration(p.Type, Failed)
-		l.log.Info("registration failed", a...)
-	}
-	l.answer(in, op.ID, apiReply{err: replyErr(res.Err)})
 }
 
 // replyErr returns err, the error of a registration, as RegisterPlugin
@@ -742,7 +634,7 @@ func replyErr(err error) error {
 
 // answer sends rep to the callers waiting for the registration of the
 // incarnation id of in.
-func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
+func (l *loop) answer(in *apiInst, id instID, rep apiReply) {
 	in.waiters = slices.DeleteFunc(in.waiters, func(w apiWaiter) bool {
 		if w.id != id {
 			return false
@@ -760,7 +652,7 @@ func (l *loop) answer(in *apiInst, id scan.ID, rep apiReply) {
 // reportFirst reports whether what (reportedRejected or reportedFailed)
 // was not reported yet of the incarnation of op, and marks it reported in
 // loop.reported.
-func (l *loop) reportFirst(op statecache.Op[plugins.Plugin, scan.ID], what int) bool {
+func (l *loop) reportFirst(op cacheOp, what int) bool {
 	first := l.reported[op.Path]&what == 0
 	l.reported[op.Path] |= what
 	return first

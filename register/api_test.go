@@ -900,17 +900,19 @@ func TestRegisterPluginNotRunning(t *testing.T) {
 	}
 }
 
-// TestAPIID: the identity of an API incarnation changes with each field
-// of the registration, and with none of the order of its options.
+// TestAPIID: an API incarnation, its key in the state cache and its
+// identity (idOf), changes with each field of the registration, and with
+// none of the order of its options, nor its SocketID (which a state file
+// of an older agent holds).
 func TestAPIID(t *testing.T) {
 	base, err := apiPlugin(csi("a", sockettest.Run("a.sock"), "o", "1.0.0", "1.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	base.Options = map[string]string{"k": "v", "l": "w"}
-	id := apiID(base)
-	if id == (scan.ID{}) {
-		t.Fatal("apiID = zero")
+	id := idOf(base)
+	if id == (instID{}) {
+		t.Fatal("idOf = zero")
 	}
 	for _, tc := range []struct {
 		name   string
@@ -930,15 +932,16 @@ func TestAPIID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base.Clone()
 			tc.change(&p)
-			if apiID(p) == id {
-				t.Errorf("apiID unchanged by a change of %s", tc.name)
+			if p.Instance() == base.Instance() && idOf(p) == id {
+				t.Errorf("instance and identity unchanged by a change of %s", tc.name)
 			}
 		})
 	}
 	same := base.Clone()
 	same.Options = map[string]string{"l": "w", "k": "v"}
 	same.Annotations, same.RegisteredAt = map[string]string{"x": "y"}, time.Now()
-	if apiID(same) != id {
-		t.Error("apiID changed by annotations or the registration time")
+	same.SocketID = scan.ID{Ino: 7}
+	if same.Instance() != base.Instance() || idOf(same) != id {
+		t.Error("instance or identity changed by annotations, the registration time or the SocketID")
 	}
 }

@@ -65,7 +65,6 @@ func (c *Client) RegisterAPI(ctx context.Context, p plugins.Plugin) (plugins.Plu
 		return p, errors.Join(refusal("register", ep, msg, err), owed)
 	}
 	p.Annotations = ann
-	c.registered(p, p.SocketID)
 	return p, nil
 }
 

@@ -7,22 +7,13 @@ import (
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
 // apply records an outcome in the cache, the registry and the status, and
-// logs it.
+// logs it; for an API instance, it answers the calls waiting for it.
 func (l *loop) apply(res *Result) {
-	if isAPIKey(res.Op.Path) {
-		l.applyAPI(res) // which calls applyOp for the rest
-		return
-	}
-	l.applyOp(res)
-}
-
-// applyOp is apply of an outcome with nothing else to do for it.
-func (l *loop) applyOp(res *Result) {
+	before, _ := l.cache.Lookup(res.Op.Path)
 	switch res.Op.Kind {
 	case statecache.Register:
 		if res.Err == nil {
@@ -38,6 +29,11 @@ func (l *loop) applyOp(res *Result) {
 		l.checked(res)
 	case statecache.RetryDeRegister:
 		l.retried(res)
+	case statecache.Reassert:
+		l.reasserted(res)
+	}
+	if isAPIKey(res.Op.Path) {
+		l.appliedAPI(res, before)
 	}
 }
 
@@ -68,24 +64,26 @@ func pluginAttrs(p plugins.Plugin) []any {
 	return []any{"path", p.SocketPath, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint}
 }
 
-// registered records a successful registration.
+// registered records a successful registration, which gets a later
+// RegisteredAt than every registration before it: the newest instance of
+// its name, in the Registry as in the cache.
 func (l *loop) registered(res *Result) {
 	op, now := res.Op, time.Now()
-	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID, now
-	p := res.Plugin
-	l.cache.Done(op, p, nil)
-	// Registered again: a deregistration of the same type and name still
-	// owed would tell the handler it is gone. An API instance's guard goes
-	// with them (see guard), once the Registry lists the registration; a
-	// socket's registration, which the next scan makes again, is listed
-	// after them.
-	dropOwed := func() {
-		l.cache.DropPending(p.Type, p.Name)
-		l.syncPending()
+	if !now.After(l.lastRegistered) {
+		now = l.lastRegistered.Add(time.Nanosecond)
 	}
+	l.lastRegistered = now
+	res.Plugin.SocketID, res.Plugin.RegisteredAt = op.ID.sock, now
+	p := res.Plugin
+	// Registered again: the cache drops the deregistrations of the same
+	// type and name still owed, which would tell the handler it is gone.
+	// An API instance's guard goes with them (see guard), once the
+	// Registry lists the registration; a socket's registration, which the
+	// next scan makes again, is listed after them.
+	l.cache.Done(op, p, nil)
 	api := isAPIKey(op.Path)
 	if !api {
-		dropOwed()
+		l.syncPending()
 	}
 	delete(l.reported, op.Path)
 	if _, was := l.unhealthy[op.Path]; was {
@@ -98,7 +96,7 @@ func (l *loop) registered(res *Result) {
 	}
 	l.r.Registry.Apply(kind, p, "", now)
 	if api {
-		dropOwed()
+		l.syncPending()
 	}
 	l.r.countRegistration(p.Type, Registered)
 	l.log.Info(msg, append(attrs(res), "attempt", op.Attempt)...)
@@ -108,10 +106,18 @@ func (l *loop) registered(res *Result) {
 // logged and published once per socket incarnation, whatever its text, not
 // at every retry: a stale socket, or a plugin that keeps being rejected
 // (with a new name, type or error each time, if it likes), would flood the
-// log and the event history.
+// log and the event history. A failure that ends the want of its instance
+// (an API registration, statecache.NoRetry) is logged at Info.
 func (l *loop) registerFailed(res *Result) {
 	op, p, err := res.Op, res.Plugin, res.Err
-	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
+	before, _ := l.cache.Lookup(op.Path)
+	var named plugins.Plugin // what the cache is told of the name, if the handler may have changed what it holds of it
+	if reachedRegister(err) {
+		named = p
+	}
+	retry := time.Duration(l.cache.Done(op, named, err)) * l.interval
+	after, _ := l.cache.Lookup(op.Path)
+	ended := before.Wanted && before.Want == op.ID && !after.Wanted
 	if ue, ok := errors.AsType[*UndeliveredError](err); ok { // a rollback's DeRegister failed
 		if perr := l.owe(ue); perr != nil {
 			err = errors.Join(err, perr)
@@ -129,7 +135,7 @@ func (l *loop) registerFailed(res *Result) {
 			l.log.Debug("plugin rejected", a...)
 			return
 		}
-		p.SocketID = op.ID
+		p.SocketID = op.ID.sock
 		l.r.Registry.Apply(plugins.Rejected, p, rej.Msg, time.Now())
 		l.log.Info("plugin rejected", a...)
 		return
@@ -145,11 +151,24 @@ func (l *loop) registerFailed(res *Result) {
 	if pathChanged(err) {
 		msg = "socket refused: path changed between scan and dial"
 	}
-	if retry == 0 || !l.reportFirst(op, reportedFailed) {
+	switch {
+	case ended:
+		l.log.Info(msg, a...)
+	case retry == 0 || !l.reportFirst(op, reportedFailed):
 		l.log.Debug(msg, a...)
-		return
+	default:
+		l.log.Warn(msg, a...)
 	}
-	l.log.Warn(msg, a...)
+}
+
+// reachedRegister reports whether err, the error of a registration, came
+// from its handler's Register or after it (a rollback of a notification
+// that failed, or of annotations beyond the limits), so that the handler
+// may have changed what it holds of the plugin's name: the state cache
+// then has the name's current instance reasserted.
+func reachedRegister(err error) bool {
+	oe, ok := errors.AsType[*OpError](err)
+	return ok && (oe.Op == "register" || oe.Op == "notify")
 }
 
 // deregistered records a deregistration, which always succeeds: the
@@ -189,8 +208,7 @@ func (l *loop) deregistered(res *Result) {
 // deregistration is then not retried.
 func (l *loop) owe(ue *UndeliveredError) error {
 	p := ue.Plugin
-	k := statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}
-	if !l.cache.AddPending(k, p, ue.Reason, ue.Since) {
+	if !l.cache.AddPending(pendingKeyOf(p), p, ue.Reason) {
 		return fmt.Errorf("not retried: %d deregistrations pending already, at most %d", plugins.MaxPending, plugins.MaxPending)
 	}
 	l.syncPending()
@@ -208,7 +226,7 @@ func (l *loop) syncPending() {
 		}
 	}
 	for _, k := range gone {
-		l.r.Registry.DropPending(plugins.Plugin{Type: k.Type, Name: k.Name, SocketID: k.ID})
+		l.r.Registry.DropPending(pluginOf(k))
 	}
 }
 
@@ -222,9 +240,6 @@ func (l *loop) retried(res *Result) {
 	case err == nil:
 		l.cache.Done(op, p, nil)
 		l.log.Info("plugin deregistration delivered", a...)
-	case errors.Is(err, ErrSuperseded):
-		l.cache.Done(op, p, nil)
-		l.log.Debug("pending deregistration superseded", a...)
 	case errors.Is(err, ErrNoHandler):
 		l.cache.Done(op, p, nil)
 		l.log.Warn("pending deregistration dropped", append(a, "err", errText(err))...)
@@ -240,6 +255,24 @@ func (l *loop) retried(res *Result) {
 		}
 	}
 	l.syncPending()
+}
+
+// reasserted records a Reassert: the handler was told again that the
+// plugin is its name's current instance. A failure is a Warn, with the
+// retry delay; one the handler refused (statecache.ErrChanged) is
+// followed by the plugin's deregistration as replaced.
+func (l *loop) reasserted(res *Result) {
+	op, err := res.Op, res.Err
+	retry := time.Duration(l.cache.Done(op, plugins.Plugin{}, err)) * l.interval
+	a := append(attrs(res), "attempt", op.Attempt)
+	switch {
+	case err == nil:
+		l.log.Info("plugin reasserted", a...)
+	case errors.Is(err, statecache.ErrChanged):
+		l.log.Info("plugin changed", append(a, "op", op.Kind.String(), "err", errText(err))...)
+	default:
+		l.log.Warn("reassert failed", append(a, "err", errText(err), "retry", retry)...)
+	}
 }
 
 // verified records the check of a plugin restored from the state file. A

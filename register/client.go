@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -83,8 +82,7 @@ type Client struct {
 
 	Log *slog.Logger // nil: discard
 
-	calls  handlerCalls // see RetryDeRegister
-	stalls stalls       // see dial
+	stalls stalls // see dial
 }
 
 // settled reports whether no system call on path can hang (Settled).
@@ -178,9 +176,6 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		}
 		return p, &OpError{"notify", path, err}
 	}
-	// Registered again: a deregistration of the same type and name still
-	// owed would tell the handler it is gone (see RetryDeRegister).
-	c.registered(p, id)
 	return p, nil
 }
 
@@ -554,9 +549,7 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 // A DeRegister that fails, or that cannot wait its turn (another call for
 // the name outlasted HandlerTimeout, or ctx is done), is owed: its error
 // wraps an *UndeliveredError, for the caller to deliver again with
-// RetryDeRegister. One that could not wait its turn is marked as if it had
-// waited for the call that holds the name: that is an order the lock
-// allows.
+// RetryDeRegister.
 func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
@@ -565,7 +558,6 @@ func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugin
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
-	c.deregistered(p)
 	if err != nil {
 		return &OpError{"deregister", opPath(p), c.undelivered(p, p.SocketID, reason, err)}
 	}
@@ -577,32 +569,60 @@ func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugin
 }
 
 // RetryDeRegister delivers an owed deregistration again: the DeRegister of
-// p's handler with reason, where since is the Since of the
-// *UndeliveredError that DeRegister or Register returned (0 for one
-// restored from the state file). After any other call for the same plugin
-// name has finished, it checks that no plugin of p's type and name was
-// registered by c since then: if one was, the handler would take the
-// DeRegister for the new plugin's, so it is not sent, and RetryDeRegister
-// returns ErrSuperseded. When p's type has no handler any more, the error
-// wraps ErrNoHandler. Both mean the deregistration is no longer owed; after
-// any other error it still is.
-func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error {
+// p's handler with reason, after any other call for the same plugin name
+// has finished. Whether it is still owed is the Reconciler's to decide
+// (its state cache): a registration of the name drops it, and a retry
+// that reaches the handler after one is followed by a Reassert. When p's
+// type has no handler any more, the error wraps ErrNoHandler: nobody is
+// left to deliver it to. After any other error it is still owed.
+func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		return &OpError{"deregister", opPath(p), fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
+	}
 	unlock, err := c.Handlers.Lock(ctx, p.Type, p.Name)
 	if err != nil {
 		return &OpError{"deregister", opPath(p), err}
 	}
 	defer unlock()
-	if c.registeredSince(p.Key(), since) {
-		return ErrSuperseded
-	}
-	h, ok := c.Handlers.Lookup(p.Type)
-	if !ok {
-		return &OpError{"deregister", opPath(p), fmt.Errorf("%w %s", ErrNoHandler, p.Type)}
-	}
 	if err := h.DeRegister(ctx, p, reason); err != nil {
 		return &OpError{"deregister", opPath(p), err}
+	}
+	return nil
+}
+
+// Reassert tells the handler of p's type again that p, a registered
+// plugin, is registered: its Register, after any other call for the same
+// plugin name has finished, as the current instance of its name after a
+// call that may have made the handler drop the name (see package
+// statecache). The plugin is not contacted, and the annotations of its
+// registration stay: the Register's are not looked at. An error wraps
+// statecache.ErrChanged when the handler refuses p, or p's type has no
+// handler any more (the plugin is then deregistered as replaced); any
+// other error (a timeout, handler.ErrUnavailable) is retried.
+func (c *Client) Reassert(ctx context.Context, p plugins.Plugin) error {
+	path := opPath(p)
+	h, ok := c.Handlers.Lookup(p.Type)
+	if !ok {
+		return &OpError{"register", path, fmt.Errorf("%w: no handler for plugin type %s", statecache.ErrChanged, p.Type)}
+	}
+	hctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
+	defer cancel()
+	unlock, err := c.Handlers.Lock(hctx, p.Type, p.Name)
+	if err != nil {
+		return &OpError{"register", path, err}
+	}
+	defer unlock()
+	// As at the registration: neither annotations nor a registration time
+	// yet.
+	p.Annotations, p.RegisteredAt = nil, time.Time{}
+	if _, err := h.Register(hctx, p); err != nil {
+		if transient(ctx, hctx, err) {
+			return &OpError{"register", path, err}
+		}
+		return &OpError{"register", path, fmt.Errorf("%w: %w", statecache.ErrChanged, err)}
 	}
 	return nil
 }
@@ -617,70 +637,11 @@ func opPath(p plugins.Plugin) string {
 	return p.SocketPath
 }
 
-// handlerCalls is what a Client knows of the registrations it made, for
-// RetryDeRegister: a count of the marks it gave, and for each plugin type
-// and name, each incarnation it registered and has not deregistered, with
-// the mark of its registration. It holds no more than the plugins
-// registered.
-type handlerCalls struct {
-	mu    sync.Mutex
-	marks uint64
-	held  map[plugins.Key]map[scan.ID]uint64
-}
-
-// mark returns a new mark, later than every one before.
-func (c *Client) mark() uint64 {
-	c.calls.mu.Lock()
-	defer c.calls.mu.Unlock()
-	c.calls.marks++
-	return c.calls.marks
-}
-
-// registered records that the incarnation id of p was registered, with a
-// new mark. It is called while Handlers.Lock is held for p's name.
-func (c *Client) registered(p plugins.Plugin, id scan.ID) {
-	at := c.mark()
-	c.calls.mu.Lock()
-	defer c.calls.mu.Unlock()
-	if c.calls.held == nil {
-		c.calls.held = make(map[plugins.Key]map[scan.ID]uint64)
-	}
-	k := p.Key()
-	if c.calls.held[k] == nil {
-		c.calls.held[k] = make(map[scan.ID]uint64)
-	}
-	c.calls.held[k][id] = at
-}
-
-// deregistered forgets the registration of p's incarnation.
-func (c *Client) deregistered(p plugins.Plugin) {
-	c.calls.mu.Lock()
-	defer c.calls.mu.Unlock()
-	k := p.Key()
-	delete(c.calls.held[k], p.SocketID)
-	if len(c.calls.held[k]) == 0 {
-		delete(c.calls.held, k)
-	}
-}
-
-// registeredSince reports whether an incarnation of k registered after the
-// mark since is still registered.
-func (c *Client) registeredSince(k plugins.Key, since uint64) bool {
-	c.calls.mu.Lock()
-	defer c.calls.mu.Unlock()
-	for _, at := range c.calls.held[k] {
-		if at > since {
-			return true
-		}
-	}
-	return false
-}
-
 // undelivered returns the *UndeliveredError of a DeRegister of the
-// incarnation id of p, for reason, that failed with err, marked now.
+// incarnation id of p, for reason, that failed with err.
 func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason plugins.Reason, err error) *UndeliveredError {
 	p.SocketID = id
-	return &UndeliveredError{Plugin: p, Reason: reason, Since: c.mark(), Err: err}
+	return &UndeliveredError{Plugin: p, Reason: reason, Err: err}
 }
 
 // dialUnix connects to the socket at path. A socket file appears at bind,

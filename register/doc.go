@@ -138,16 +138,34 @@
 // cache when Run starts (statecache.Cache.RestorePending) and retried at
 // once, without waiting for the first scan.
 //
-// Client marks every failed DeRegister and every registration while it
-// holds Handlers.Lock for the plugin's name, and a retry checks under that
-// lock that no plugin of the name was registered after the failure
-// (ErrSuperseded otherwise), so a retry never reaches the handler after a
-// new registration of the name, whatever order the outcomes reach the
-// loop in. A DeRegister that cannot wait its turn for the name (the call
-// holding it outlasted HandlerTimeout, or the agent stops) is marked
-// without the lock, which amounts to the order in which it would have run
-// after that call. The pending entries are not events: consumers saw the
+// Whether a DeRegister is still owed is the state cache's to decide, and
+// only its: Client keeps no record of the registrations it made. A
+// registration of the name drops the entries of the name, and a retry
+// that may have reached the handler after a registration of the name is
+// followed by a Reassert of the name's current instance (see One instance
+// of a name). The pending entries are not events: consumers saw the
 // plugin leave at once. Status.PendingDeregistrations counts them.
+//
+// # One instance of a name
+//
+// A handler holds one instance of each plugin type and name, as the
+// kubelet's do: a Register replaces the one it held, a DeRegister of any
+// instance of the name drops it. Several instances may carry one name:
+// sockets (a rolling update), API registrations of several owners or
+// endpoints, or both. The current instance of a name is the one
+// registered last of those registered (each registration gets a later
+// RegisteredAt than every one before it); when it goes, the one
+// registered before it is current again. plugins.Registry.Get, a watch's
+// and the fleet's view of the name, and the handler all hold the current
+// one: after any handler call of the name other than a registration that
+// completed (a DeRegister of any of its instances, a retried one, a
+// failed Register, whose rollback may have reached the handler, or calls
+// of the name whose runs overlapped), the handler is told the current
+// instance's registration again (Client.Reassert: its Register, without
+// contacting the plugin), retried with backoff, and one it now refuses is
+// deregistered as replaced. So the handler is left holding a live
+// instance of every name that has one (see package statecache, which
+// decides it).
 //
 // The reconciler also verifies plugins restored from the state file
 // (Client.Verify: GetInfo must answer as before) and checks that
@@ -245,9 +263,10 @@
 // and Deregister (plugreg register, plugreg deregister), for plugins that
 // serve no pluginregistration v1, as an orchestrator registers them in
 // Nomad's dynamic plugin registry. Such a plugin is an entry of the same
-// state cache, keyed by plugins.Plugin.Instance (type, name, owner and
-// endpoint) with an identity hashed from what the request holds, so the
-// one scheduler runs it: it goes through its type's handler as a
+// state cache, wanted directly (statecache.Cache.Want), keyed by
+// plugins.Plugin.Instance (type, name, owner and endpoint) and identified
+// by what the request holds, so the one scheduler runs it: it goes
+// through its type's handler as a
 // discovered plugin does (Validate, Register, DeRegister, serial per
 // name; no notification, as there is no registration server), and a
 // refusal is the call's error, in the kubelet's words, and is not retried.
@@ -317,8 +336,8 @@
 //
 // Without AllowUIDs, anyone who can create a socket in a plugin directory
 // can register a plugin of any type and name, as with the kubelet; a name
-// another plugin has already is registered too, and plugins.Registry.Get
-// returns the most recent one. With AllowUIDs, before anything is sent to
+// another plugin has already is registered too, and becomes the name's
+// current instance (see One instance of a name). With AllowUIDs, before anything is sent to
 // a socket, the owner of the socket file and the uid of the process serving
 // it must both be allowed. The serving process's uid is its effective uid
 // when it called listen, read from the connection just opened:

@@ -13,25 +13,14 @@ import (
 // left to deliver it to.
 var ErrNoHandler = errors.New("register: no handler for the plugin type")
 
-// ErrSuperseded is returned by Client.RetryDeRegister when a plugin of the
-// same type and name was registered after the DeRegister failed: the
-// handler would take the older plugin's DeRegister for the new one's, so
-// it is not sent, and the pending deregistration is dropped.
-var ErrSuperseded = errors.New("register: a plugin of the same type and name registered since")
-
 // UndeliveredError is a handler's DeRegister that did not succeed (it
 // failed, or could not wait its turn): the deregistration is owed. The
 // Reconciler keeps it pending and delivers it again with
-// Registrar.RetryDeRegister, given Plugin, Reason and Since. Its text is
-// Err's.
+// Registrar.RetryDeRegister, given Plugin and Reason. Its text is Err's.
 type UndeliveredError struct {
 	Plugin plugins.Plugin // as registered, SocketID included
 	Reason plugins.Reason // what DeRegister was told
-	// Since is the Registrar's mark of the failure, for RetryDeRegister:
-	// a plugin of the same type and name registered after it supersedes
-	// the deregistration.
-	Since uint64
-	Err   error
+	Err    error
 }
 
 func (e *UndeliveredError) Error() string { return e.Err.Error() }

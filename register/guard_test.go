@@ -127,7 +127,9 @@ func TestGuardOnDiskBeforeHandler(t *testing.T) {
 // the handler deregistered it) restores no plugin: the plugin leaves the
 // Registry with a "deregistered" event, its handler is not asked Validate
 // again, and the DeRegister is delivered. A plugin of the same name whose
-// owed DeRegister is for another incarnation stays.
+// owed DeRegister is for another instance stays, and as that
+// DeRegister may drop the name at the handler, the handler is told it
+// again once the DeRegister is delivered (a Reassert).
 func TestRestoreOwedDeRegister(t *testing.T) {
 	ep := filepath.Join(sockettest.Dir(t), "a.sock")
 	sockettest.Listen(t, ep)
@@ -137,7 +139,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 		kept := gone
 		kept.Name, kept.SocketID = "b", scan.ID{Ino: 2}
 		other := kept
-		other.SocketID = scan.ID{Ino: 3} // an older incarnation of b
+		other.Owner = "o2" // another instance of b
 		reg := plugins.NewRegistryFrom(plugins.State{Plugins: []plugins.Plugin{gone, kept}, Pending: []plugins.PendingDeregistration{
 			{Plugin: gone, Reason: plugins.ReasonRemoved}, {Plugin: other, Reason: plugins.ReasonRemoved}}})
 		sub := reg.Subscribe(reg.Revision(), "")
@@ -158,7 +160,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 			calls = append(calls, <-rh.events)
 		}
 		slices.Sort(calls)
-		want := []string{"deregister a " + ep + " removed", "deregister b " + ep + " removed", "validate b"}
+		want := []string{"deregister a " + ep + " removed", "deregister b " + ep + " removed", "register b " + ep, "validate b"}
 		if !slices.Equal(calls, want) {
 			t.Errorf("handler calls %q, want %q", calls, want)
 		}

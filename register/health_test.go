@@ -29,7 +29,8 @@ func (chanRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason)
 func (chanRegistrar) Verify(context.Context, plugins.Plugin) error                     { return nil }
 func (chanRegistrar) InfoCheck(context.Context, plugins.Plugin) error                  { return nil }
 func (chanRegistrar) ConnectCheck(context.Context, plugins.Plugin) error               { return nil }
-func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason, uint64) error {
+func (chanRegistrar) Reassert(context.Context, plugins.Plugin) error                   { return nil }
+func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason) error {
 	return nil
 }
 

@@ -30,11 +30,17 @@ type Registrar interface {
 	// pending and delivers it again with RetryDeRegister.
 	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
 	// RetryDeRegister delivers a pending deregistration again, with the
-	// plugin, reason and Since of its *UndeliveredError (0 for one
-	// restored from the state file). ErrSuperseded, and an error wrapping
-	// ErrNoHandler, mean it is no longer owed, and it is dropped; after
+	// plugin and reason of its *UndeliveredError. An error wrapping
+	// ErrNoHandler means it is no longer owed, and it is dropped; after
 	// any other error it is retried with backoff.
-	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error
+	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
+	// Reassert tells the handler again that p, a registered plugin, is
+	// the current instance of its type and name (see package statecache:
+	// after a call that may have made the handler drop the name). An
+	// error wrapping statecache.ErrChanged means the handler no longer
+	// accepts p: it is deregistered as replaced; any other is retried
+	// with backoff.
+	Reassert(ctx context.Context, p plugins.Plugin) error
 	// Verify checks a plugin restored from the state file; an error
 	// wrapping statecache.ErrChanged means it answers differently now,
 	// one wrapping statecache.ErrUnchecked that the check could not be
@@ -183,7 +189,7 @@ func (r *Reconciler) pulse() bool {
 
 // Result is the outcome of one operation.
 type Result struct {
-	Op     statecache.Op[plugins.Plugin, scan.ID]
+	Op     cacheOp
 	Plugin plugins.Plugin // Register: what the plugin reported; otherwise Op.Plugin
 	Err    error
 }
@@ -326,7 +332,7 @@ type loop struct {
 	start       time.Time // tick n of the cache is n intervals after it
 	maxInFlight int
 	maxPlugins  int
-	cache       *statecache.Cache[plugins.Plugin, scan.ID]
+	cache       *statecache.Cache[plugins.Plugin, instID]
 	api         apiSet // the plugins registered through the API
 	results     chan Result
 	inFlight    int
@@ -339,6 +345,11 @@ type loop struct {
 	scanFailed  bool                       // the last scan failed
 	observed    bool                       // a scan was observed
 	ready       bool                       // the first scan's operations have completed
+
+	// lastRegistered is the latest RegisteredAt given: each registration
+	// gets a later one, so that the Registry's newest instance of a name
+	// (plugins.Newer) is the cache's current one (statecache.Cache.Current).
+	lastRegistered time.Time
 
 	// The sockets refused beyond maxPlugins (see reportRefused): how many the
 	// last scan refused and the first few of them, and the count the last
@@ -392,21 +403,12 @@ func (r *Reconciler) newLoop() *loop {
 		interval:    interval,
 		maxInFlight: maxInFlight,
 		maxPlugins:  orDefault(r.MaxPlugins, DefaultMaxPlugins),
-		cache:       statecache.New[plugins.Plugin, scan.ID](cfg),
+		cache:       statecache.New[plugins.Plugin, instID](cfg, pluginName),
 		reported:    make(map[string]int),
 		unhealthy:   make(map[string]UnhealthyPlugin),
 	}
 	l.results = make(chan Result, l.maxInFlight)
-	for _, pd := range r.Registry.Pending() {
-		p := pd.Plugin
-		l.cache.RestorePending(statecache.PendingKey[scan.ID]{Type: p.Type, Name: p.Name, ID: p.SocketID}, p, pd.Reason)
-	}
-	l.cache.PendingChanges() // the Registry holds them already
-	restored := l.unowed(r.Registry.List(""))
-	for _, p := range restored {
-		l.cache.Restore(p.Instance(), p.SocketID, p)
-	}
-	l.api = newAPISet(r, restored)
+	l.restore()
 	now := time.Now()
 	r.update(func(s *Status) {
 		*s = Status{
@@ -422,6 +424,37 @@ func (r *Reconciler) newLoop() *loop {
 		}
 	})
 	return l
+}
+
+// restore gives the new cache what the Registry restored from the state
+// file: the pending deregistrations, then the plugins whose deregistration
+// is not owed, in the order of their registration, so that the cache's
+// current instance of a name is the Registry's (plugins.Newer), and the
+// API instances among them wanted.
+func (l *loop) restore() {
+	for _, pd := range l.r.Registry.Pending() {
+		p := pd.Plugin
+		l.cache.RestorePending(pendingKeyOf(p), p, pd.Reason)
+	}
+	l.cache.PendingChanges() // the Registry holds them already
+	restored := l.unowed(l.r.Registry.List(""))
+	slices.SortFunc(restored, func(a, b plugins.Plugin) int {
+		switch {
+		case plugins.Newer(a, b):
+			return 1
+		case plugins.Newer(b, a):
+			return -1
+		}
+		return 0
+	})
+	for _, p := range restored {
+		l.cache.Restore(p.Instance(), idOf(p), p)
+		if p.RegisteredAt.After(l.lastRegistered) {
+			l.lastRegistered = p.RegisteredAt
+		}
+	}
+	l.api = newAPISet(l.r)
+	l.wantRestored(restored)
 }
 
 // publish refreshes the state part of the reconciler's Status after a tick
@@ -443,7 +476,6 @@ func (l *loop) publish() {
 // the scan.
 func (l *loop) observe(s scanned) {
 	snap, err := s.snap, s.err
-	first := !l.observed
 	l.observed = true
 	// One fault, one Warn: the error's text may change while the fault
 	// lasts, so later failures are Debug, whatever they say, until a scan
@@ -475,30 +507,24 @@ func (l *loop) observe(s scanned) {
 			}
 		}
 	}
-	cch := cacheChanges(ch)
-	if first {
-		// The API plugins wanted, the restored ones among them: a restored
-		// one missing from the first Observe would be deregistered.
-		cch.Added = append(cch.Added, l.api.entries()...)
-	}
-	l.cache.Observe(cch)
+	l.cache.Observe(cacheChanges(ch))
 }
 
 // cacheChanges is ch, what the scan saw change, as the cache takes it:
 // the same entries, keyed by path and identified by their scan.ID, in
 // slices of their own. It allocates only for changes.
-func cacheChanges(ch scan.Changes) statecache.Changes[scan.ID] {
-	entries := func(es []scan.Entry) []statecache.Entry[scan.ID] {
+func cacheChanges(ch scan.Changes) statecache.Changes[instID] {
+	entries := func(es []scan.Entry) []statecache.Entry[instID] {
 		if len(es) == 0 {
 			return nil
 		}
-		out := make([]statecache.Entry[scan.ID], len(es))
+		out := make([]statecache.Entry[instID], len(es))
 		for i, e := range es {
-			out[i] = statecache.Entry[scan.ID]{Path: e.Path, ID: e.ID}
+			out[i] = statecache.Entry[instID]{Path: e.Path, ID: instID{sock: e.ID}}
 		}
 		return out
 	}
-	return statecache.Changes[scan.ID]{Added: entries(ch.Added), Removed: entries(ch.Removed), Replaced: entries(ch.Replaced)}
+	return statecache.Changes[instID]{Added: entries(ch.Added), Removed: entries(ch.Removed), Replaced: entries(ch.Replaced)}
 }
 
 // limit keeps at most maxPlugins sockets of snap: first those handled
@@ -601,16 +627,19 @@ func (l *loop) fdExhausted(msg string, attrs ...any) {
 }
 
 // run executes one op; it runs in its own goroutine.
-func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID]) Result {
+func (l *loop) run(ctx context.Context, op cacheOp) Result {
+	reg := l.r.Registrar
+	if op.Kind == statecache.Reassert { // the same for a socket's plugin and an API instance
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.Reassert(ctx, op.Plugin)}
+	}
 	if res, ok := l.runAPI(ctx, op); ok {
 		return res
 	}
-	reg := l.r.Registrar
 	switch op.Kind {
 	case statecache.DeRegister:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.DeRegister(ctx, op.Plugin, op.Reason)}
 	case statecache.RetryDeRegister:
-		return Result{Op: op, Plugin: op.Plugin, Err: reg.RetryDeRegister(ctx, op.Plugin, op.Reason, op.Stamp)}
+		return Result{Op: op, Plugin: op.Plugin, Err: reg.RetryDeRegister(ctx, op.Plugin, op.Reason)}
 	case statecache.Verify:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.Verify(ctx, op.Plugin)}
 	case statecache.InfoCheck:
@@ -618,8 +647,13 @@ func (l *loop) run(ctx context.Context, op statecache.Op[plugins.Plugin, scan.ID
 	case statecache.ConnectCheck:
 		return Result{Op: op, Plugin: op.Plugin, Err: reg.ConnectCheck(ctx, op.Plugin)}
 	}
-	p, err := reg.Register(ctx, op.Path, op.ID)
+	p, err := reg.Register(ctx, op.Path, op.ID.sock)
 	return Result{Op: op, Plugin: p, Err: err}
+}
+
+// pluginName is the name under which a handler holds p.
+func pluginName(p plugins.Plugin) statecache.Name {
+	return statecache.Name{Type: p.Type, Name: p.Name}
 }
 
 // orDefault returns v, or def when v is zero or negative.

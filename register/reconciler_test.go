@@ -20,22 +20,18 @@ import (
 
 // call is one Registrar call the fake hands to the test.
 type call struct {
-	kind   string // "register", "deregister", "verify", "probe", "ping" or "retry"
+	kind   string // "register", "deregister", "verify", "probe", "ping", "retry" or "reassert"
 	path   string
 	plugin plugins.Plugin // deregister, retry: what is deregistered
 	reason plugins.Reason // deregister, retry: why
-	since  uint64         // retry: the Since of the failure
 	reply  chan error
 }
 
 // fakeRegistrar passes every call to the test on calls and returns what the
 // test answers, or the context's error. A DeRegister that fails is owed,
-// as with Client: its error wraps an *UndeliveredError whose Since is the
-// number of DeRegister calls so far.
+// as with Client: its error wraps an *UndeliveredError.
 type fakeRegistrar struct {
-	calls  chan call
-	mu     sync.Mutex
-	deregs uint64
+	calls chan call
 }
 
 func (f *fakeRegistrar) do(ctx context.Context, c call) error {
@@ -60,17 +56,18 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string, _ scan.ID) (p
 
 func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
 	err := f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deregs++
 	if err != nil {
-		return &UndeliveredError{Plugin: p, Reason: reason, Since: f.deregs, Err: err}
+		return &UndeliveredError{Plugin: p, Reason: reason, Err: err}
 	}
 	return nil
 }
 
-func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason, since uint64) error {
-	return f.do(ctx, call{kind: "retry", path: p.SocketPath, plugin: p, reason: reason, since: since})
+func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+	return f.do(ctx, call{kind: "retry", path: p.SocketPath, plugin: p, reason: reason})
+}
+
+func (f *fakeRegistrar) Reassert(ctx context.Context, p plugins.Plugin) error {
+	return f.do(ctx, call{kind: "reassert", path: p.SocketPath, plugin: p})
 }
 
 func (f *fakeRegistrar) Verify(ctx context.Context, p plugins.Plugin) error {
@@ -498,13 +495,12 @@ type okRegistrar struct{}
 func (okRegistrar) Register(_ context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
 }
-func (okRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
-func (okRegistrar) Verify(context.Context, plugins.Plugin) error                     { return nil }
-func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                  { return nil }
-func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error               { return nil }
-func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason, uint64) error {
-	return nil
-}
+func (okRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error      { return nil }
+func (okRegistrar) Verify(context.Context, plugins.Plugin) error                          { return nil }
+func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                       { return nil }
+func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                    { return nil }
+func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
+func (okRegistrar) Reassert(context.Context, plugins.Plugin) error                        { return nil }
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, and so on until none has found

@@ -1,6 +1,7 @@
 package register
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,8 +66,8 @@ func (e *retryEnv) lines(s string) []string {
 // TestReconcilerRetriesFailedDeregistration: a deregistration whose
 // handler call fails leaves the registry at once, is saved in the
 // registry's pending set, and is retried at once, then 1, 2, 4 ticks
-// apart (MaxBackoff is 8 ticks), until it is delivered, with the Since of
-// its failure; one Warn for the entry, Debug for later failures.
+// apart (MaxBackoff is 8 ticks), until it is delivered; one Warn for the
+// entry, Debug for later failures.
 func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := startRetry(t, map[string]uint64{"/p/a": 1}, plugins.NewRegistry(), func(*Reconciler) {})
@@ -89,8 +90,8 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 			synctest.Wait()
 			select {
 			case c := <-e.reg.calls:
-				if c.kind != "retry" || c.path != "/p/a" || c.reason != plugins.ReasonRemoved || c.since != 1 {
-					t.Fatalf("call %s %s %q since %d, want retry /p/a \"removed\" since 1", c.kind, c.path, c.reason, c.since)
+				if c.kind != "retry" || c.path != "/p/a" || c.reason != plugins.ReasonRemoved {
+					t.Fatalf("call %s %s %q, want retry /p/a \"removed\"", c.kind, c.path, c.reason)
 				}
 				at = append(at, time.Since(start))
 				if len(at) < 5 {
@@ -147,8 +148,8 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 			r.Scan = func() (scan.Snapshot, error) { <-scanning; return scanDir() }
 		})
 		calls := e.all("retry", "/p/a", "/p/b")
-		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack || c.since != 0 {
-			t.Errorf("retry of b with reason %q since %d, want %q since 0", c.reason, c.since, plugins.ReasonRolledBack)
+		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack {
+			t.Errorf("retry of b with reason %q, want %q", c.reason, plugins.ReasonRolledBack)
 		}
 		if n := e.rec.Status().PendingDeregistrations; n != 2 {
 			t.Errorf("Status().PendingDeregistrations = %d with both in flight, want 2", n)
@@ -272,7 +273,7 @@ func TestReconcilerPendingWithoutHandler(t *testing.T) {
 
 // TestReconcilerPendingDroppedByRegistration: a registration of a plugin
 // of the same type and name drops the pending deregistrations of every
-// incarnation of the name, and a superseded retry is dropped too, with no
+// incarnation of the name; a delivered retry is dropped too, with no
 // Warn.
 func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -285,7 +286,7 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 		e := startRetry(t, nil, reg, func(*Reconciler) {})
 		calls := e.all("retry", "/p/a1", "/p/a2")
 		calls["/p/a1"].reply <- errors.New("down")
-		calls["/p/a2"].reply <- ErrSuperseded
+		calls["/p/a2"].reply <- nil
 		synctest.Wait()
 		if got := reg.Pending(); len(got) != 1 || got[0].Plugin.SocketPath != "/p/a1" {
 			t.Fatalf("registry's pending %+v, want a1's alone", got)
@@ -297,10 +298,13 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 			for more := true; more; synctest.Wait() {
 				select {
 				case c := <-e.reg.calls:
-					if c.kind == "register" {
+					switch c.kind {
+					case "register":
 						c.reply <- nil // registers "a", of type T
 						registered = true
-					} else {
+					case "reassert": // see below
+						c.reply <- nil
+					default:
 						c.reply <- errors.New("down")
 					}
 				default:
@@ -311,12 +315,88 @@ func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 		if got := reg.Pending(); got != nil {
 			t.Errorf("registry's pending %+v after a registration of the name, want none", got)
 		}
+		// A retry of the name that ended after the registration may have
+		// reached the handler after it: the new plugin is reasserted.
+		synctest.Wait()
+		for more := true; more; synctest.Wait() {
+			select {
+			case c := <-e.reg.calls:
+				if c.kind != "reassert" || c.path != "/p/a" {
+					t.Fatalf("call %s %s after the registration, want at most a reassert of /p/a", c.kind, c.path)
+				}
+				c.reply <- nil
+			default:
+				more = false
+			}
+		}
 		for range 20 {
 			e.tick()
 		}
 		e.none()
 		if got := e.lines("level=WARN"); len(got) != 1 {
 			t.Errorf("warnings %q, want the one of a1's first failed retry", got)
+		}
+	})
+}
+
+// TestReconcilerReassertsNewest: the current instance of a name, which
+// the handler is told again after a DeRegister of the name, is the one
+// the Registry's Get shows (the latest RegisteredAt), also among plugins
+// restored from the state file, whatever their order by path: once the
+// retry of a DeRegister owed to the name is delivered, the handler is
+// told /p/a1 again, registered after /p/a2.
+func TestReconcilerReassertsNewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		older := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		p := func(path string, ino uint64, at time.Time) plugins.Plugin {
+			return plugins.Plugin{Name: "a", Type: "T", SocketPath: path, Endpoint: path, SocketID: scan.ID{Ino: ino}, RegisteredAt: at}
+		}
+		reg := plugins.NewRegistryFrom(plugins.State{
+			Plugins: []plugins.Plugin{p("/p/a1", 1, older.Add(time.Hour)), p("/p/a2", 2, older)},
+			Pending: []plugins.PendingDeregistration{{Plugin: p("/p/old", 9, older), Reason: plugins.ReasonRemoved}},
+		})
+		if cur, err := reg.Get("T", "a"); err != nil || cur.SocketPath != "/p/a1" {
+			t.Fatalf("Get = %+v, %v; want /p/a1", cur, err)
+		}
+		e := startRetry(t, map[string]uint64{"/p/a1": 1, "/p/a2": 2}, reg, func(*Reconciler) {})
+		for _, c := range e.collect("retry /p/old", "verify /p/a1", "verify /p/a2") {
+			c.reply <- nil
+		}
+		e.next("reassert", "/p/a1").reply <- nil
+		e.none()
+		if got := e.lines(`msg="plugin reasserted"`); len(got) != 1 || !strings.Contains(got[0], "path=/p/a1") {
+			t.Errorf("log %q, want /p/a1 reasserted", got)
+		}
+	})
+}
+
+// oneName is a fakeRegistrar whose plugins are all named "a".
+type oneName struct{ *fakeRegistrar }
+
+func (o oneName) Register(ctx context.Context, path string, id scan.ID) (plugins.Plugin, error) {
+	p, err := o.fakeRegistrar.Register(ctx, path, id)
+	p.Name = "a"
+	return p, err
+}
+
+// TestReconcilerCurrentIsRegistryNewest: two sockets of one name that
+// register at the same instant get distinct registration times, the later
+// one to the registration that completed last, so that the Registry's Get
+// shows the instance the handler holds: the one the cache reasserts after
+// the two calls overlapped.
+func TestReconcilerCurrentIsRegistryNewest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := startRetry(t, map[string]uint64{"/p/a": 1, "/p/b": 2}, plugins.NewRegistry(), func(r *Reconciler) {
+			r.Registrar = oneName{r.Registrar.(*fakeRegistrar)}
+		})
+		calls := e.all("register", "/p/a", "/p/b")
+		calls["/p/a"].reply <- nil
+		synctest.Wait()
+		calls["/p/b"].reply <- nil // the same instant: the bubble's clock has not moved
+		e.next("reassert", "/p/b").reply <- nil
+		e.none()
+		if cur, err := e.plugs.Get("T", "a"); err != nil || cur.SocketPath != "/p/b" {
+			t.Errorf("Get = %+v, %v; want /p/b, registered last and reasserted", cur, err)
 		}
 	})
 }

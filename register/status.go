@@ -223,7 +223,7 @@ func (l *loop) unhealthyNow() []UnhealthyPlugin {
 	}
 	list := make([]UnhealthyPlugin, 0, len(l.unhealthy))
 	for key, u := range l.unhealthy {
-		if in := l.apiInst(key); isAPIKey(key) && (in == nil || !in.desired) || !isAPIKey(key) && !l.sees(key) {
+		if in, _ := l.cache.Lookup(key); !in.Wanted {
 			delete(l.unhealthy, key)
 			continue
 		}
@@ -240,10 +240,4 @@ func (l *loop) unhealthyNow() []UnhealthyPlugin {
 func (l *loop) refreshUnhealthy() {
 	u := l.unhealthyNow()
 	l.r.update(func(s *Status) { s.Unhealthy = u })
-}
-
-// sees reports whether the last scan saw a socket at path.
-func (l *loop) sees(path string) bool {
-	_, found := slices.BinarySearchFunc(l.prev.Entries, path, func(e scan.Entry, p string) int { return cmp.Compare(e.Path, p) })
-	return found
 }

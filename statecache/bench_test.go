@@ -17,7 +17,7 @@ func BenchmarkBurst(b *testing.B) {
 				added[i] = Entry[scan.ID]{Path: fmt.Sprintf("/p/%06d.sock", i), ID: scan.ID{Ino: uint64(i)}}
 			}
 			for b.Loop() {
-				c := New[string, scan.ID](Config{MaxBackoff: 30})
+				c := New[string, scan.ID](Config{MaxBackoff: 30}, testName)
 				c.Observe(Changes[scan.ID]{Added: added})
 				inFlight := c.Next(64)
 				for len(inFlight) > 0 {

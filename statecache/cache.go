@@ -17,6 +17,7 @@ const (
 	InfoCheck                       // check that a registered plugin still answers (GetInfo)
 	ConnectCheck                    // check that someone still serves a registered plugin's socket (a connect)
 	RetryDeRegister                 // deliver a pending deregistration again (see AddPending)
+	Reassert                        // tell the handler again that its name's current instance is registered (see Current)
 )
 
 func (k Kind) String() string {
@@ -33,6 +34,8 @@ func (k Kind) String() string {
 		return "connect check"
 	case RetryDeRegister:
 		return "retry deregister"
+	case Reassert:
+		return "reassert"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -97,17 +100,19 @@ type Config struct {
 type Op[P any, I Identity[I]] struct {
 	Kind Kind
 	Path string // the socket path
-	ID   I      // Register: the incarnation to register; DeRegister: the registered one
+	ID   I      // Register: the incarnation to register; others: the registered one
 	Gen  uint64 // generation of that incarnation: 1 for the first one the cache saw, and so on
 	// Attempt counts the registrations of this incarnation, or the
-	// verifications of a restored plugin, 1 for the first, or for InfoCheck
-	// and ConnectCheck the checks that failed in a row, plus one, or for
-	// RetryDeRegister the retries of its entry by this cache; always 1
-	// for DeRegister.
+	// verifications of a restored plugin, or the Reasserts of a
+	// registration, 1 for the first, or for InfoCheck and ConnectCheck the
+	// checks that failed in a row, plus one, or for RetryDeRegister the
+	// retries of its entry by this cache; always 1 for DeRegister.
 	Attempt int
 	// Plugin is what is registered at Path, as Restore or Done was given
-	// it; set for DeRegister, Verify, InfoCheck and ConnectCheck. For RetryDeRegister,
-	// the plugin AddPending was given (Path is empty).
+	// it; set for DeRegister, Verify, InfoCheck, ConnectCheck and
+	// Reassert. For a Register, what Want was given (zero for a socket
+	// of Observe); for RetryDeRegister, the plugin AddPending was given
+	// (Path is empty).
 	Plugin P
 	// Reason is why a DeRegister is due, or what a RetryDeRegister's
 	// pending entry was given.
@@ -121,23 +126,38 @@ type Op[P any, I Identity[I]] struct {
 	// Pending is the key of the pending deregistration a RetryDeRegister
 	// delivers; Gen tells that entry from a later one of the same key.
 	Pending PendingKey[I]
-	// Stamp is, for a RetryDeRegister, what AddPending was given (0 for
-	// RestorePending); the cache only carries it.
-	Stamp uint64
+	// call is, for an op that calls the handler (Register, Reassert,
+	// DeRegister, RetryDeRegister), the count of such calls ended when
+	// it was handed out (see callDone).
+	call uint64
 }
 
-// entry is everything the cache knows about one socket path.
+// entry is everything the cache knows about one key: a socket path, or
+// an instance of Want.
 type entry[P any, I Identity[I]] struct {
-	// Desired state: the scanner sees a socket here with identity want.
+	// Desired state: the scanner sees a socket here with identity want,
+	// or Want was given it, with wantP and policy.
 	desired bool
 	want    I
 	wantGen uint64
+	wantP   P
+	policy  Policy
 
 	// Actual state: the incarnation have is registered as plugin.
 	registered bool
 	have       I
 	haveGen    uint64
 	plugin     P
+	// name is the plugin's type and name, and regSeq the order of its
+	// registration among all (see Current); reassert: the handler is to
+	// be told it again (Reassert). Filed under its name (named), at key,
+	// it links to the entry of the name registered before it (older).
+	name     Name
+	regSeq   uint64
+	reassert bool
+	named    bool
+	key      string
+	older    *entry[P, I]
 
 	// restored registrations are unverified until a Verify succeeds.
 	unverified bool
@@ -157,8 +177,10 @@ type entry[P any, I Identity[I]] struct {
 	recovering bool   // the last registration ended unhealthy
 
 	inFlight bool
-	fails    int    // consecutive failed registrations of want
-	retryAt  uint64 // tick from which the next registration may start
+	running  Kind   // the op in flight
+	runID    I      // the incarnation it is for
+	fails    int    // consecutive failed registrations of want, or Reasserts of the registration
+	retryAt  uint64 // tick from which the next registration or Reassert may start
 }
 
 // deregisterReason returns why the registration must go, or 0 if it stays.
@@ -213,7 +235,7 @@ type Cache[P any, I Identity[I]] struct {
 	// then socket identity; how many, not counting those dropped while
 	// their retry is in flight; the heap of retry times; the queues of
 	// due ones by type; the retries in flight, in all and by type.
-	pending     map[nameKey]map[I]*pend[P, I]
+	pending     map[Name]map[I]*pend[P, I]
 	nPending    int
 	nGuards     int                        // entries of Guard among them
 	guards      map[string]guardRef[I]     // by path: the entry its Register or DeRegister in flight guards
@@ -223,20 +245,36 @@ type Cache[P any, I Identity[I]] struct {
 	pendDue     map[string][]*pend[P, I]
 	nRetrying   int
 	retriesOf   map[string]int
+
+	// The handler's instance of each name (names.go): the newest
+	// registered entry of each name, linked to the older ones; the count
+	// of registrations, for their order; the count of handler calls
+	// ended, those in flight, and by name the count at the end of its
+	// latest, while any is in flight.
+	nameOf   func(P) Name
+	names    map[Name]*entry[P, I]
+	regSeq   uint64
+	calls    uint64
+	nCalls   int
+	lastCall map[Name]uint64
 }
 
 // New returns an empty cache whose retry delay doubles from one tick up to
-// cfg.MaxBackoff ticks.
-func New[P any, I Identity[I]](cfg Config) *Cache[P, I] {
+// cfg.MaxBackoff ticks. nameOf returns the type and name a plugin is
+// registered under: a handler holds one instance of each (see Current).
+func New[P any, I Identity[I]](cfg Config, nameOf func(P) Name) *Cache[P, I] {
 	cfg.MaxBackoff = max(cfg.MaxBackoff, 1)
 	cfg.CheckFailures = max(cfg.CheckFailures, 1)
 	return &Cache[P, I]{
+		nameOf:      nameOf,
+		names:       make(map[Name]*entry[P, I]),
+		lastCall:    make(map[Name]uint64),
 		cfg:         cfg,
 		entries:     make(map[string]*entry[P, I]),
 		timers:      make(map[uint64][]string),
 		queued:      make(map[string]int),
 		retrying:    make(map[string]struct{}),
-		pending:     make(map[nameKey]map[I]*pend[P, I]),
+		pending:     make(map[Name]map[I]*pend[P, I]),
 		pendChanged: make(map[PendingKey[I]]struct{}),
 		guards:      make(map[string]guardRef[I]),
 		pendDue:     make(map[string][]*pend[P, I]),
@@ -245,10 +283,13 @@ func New[P any, I Identity[I]](cfg Config) *Cache[P, I] {
 }
 
 // Restore records a registration that an earlier run of the agent made,
-// with the identity its socket had then. Call it before the first Observe.
-// Once the scanner has reported, a restored plugin whose socket is gone or
-// changed is deregistered; one whose socket is unchanged is verified
-// (Verify) and stays registered if it answers the same.
+// with the identity its socket had then. Call it before the first Observe,
+// in the order the registrations were made (see Current), and before a
+// Want of the key. Once the scanner has reported, a restored plugin whose
+// socket is gone or changed, or whose instance is not wanted, is
+// deregistered; one whose socket is unchanged, or whose instance is
+// wanted with the same identity, is verified (Verify) and stays
+// registered if it answers the same.
 func (c *Cache[P, I]) Restore(path string, id I, p P) {
 	c.gen++
 	en := &entry[P, I]{registered: true, have: id, haveGen: c.gen, plugin: p, unverified: true}
@@ -258,10 +299,12 @@ func (c *Cache[P, I]) Restore(path string, id I, p P) {
 		}
 		if old.registered {
 			c.nRegistered--
+			c.unname(old)
 		}
 	}
 	c.nRegistered++
 	c.entries[path] = en
+	c.name(path, en)
 	c.update(path, en)
 }
 
@@ -290,40 +333,79 @@ type Changes[I comparable] struct {
 	Replaced []Entry[I] // keys wanted with a new identity
 }
 
-// Observe records the changes the scanner saw. An added or replaced socket
-// becomes a new incarnation with a fresh generation and no backoff; a
-// removed one is no longer desired.
+// Observe records the changes the scanner saw, each socket wanted with
+// policy Retry. An added or replaced socket becomes a new incarnation with
+// a fresh generation and no backoff; a removed one is no longer desired.
 func (c *Cache[P, I]) Observe(ch Changes[I]) {
 	c.observed = true
 	for _, e := range ch.Removed {
-		if en, ok := c.entries[e.Path]; ok {
-			if en.desired {
-				c.nDesired--
-			}
-			en.desired = false
-			en.fails, en.retryAt = 0, 0
-			c.update(e.Path, en)
-		}
+		c.Unwant(e.Path)
 	}
+	var none P
 	for _, list := range [][]Entry[I]{ch.Added, ch.Replaced} {
 		for _, e := range list {
-			en, ok := c.entries[e.Path]
-			if !ok {
-				en = &entry[P, I]{}
-				c.entries[e.Path] = en
-			}
-			if en.desired && en.want == e.ID {
-				continue
-			}
-			c.gen++
-			if !en.desired {
-				c.nDesired++
-			}
-			en.desired, en.want, en.wantGen = true, e.ID, c.gen
-			en.fails, en.retryAt, en.recovering = 0, 0, false
-			c.update(e.Path, en)
+			c.Want(e.Path, e.ID, none, Retry)
 		}
 	}
+}
+
+// Policy says what becomes of an instance whose registration fails.
+type Policy uint8
+
+// The policies of Want.
+const (
+	// Retry: a failed registration is retried with backoff while the
+	// instance is wanted (a discovered socket's).
+	Retry Policy = iota
+	// NoRetry: a failed registration ends the want, and the instance is no
+	// longer desired, unless it follows the plugin's deregistration as
+	// unhealthy (Op.Recovering), which is retried as under Retry (a
+	// registration through the API).
+	NoRetry
+)
+
+// Want records that the instance at key is wanted registered with the
+// identity id, p being what its Register carries (Op.Plugin), and policy
+// what a failed registration does. A key not wanted before, or wanted with
+// another identity, is a new incarnation with a fresh generation and no
+// backoff; the same identity again changes nothing. Want may be called
+// before the first Observe: its Register waits for that, as a restored
+// registration's Verify does.
+func (c *Cache[P, I]) Want(key string, id I, p P, policy Policy) {
+	en, ok := c.entries[key]
+	if !ok {
+		en = &entry[P, I]{}
+		c.entries[key] = en
+	}
+	if en.desired && en.want == id {
+		return
+	}
+	c.gen++
+	if !en.desired {
+		c.nDesired++
+	}
+	en.desired, en.want, en.wantGen, en.wantP, en.policy = true, id, c.gen, p, policy
+	en.fails, en.retryAt, en.recovering = 0, 0, false
+	c.update(key, en)
+}
+
+// Unwant records that the instance at key is no longer wanted: what is
+// registered there is deregistered (reason Removed).
+func (c *Cache[P, I]) Unwant(key string) {
+	if en, ok := c.entries[key]; ok {
+		c.unwant(key, en)
+		c.update(key, en)
+	}
+}
+
+// unwant marks en no longer desired.
+func (c *Cache[P, I]) unwant(key string, en *entry[P, I]) {
+	if en.desired {
+		c.nDesired--
+	}
+	var none P
+	en.desired, en.wantP = false, none
+	en.fails, en.retryAt = 0, 0
 }
 
 // Ticks returns the logical time: the number of calls of Tick so far.
@@ -473,7 +555,7 @@ func checkAt[P any, I Identity[I]](en *entry[P, I]) uint64 {
 
 // Next returns up to limit operations that are due now (all of them if limit
 // is 0 or less) and marks them in flight: deregistrations first, then
-// registrations and verifications, then retries of pending
+// registrations, verifications and Reasserts, then retries of pending
 // deregistrations (RetryDeRegister), then liveness checks (InfoCheck when a
 // GetInfo check is due, else ConnectCheck), each group sorted by path,
 // except that registrations that failed before come after first attempts
@@ -521,10 +603,16 @@ func (c *Cache[P, I]) nextReady(ops []Op[P, I], limit, below int) []Op[P, I] {
 				op.Kind = InfoCheck // both due: the GetInfo check, which does what a ConnectCheck does
 			}
 			c.probes++
-		case en.registered: // a restored registration to verify
+		case en.registered && en.unverified: // a restored registration to verify
 			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Verify, en.have, en.haveGen, en.plugin, en.fails+1
+		case en.registered:
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt = Reassert, en.have, en.haveGen, en.plugin, en.fails+1
 		default:
-			op.Kind, op.ID, op.Gen, op.Attempt, op.Recovering = Register, en.want, en.wantGen, en.fails+1, en.recovering
+			op.Kind, op.ID, op.Gen, op.Plugin, op.Attempt, op.Recovering = Register, en.want, en.wantGen, en.wantP, en.fails+1, en.recovering
+		}
+		en.running, en.runID = op.Kind, op.ID
+		if callsHandler(op.Kind) {
+			op.call = c.callStart()
 		}
 		ops = append(ops, op)
 		c.update(cd.path, en)
@@ -626,6 +714,8 @@ func (c *Cache[P, I]) due(en *entry[P, I]) int {
 		return -1 // a Verify not checked waits for its retry
 	case !en.registered && c.tick >= en.retryAt:
 		return classRegister
+	case en.reassert && c.tick >= en.retryAt:
+		return classRegister
 	case en.registered && checkAt(en) != 0 && c.tick >= checkAt(en):
 		return classCheck
 	}
@@ -634,9 +724,15 @@ func (c *Cache[P, I]) due(en *entry[P, I]) int {
 
 // Done records the outcome of an op returned by Next.
 //
-// For a Register, p is the plugin that was registered (ignored when err is
-// not nil); a failure schedules a retry and Done returns its delay in ticks,
-// or 0 when no retry is scheduled because the incarnation is gone. A
+// For a Register, p is the plugin that was registered, or when err is not
+// nil and the failure may have changed what the handler holds of the
+// plugin's name (a rollback), the plugin, whose name's current instance is
+// then reasserted (zero otherwise); a
+// failure schedules a retry and Done returns its delay in ticks, or 0 when
+// no retry is scheduled because the incarnation is gone or its policy is
+// NoRetry. A Reassert that fails is retried with backoff, and Done returns
+// the delay; one whose err wraps ErrChanged deregisters the plugin as
+// replaced. A
 // DeRegister always succeeds: the plugin is no longer registered, whatever
 // its handler said. A failed Verify deregisters the restored plugin, as
 // replaced if err wraps ErrChanged, else as unhealthy; one whose err wraps
@@ -660,64 +756,103 @@ func (c *Cache[P, I]) Done(op Op[P, I], p P, err error) (retryTicks uint64) {
 	if !ok || !en.inFlight {
 		panic(fmt.Sprintf("statecache: Done(%s %s) without an op in flight", op.Kind, op.Path))
 	}
-	en.inFlight = false
+	en.inFlight, en.running = false, 0
+	var noID I
+	en.runID = noID
 	c.nInFlight--
 	c.unguard(op.Path)
 	switch op.Kind {
 	case Register:
-		switch {
-		case err == nil:
-			if !en.registered {
-				c.nRegistered++
-			}
-			en.registered, en.have, en.haveGen, en.plugin = true, op.ID, op.Gen, p
-			if en.want == op.ID {
-				en.fails, en.retryAt = 0, 0
-			}
-		case en.desired && en.want == op.ID:
-			retryTicks = c.backoff(op.Path, en)
-		}
-		if err == nil {
-			en.recovering, en.checkFails = false, 0
-			c.scheduleChecks(op.Path, en, Register)
-		}
+		retryTicks = c.registerDone(op, en, p, err)
 	case DeRegister:
-		if en.registered {
-			c.nRegistered--
-		}
-		var zero P
-		var noID I
-		en.registered, en.have, en.haveGen, en.plugin = false, noID, 0, zero
-		en.unverified, en.checkFailed = false, 0
-		if op.Reason == Unhealthy {
-			en.unhealthy, en.recovering = false, true
-			if en.desired {
-				retryTicks = c.backoff(op.Path, en)
-			}
-		}
+		retryTicks = c.deregisterDone(op, en)
+	case Reassert:
+		retryTicks = c.reassertDone(op, en, err)
 	case Verify:
 		retryTicks = c.verified(op, en, err)
 	case InfoCheck, ConnectCheck:
-		switch {
-		case err == nil:
-			en.checkFails = 0
-			c.scheduleChecks(op.Path, en, op.Kind)
-		case !en.registered || en.have != op.ID:
-			// The socket went or changed meanwhile: its deregistration
-			// is due anyway.
-		case errors.Is(err, ErrChanged):
-			en.checkFailed, en.checkFails = Replaced, 0
-		default:
-			en.checkFails++
-			if en.checkFails >= c.cfg.CheckFailures {
-				en.unhealthy, en.checkFails = true, 0
-			} else {
-				c.scheduleRetry(op.Path, en, op.Kind)
-			}
-		}
+		c.checked(op, en, err)
 	}
 	c.update(op.Path, en)
 	return retryTicks
+}
+
+// registerDone records the outcome of a Register of en, and returns the
+// delay of its retry, if one is scheduled. A registration makes p its
+// name's current instance; a failed one given a plugin reached the
+// handler (a rollback), so the current instance is reasserted (see
+// Current).
+func (c *Cache[P, I]) registerDone(op Op[P, I], en *entry[P, I], p P, err error) (retryTicks uint64) {
+	n := c.nameOf(p)
+	overlapped := c.callDone(n, op.call)
+	switch {
+	case err == nil:
+		if !en.registered {
+			c.nRegistered++
+		}
+		en.registered, en.have, en.haveGen, en.plugin = true, op.ID, op.Gen, p
+		c.name(op.Path, en)
+		if en.want == op.ID {
+			en.fails, en.retryAt = 0, 0
+		}
+		en.recovering, en.checkFails = false, 0
+		c.scheduleChecks(op.Path, en, Register)
+		c.DropPending(n.Type, n.Name)
+	case en.desired && en.want == op.ID && en.policy == NoRetry && !op.Recovering:
+		c.unwant(op.Path, en)
+	case en.desired && en.want == op.ID:
+		retryTicks = c.backoff(op.Path, en)
+	}
+	if overlapped || err != nil && n != (Name{}) {
+		c.reassertCurrent(n)
+	}
+	return retryTicks
+}
+
+// deregisterDone records a DeRegister of en, which always succeeds, and
+// returns the delay of the registration that follows an unhealthy one.
+// The handler may have dropped the name: its current instance, if it has
+// one still, is reasserted (see Current).
+func (c *Cache[P, I]) deregisterDone(op Op[P, I], en *entry[P, I]) (retryTicks uint64) {
+	n := en.name
+	c.callDone(n, op.call)
+	if en.registered {
+		c.nRegistered--
+		c.unname(en)
+	}
+	var zero P
+	var noID I
+	en.registered, en.have, en.haveGen, en.plugin = false, noID, 0, zero
+	en.unverified, en.checkFailed, en.reassert = false, 0, false
+	if op.Reason == Unhealthy {
+		en.unhealthy, en.recovering = false, true
+		if en.desired {
+			retryTicks = c.backoff(op.Path, en)
+		}
+	}
+	c.reassertCurrent(n)
+	return retryTicks
+}
+
+// checked records the outcome of an InfoCheck or ConnectCheck of en.
+func (c *Cache[P, I]) checked(op Op[P, I], en *entry[P, I], err error) {
+	switch {
+	case err == nil:
+		en.checkFails = 0
+		c.scheduleChecks(op.Path, en, op.Kind)
+	case !en.registered || en.have != op.ID:
+		// The socket went or changed meanwhile: its deregistration
+		// is due anyway.
+	case errors.Is(err, ErrChanged):
+		en.checkFailed, en.checkFails = Replaced, 0
+	default:
+		en.checkFails++
+		if en.checkFails >= c.cfg.CheckFailures {
+			en.unhealthy, en.checkFails = true, 0
+		} else {
+			c.scheduleRetry(op.Path, en, op.Kind)
+		}
+	}
 }
 
 // verified records the outcome of a Verify of the entry, and returns the

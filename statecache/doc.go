@@ -1,23 +1,29 @@
 // Package statecache is plugreg's deterministic core: the desired state (the
-// sockets the scanner sees) and the actual state (the plugins that are
-// registered), and the operations that bring the second in line with the
-// first.
+// instances wanted registered: the sockets the scanner sees, and the
+// instances the caller wants directly, as the API registers them) and the
+// actual state (the plugins that are registered), and the operations that
+// bring the second in line with the first.
 //
 // The core is fed inputs and asked for outputs, in the style of etcd's raft:
 //
-//	c.Observe(changes)      // what the scanner saw change
-//	c.Tick()                // logical time; backoff is counted in ticks
-//	ops := c.Next(limit)    // operations due now, marked in flight
-//	c.Done(op, plugin, err) // the outcome of one operation
+//	c.Observe(changes)          // what the scanner saw change
+//	c.Want(key, id, p, policy)  // an instance wanted directly; c.Unwant(key) ends it
+//	c.Tick()                    // logical time; backoff is counted in ticks
+//	ops := c.Next(limit)        // operations due now, marked in flight
+//	c.Done(op, plugin, err)     // the outcome of one operation
 //
 // Rules it enforces:
-//   - an entry is keyed by socket path and identified by an Identity, a
-//     type parameter the caller chooses (the agent's is scan.ID), so that the
-//     core builds on the standard library alone; a new identity at a known
-//     path is a replacement: the old incarnation is deregistered
-//     before the new one is registered;
-//   - Next returns deregistrations, then registrations and verifications of
-//     restored plugins, then retries of pending deregistrations, then
+//   - an entry is keyed by a string (a socket path, or the caller's key of
+//     an instance it wants) and identified by an Identity, a type
+//     parameter the caller chooses, so that the core builds on the
+//     standard library alone; a new identity at a known key is a
+//     replacement: the old incarnation is deregistered before the new one
+//     is registered;
+//   - a failed registration is retried with backoff while the instance is
+//     wanted (policy Retry, a socket's), or ends the want (NoRetry, an API
+//     registration's), unless it follows an unhealthy end (Op.Recovering);
+//   - Next returns deregistrations, then registrations, verifications of
+//     restored plugins and Reasserts, then retries of pending deregistrations, then
 //     liveness checks; registrations with fewer
 //     failures first, so new sockets are not held back by failing ones;
 //     ties by path, so the output is a pure function of the inputs;
@@ -58,6 +64,27 @@
 // ErrChanged (the plugin answers GetInfo differently, or is no longer
 // accepted) deregisters it at once, as Replaced, and it is registered
 // again, with what it answers now, right after.
+//
+// # The handler's instance of a name
+//
+// A handler holds one instance of each plugin type and name (Name): a
+// Register replaces the one it held, and a DeRegister of any instance of
+// the name may drop it. The current instance of a name (Current) is the
+// one registered last of those registered and not due for
+// deregistration; restored ones count in the order of Restore. The
+// handler is told each registration, so it holds the newest, until a call
+// of the name other than a completed registration: a DeRegister of any
+// instance, the retry of a pending one, a failed Register that reached
+// the handler (a rollback; Done is given its plugin), or two calls of the
+// name whose runs
+// overlapped, so that the order they reached the handler in is unknown.
+// After such a call the current instance, if any, is reasserted: Next
+// hands out a Reassert of it, which tells the handler its registration
+// again, retried with backoff; one whose error wraps ErrChanged (the
+// handler no longer accepts it) deregisters it as Replaced. So, whatever
+// mix of sockets and wanted instances carries a name, the handler is left
+// holding its current instance as long as there is one, and Current is
+// the instance to show as the name's.
 //
 // # Restored registrations
 //
@@ -102,12 +129,15 @@
 // reports it like any other op:
 //   - a retry whose err is nil drops the entry; any other is retried after
 //     1, 2, 4, ... ticks, capped at Config.MaxBackoff;
-//   - DropPending, when a plugin of the same type and name registers,
-//     drops every entry of the name: the handler would take an older
-//     one's DeRegister for the new plugin's. The outcome of a retry in
-//     flight then, or of one whose entry was replaced by a new
-//     AddPending of its key, is ignored, and one key has at most one
-//     retry in flight;
+//   - a registration of a plugin of the same type and name drops every
+//     entry of the name (DropPending, which Done calls): the handler
+//     would take an older one's DeRegister for the new plugin's. The
+//     outcome of a retry in flight then, or of one whose entry was
+//     replaced by a new AddPending of its key, is ignored, and one key
+//     has at most one retry in flight; a retry that may have reached the
+//     handler after the registration has its current instance
+//     reasserted (see above). So the core alone decides whether a
+//     DeRegister is still owed;
 //   - at most Config.MaxPending entries: AddPending refuses a new key
 //     beyond it;
 //   - at most Config.RetryInFlight retries in flight, and at most half of

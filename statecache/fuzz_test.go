@@ -31,7 +31,7 @@ func FuzzCache(f *testing.F) {
 	f.Add([]byte{0x37, 0, 12, 0, 13, 0, 14, 4, 0, 6, 12, 6, 13, 3, 0, 4, 0, 6, 12, 5, 13, 4, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		c := New[string, scan.ID](Config{MaxBackoff: 4, ConnectCheckEvery: 2, InfoCheckEvery: 3, CheckFailures: 2, MaxChecksPerBatch: 2,
-			MaxPending: 5, RetryInFlight: 3})
+			MaxPending: 5, RetryInFlight: 3}, fuzzName)
 		pf := newPendingFuzz(t, c)
 		checks, checkTick := 0, c.tick // checks handed out in the tick checkTick
 		inFlight := map[string]Op[string, scan.ID]{}
@@ -70,12 +70,12 @@ func FuzzCache(f *testing.F) {
 					if _, ok := registered[op.Path]; ok {
 						t.Fatalf("register %s while registered", op.Path)
 					}
-				case Verify, InfoCheck, ConnectCheck:
+				case Verify, InfoCheck, ConnectCheck, Reassert:
 					seenRegister = true
 					if id, ok := registered[op.Path]; !ok || id != op.ID {
 						t.Fatalf("%s %s ID %v, registered %v (%t)", op.Kind, op.Path, op.ID, id, ok)
 					}
-					if op.Kind == Verify {
+					if op.Kind == Verify || op.Kind == Reassert {
 						break
 					}
 					if checkTick != c.tick {
@@ -106,7 +106,7 @@ func FuzzCache(f *testing.F) {
 			if fail && op.Kind != DeRegister {
 				err = errors.New("fail")
 				switch {
-				case (op.Kind == Verify || op.Kind == InfoCheck) && op.ID.Ino%2 == 0:
+				case (op.Kind == Verify || op.Kind == InfoCheck || op.Kind == Reassert) && op.ID.Ino%2 == 0:
 					err = fmt.Errorf("other: %w", ErrChanged)
 				case op.Kind == Verify && op.ID.Ino%4 == 1:
 					err = fmt.Errorf("handler down: %w", ErrUnchecked)
@@ -190,6 +190,18 @@ func FuzzCache(f *testing.F) {
 		}
 		checkConverged(t, c, seen, registered)
 	})
+}
+
+// fuzzName is the Name of the plugin FuzzCache registers at a path: /p/a
+// and /p/b carry one name, t0/a, which the pending deregistrations of
+// AddPending's commands also carry, so that the rules of a name's current
+// instance meet those of sockets and pending entries.
+func fuzzName(path string) Name {
+	switch path {
+	case "/p/a", "/p/b":
+		return Name{"t0", "a"}
+	}
+	return Name{"t1", path}
 }
 
 // checkBusy checks the entry en of path after a Verify that ended with
@@ -343,7 +355,7 @@ func (pf *pendingFuzz) step(cmd, arg byte) {
 	switch cmd {
 	case 0:
 		before := pf.c.nPending
-		if !pf.c.AddPending(k, k.Type+"/"+k.Name, Removed, uint64(arg)) && before < pf.c.cfg.MaxPending {
+		if !pf.c.AddPending(k, k.Type+"/"+k.Name, Removed) && before < pf.c.cfg.MaxPending {
 			pf.t.Fatalf("AddPending(%v) refused with %d entries", k, before)
 		}
 	case 1:
@@ -371,7 +383,7 @@ func (pf *pendingFuzz) started(op Op[string, scan.ID]) {
 	if _, dup := pf.inFlight[op.Pending]; dup {
 		pf.t.Fatalf("two retries of %v in flight", op.Pending)
 	}
-	if e := pf.c.pending[nameKey{op.Pending.Type, op.Pending.Name}][op.Pending.ID]; e.Guard {
+	if e := pf.c.pending[Name{op.Pending.Type, op.Pending.Name}][op.Pending.ID]; e.Guard {
 		pf.t.Fatalf("retry of %v, a Guard's entry", op.Pending)
 	}
 	if op.Plugin != op.Pending.Type+"/"+op.Pending.Name {

@@ -27,13 +27,9 @@ type Pending[P any, I Identity[I]] struct {
 	Guard bool
 }
 
-// nameKey is a plugin type and name.
-type nameKey struct{ typ, name string }
-
 // pend is the cache's record of one pending deregistration.
 type pend[P any, I Identity[I]] struct {
 	Pending[P, I]
-	stamp uint64 // what AddPending was given; carried in Op.Stamp
 	// seq tells this entry from a later one with the same key, so that
 	// the outcome of a retry that was in flight when its entry was
 	// replaced is not taken for the new entry's.
@@ -69,22 +65,22 @@ func (a pendTimer[I]) less(b pendTimer[I]) bool {
 }
 
 // RestorePending records a deregistration that an earlier run of the
-// agent owed, as the state file kept it. It is AddPending with a zero
-// stamp, and may be called before the first Observe.
+// agent owed, as the state file kept it. It is AddPending, and may be
+// called before the first Observe.
 func (c *Cache[P, I]) RestorePending(k PendingKey[I], p P, reason Reason) bool {
-	return c.AddPending(k, p, reason, 0)
+	return c.AddPending(k, p, reason)
 }
 
 // AddPending records that the handler's DeRegister of the incarnation k of
 // a plugin, p, for reason, did not succeed. The retry is due at once, then
-// after 1, 2, 4, ... ticks, capped at Config.MaxBackoff; stamp is carried
-// in the retries' Op.Stamp. An entry of the same key is replaced, and its
+// after 1, 2, 4, ... ticks, capped at Config.MaxBackoff. An entry of the
+// same key is replaced, and its
 // backoff starts again; a Guard's entry becomes an ordinary one, which the
 // outcome of the op it guarded leaves. AddPending reports whether the
 // entry was recorded: beyond Config.MaxPending entries, a new key is
 // refused.
-func (c *Cache[P, I]) AddPending(k PendingKey[I], p P, reason Reason, stamp uint64) bool {
-	e := c.put(k, p, reason, stamp)
+func (c *Cache[P, I]) AddPending(k PendingKey[I], p P, reason Reason) bool {
+	e := c.put(k, p, reason)
 	if e == nil {
 		return false
 	}
@@ -94,8 +90,8 @@ func (c *Cache[P, I]) AddPending(k PendingKey[I], p P, reason Reason, stamp uint
 
 // put records the entry k, as AddPending does, but files no retry; nil
 // when refused beyond Config.MaxPending.
-func (c *Cache[P, I]) put(k PendingKey[I], p P, reason Reason, stamp uint64) *pend[P, I] {
-	nk := nameKey{k.Type, k.Name}
+func (c *Cache[P, I]) put(k PendingKey[I], p P, reason Reason) *pend[P, I] {
+	nk := Name{k.Type, k.Name}
 	byID := c.pending[nk]
 	e := byID[k.ID]
 	if e == nil || e.dropped {
@@ -117,7 +113,7 @@ func (c *Cache[P, I]) put(k PendingKey[I], p P, reason Reason, stamp uint64) *pe
 	}
 	c.pendSeq++
 	e.Pending = Pending[P, I]{Key: k, Plugin: p, Reason: reason}
-	e.stamp, e.seq, e.dropped = stamp, c.pendSeq, false
+	e.seq, e.dropped = c.pendSeq, false
 	e.attempts, e.fails, e.retryAt = 0, 0, c.tick
 	c.pendChanged[k] = struct{}{}
 	return e
@@ -151,7 +147,7 @@ func (c *Cache[P, I]) Guard(op Op[P, I], k PendingKey[I], p P, reason Reason) bo
 	if c.Owed(k) {
 		return true
 	}
-	e := c.put(k, p, reason, 0)
+	e := c.put(k, p, reason)
 	if e == nil {
 		return false
 	}
@@ -169,20 +165,21 @@ func (c *Cache[P, I]) unguard(path string) {
 		return
 	}
 	delete(c.guards, path)
-	nk := nameKey{g.key.Type, g.key.Name}
+	nk := Name{g.key.Type, g.key.Name}
 	if e := c.pending[nk][g.key.ID]; e != nil && e.Guard && e.seq == g.seq && !e.dropped {
 		c.forget(nk, g.key.ID, e)
 	}
 }
 
 // DropPending forgets the pending deregistrations of every incarnation of
-// the plugin of type typ named name, and returns how many there were: the
-// caller registered a plugin of that type and name, and the handler would
-// take a DeRegister owed to an older one for the new one's. A retry in
-// flight is not stopped: its outcome is ignored. A Guard's entry stays:
-// the outcome of the op it guards decides.
+// the plugin of type typ named name, and returns how many there were: a
+// plugin of that type and name registered (Done of its Register calls
+// it), and the handler would take a DeRegister owed to an older one for
+// the new one's. A retry in flight is not stopped: its outcome is
+// ignored, and its end reasserts the name's current instance. A Guard's
+// entry stays: the outcome of the op it guards decides.
 func (c *Cache[P, I]) DropPending(typ, name string) int {
-	nk := nameKey{typ, name}
+	nk := Name{typ, name}
 	n := 0
 	for id, e := range c.pending[nk] {
 		if e.dropped || e.Guard {
@@ -196,7 +193,7 @@ func (c *Cache[P, I]) DropPending(typ, name string) int {
 
 // forget drops the entry e, of the key nk and id; one with a retry in
 // flight stays as dropped until its Done.
-func (c *Cache[P, I]) forget(nk nameKey, id I, e *pend[P, I]) {
+func (c *Cache[P, I]) forget(nk Name, id I, e *pend[P, I]) {
 	if !e.dropped {
 		c.nPending--
 		c.pendChanged[e.Key] = struct{}{}
@@ -219,7 +216,7 @@ func (c *Cache[P, I]) forget(nk nameKey, id I, e *pend[P, I]) {
 // Owed reports whether a DeRegister of the incarnation k is pending: an
 // entry of AddPending, RestorePending or Guard.
 func (c *Cache[P, I]) Owed(k PendingKey[I]) bool {
-	e := c.pending[nameKey{k.Type, k.Name}][k.ID]
+	e := c.pending[Name{k.Type, k.Name}][k.ID]
 	return e != nil && !e.dropped
 }
 
@@ -248,7 +245,7 @@ func (c *Cache[P, I]) PendingList() []Pending[P, I] {
 // applies them to the copy.
 func (c *Cache[P, I]) PendingChanges() (put []Pending[P, I], gone []PendingKey[I]) {
 	for k := range c.pendChanged {
-		if e := c.pending[nameKey{k.Type, k.Name}][k.ID]; e != nil && !e.dropped {
+		if e := c.pending[Name{k.Type, k.Name}][k.ID]; e != nil && !e.dropped {
 			put = append(put, e.Pending)
 		} else {
 			gone = append(gone, k)
@@ -288,7 +285,7 @@ func (c *Cache[P, I]) retryRoom(typ string) bool {
 func (c *Cache[P, I]) queueDue() {
 	for len(c.pendWait) > 0 && c.pendWait[0].at <= c.tick {
 		t := c.pendWait.pop()
-		e := c.pending[nameKey{t.key.Type, t.key.Name}][t.key.ID]
+		e := c.pending[Name{t.key.Type, t.key.Name}][t.key.ID]
 		if e == nil || e.dropped || e.Guard || e.inFlight || e.queued || e.seq != t.seq || e.retryAt > c.tick {
 			continue // stale: replaced, taken, queued already, put off, or a Guard's
 		}
@@ -363,7 +360,7 @@ func (c *Cache[P, I]) startRetry(e *pend[P, I]) Op[P, I] {
 	c.nRetrying++
 	c.retriesOf[e.Key.Type]++
 	return Op[P, I]{Kind: RetryDeRegister, Pending: e.Key, Gen: e.seq, Attempt: e.attempts,
-		Plugin: e.Plugin, Reason: e.Reason, Stamp: e.stamp}
+		Plugin: e.Plugin, Reason: e.Reason, call: c.callStart()}
 }
 
 // nextRetryDue returns the tick at which a retry can next start by the
@@ -395,12 +392,14 @@ func (c *Cache[P, I]) retried(op Op[P, I], err error) (retryTicks uint64) {
 	if c.retriesOf[k.Type]--; c.retriesOf[k.Type] == 0 {
 		delete(c.retriesOf, k.Type)
 	}
-	nk := nameKey{k.Type, k.Name}
+	nk := Name{k.Type, k.Name}
 	e := c.pending[nk][k.ID]
 	if e == nil || !e.inFlight {
 		panic("statecache: Done(" + op.Kind.String() + " " + k.Type + "/" + k.Name + ") without an op in flight")
 	}
 	e.inFlight = false
+	c.callDone(nk, op.call)
+	c.reassertCurrent(nk) // the handler may have dropped the name
 	switch {
 	case e.dropped:
 		c.forget(nk, k.ID, e)

@@ -91,7 +91,7 @@ func TestReadyHeapOrder(t *testing.T) {
 // batch, and that every plugin is still checked.
 func TestCheckBatch(t *testing.T) {
 	const batch, perBatch, plugins = 5, 4, 10
-	c := New[string, scan.ID](Config{MaxBackoff: 1, ConnectCheckEvery: 7, CheckFailures: 1, CheckBatch: batch, MaxChecksPerBatch: perBatch})
+	c := New[string, scan.ID](Config{MaxBackoff: 1, ConnectCheckEvery: 7, CheckFailures: 1, CheckBatch: batch, MaxChecksPerBatch: perBatch}, testName)
 	var added []Entry[scan.ID]
 	for i := range plugins {
 		added = append(added, Entry[scan.ID]{Path: fmt.Sprintf("/p/%02d.sock", i), ID: scan.ID{Ino: uint64(i + 1)}})
@@ -167,18 +167,18 @@ func TestNextDue(t *testing.T) {
 			c.Next(1)
 		}, 1},
 		{"a pending deregistration, due at once", func(c *Cache[string, scan.ID]) {
-			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed)
 		}, 1},
 		{"a pending deregistration's second retry", func(c *Cache[string, scan.ID]) {
-			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed)
 			c.Done(c.Next(0)[0], "", fail)
 			c.Tick()
 			c.Done(c.Next(0)[0], "", fail)
 		}, 3},
 		{"retries beyond RetryInFlight wait for a Done", func(c *Cache[string, scan.ID]) {
 			c.cfg.RetryInFlight = 1
-			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed, 0)
-			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "b"}, "", Removed, 0)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "a"}, "", Removed)
+			c.AddPending(PendingKey[scan.ID]{Type: "t", Name: "b"}, "", Removed)
 			c.Next(0)
 		}, 0},
 		{"checks beyond the bound wait for the next batch", func(c *Cache[string, scan.ID]) {
@@ -198,7 +198,7 @@ func TestNextDue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New[string, scan.ID](cfg)
+			c := New[string, scan.ID](cfg, testName)
 			tc.run(c)
 			if got := c.NextDue(); got != tc.want {
 				t.Errorf("NextDue() = %d at tick %d, want %d", got, c.Ticks(), tc.want)
@@ -212,9 +212,9 @@ func TestNextDue(t *testing.T) {
 // deregistrations, waking only at NextDue: no op falls due on a tick it
 // slept through, and every op still comes.
 func TestNextDueMissesNothing(t *testing.T) {
-	c := New[string, scan.ID](Config{MaxBackoff: 16, ConnectCheckEvery: 7, InfoCheckEvery: 23, CheckFailures: 2, CheckBatch: 4, MaxChecksPerBatch: 3, RetryInFlight: 2})
+	c := New[string, scan.ID](Config{MaxBackoff: 16, ConnectCheckEvery: 7, InfoCheckEvery: 23, CheckFailures: 2, CheckBatch: 4, MaxChecksPerBatch: 3, RetryInFlight: 2}, testName)
 	for i := range 6 {
-		c.AddPending(PendingKey[scan.ID]{Type: fmt.Sprint("t", i%2), Name: fmt.Sprint(i), ID: scan.ID{Ino: uint64(i)}}, "", Removed, 0)
+		c.AddPending(PendingKey[scan.ID]{Type: fmt.Sprint("t", i%2), Name: fmt.Sprint(i), ID: scan.ID{Ino: uint64(i)}}, "", Removed)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var added []Entry[scan.ID]

@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	                         PROBEEVERY paces the ConnectChecks, INFOPROBEEVERY the InfoChecks;
 //	                         maxpending is Config.MaxPending, retries Config.RetryInFlight
 //	restore PATH INO NAME    a registration restored from an earlier run
-//	pend TYPE/NAME INO REASON [STAMP]
+//	pend TYPE/NAME INO REASON
 //	                         a DeRegister of the incarnation failed (AddPending); prints "refused"
 //	                         when not recorded. The plugin carried is "TYPE/NAME@INO".
 //	restore-pending TYPE/NAME INO REASON
@@ -43,12 +43,20 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //	add PATH INO             the scanner saw a new socket with identity INO
 //	replace PATH INO         the socket at PATH got identity INO
 //	remove PATH              the socket at PATH is gone
+//	want KEY INO PLUGIN [noretry]
+//	                         the instance KEY is wanted with identity INO (Want), its Register
+//	                         carrying PLUGIN, with policy NoRetry if said, else Retry
+//	unwant KEY               the instance KEY is no longer wanted (Unwant)
+//	current TYPE/NAME        print the name's current instance: "KEY plugin=P", or "none"
+//	lookup KEY               print what the cache holds at KEY (Lookup): "wanted=W ino=I
+//	                         registered=R ino=H plugin=P [running="KIND" ino=J]", or "none"
 //	tick [N]                 advance logical time by N ticks (default 1)
 //	next [LIMIT]             print the due ops: "register PATH ino=I gen=G attempt=A [recovering]",
 //	                         "deregister PATH ino=I name=N reason=R [restored]", "verify PATH ino=I name=N attempt=A",
 //	                         "info check PATH ino=I name=N attempt=A", "connect check PATH ino=I name=N attempt=A",
-//	                         "retry TYPE/NAME@INO reason=R attempt=A stamp=S"
-//	done PATH|TYPE/NAME@INO [ok NAME|fail|changed|unchecked|busy]
+//	                         "reassert PATH ino=I name=N attempt=A", "retry TYPE/NAME@INO reason=R attempt=A";
+//	                         a Register of a Want says "plugin=P"
+//	done PATH|TYPE/NAME@INO [ok NAME|fail [NAME]|changed|unchecked|busy]
 //	                         report the op in flight for PATH, or the retry of the pending
 //	                         deregistration; prints "retry in N" when a retry is scheduled.
 //	                         changed wraps ErrChanged, unchecked ErrUnchecked, busy ErrBusy
@@ -107,7 +115,16 @@ type harness struct {
 }
 
 func newHarness(cfg Config) *harness {
-	return &harness{c: New[string, scan.ID](cfg), inFlight: map[string]Op[string, scan.ID]{}}
+	return &harness{c: New[string, scan.ID](cfg, testName), inFlight: map[string]Op[string, scan.ID]{}}
+}
+
+// testName is the Name of a plugin the tests register: "TYPE/NAME", or a
+// name of no type.
+func testName(p string) Name {
+	if typ, name, ok := strings.Cut(p, "/"); ok {
+		return Name{typ, name}
+	}
+	return Name{Name: p}
 }
 
 // runScript runs the script text, and returns it with the output the
@@ -193,6 +210,8 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		}
 	case "remove":
 		h.c.Observe(Changes[scan.ID]{Removed: []Entry[scan.ID]{{Path: arg(1)}}})
+	case "want", "unwant", "current", "lookup":
+		return h.execInstance(f)
 	case "tick":
 		n, err := num(1, 1)
 		if err != nil {
@@ -231,7 +250,7 @@ func (h *harness) exec(cmd string) ([]string, error) {
 		case "ok", "":
 			p = arg(3)
 		case "fail":
-			err = errors.New("unavailable")
+			err, p = errors.New("unavailable"), arg(3)
 		case "changed":
 			err = fmt.Errorf("other name: %w", ErrChanged)
 		case "unchecked":
@@ -330,18 +349,12 @@ func (h *harness) execPending(f []string) ([]string, error) {
 	if err != nil || !known {
 		return nil, fmt.Errorf("want %s TYPE/NAME INO REASON: %v, reason %q", f[0], err, f[3])
 	}
-	var stamp uint64
-	if len(f) > 4 {
-		if stamp, err = strconv.ParseUint(f[4], 10, 64); err != nil {
-			return nil, err
-		}
-	}
 	k := PendingKey[scan.ID]{Type: typ, Name: name, ID: scan.ID{Ino: ino}}
 	var added bool
 	if f[0] == "restore-pending" {
 		added = h.c.RestorePending(k, pendingText(k), reason)
 	} else {
-		added = h.c.AddPending(k, pendingText(k), reason, stamp)
+		added = h.c.AddPending(k, pendingText(k), reason)
 	}
 	if !added {
 		return []string{"refused"}, nil
@@ -369,6 +382,42 @@ func (h *harness) execGuard(f []string) ([]string, error) {
 	return nil, nil
 }
 
+// execInstance runs the commands of instances wanted directly and of
+// names: want, unwant, current and lookup.
+func (h *harness) execInstance(f []string) ([]string, error) {
+	switch f[0] {
+	case "want":
+		ino, err := strconv.ParseUint(arg(f, 2), 10, 64)
+		if err != nil || len(f) < 4 || len(f) > 5 || len(f) == 5 && f[4] != "noretry" {
+			return nil, fmt.Errorf("want want KEY INO PLUGIN [noretry]: %v", err)
+		}
+		policy := Retry
+		if len(f) == 5 {
+			policy = NoRetry
+		}
+		h.c.Want(f[1], scan.ID{Ino: ino}, f[3], policy)
+	case "unwant":
+		h.c.Unwant(arg(f, 1))
+	case "current":
+		key, p, ok := h.c.Current(testName(arg(f, 1)))
+		if !ok {
+			return []string{"none"}, nil
+		}
+		return []string{fmt.Sprintf("%s plugin=%s", key, p)}, nil
+	case "lookup":
+		in, ok := h.c.Lookup(arg(f, 1))
+		if !ok {
+			return []string{"none"}, nil
+		}
+		line := fmt.Sprintf("wanted=%t ino=%d registered=%t ino=%d plugin=%s", in.Wanted, in.Want.Ino, in.Registered, in.Have.Ino, in.Plugin)
+		if in.Running != 0 {
+			line += fmt.Sprintf(" running=%q ino=%d", in.Running, in.RunID.Ino)
+		}
+		return []string{line}, nil
+	}
+	return nil, nil
+}
+
 // arg returns f[i], or "" beyond f.
 func arg(f []string, i int) string {
 	if i < len(f) {
@@ -380,19 +429,20 @@ func arg(f []string, i int) string {
 func formatOp(op Op[string, scan.ID]) string {
 	switch op.Kind {
 	case RetryDeRegister:
-		return fmt.Sprintf("retry %s reason=%s attempt=%d stamp=%d", pendingText(op.Pending), op.Reason, op.Attempt, op.Stamp)
+		return fmt.Sprintf("retry %s reason=%s attempt=%d", pendingText(op.Pending), op.Reason, op.Attempt)
 	case DeRegister:
 		s := fmt.Sprintf("deregister %s ino=%d name=%s reason=%s", op.Path, op.ID.Ino, op.Plugin, op.Reason)
 		if op.Restored {
 			s += " restored"
 		}
 		return s
-	case Verify:
-		fallthrough
-	case InfoCheck, ConnectCheck:
+	case Verify, Reassert, InfoCheck, ConnectCheck:
 		return fmt.Sprintf("%s %s ino=%d name=%s attempt=%d", op.Kind, op.Path, op.ID.Ino, op.Plugin, op.Attempt)
 	}
 	s := fmt.Sprintf("register %s ino=%d gen=%d attempt=%d", op.Path, op.ID.Ino, op.Gen, op.Attempt)
+	if op.Plugin != "" {
+		s += " plugin=" + op.Plugin
+	}
 	if op.Recovering {
 		s += " recovering"
 	}
@@ -408,7 +458,7 @@ func idle[P any](c *Cache[P, scan.ID]) bool {
 	}
 	for _, en := range c.entries {
 		if en.inFlight || en.desired != en.registered || en.deregisterReason() != 0 ||
-			en.unverified || c.due(en) == classCheck {
+			en.unverified || en.reassert || c.due(en) == classCheck {
 			return false
 		}
 	}

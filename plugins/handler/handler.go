@@ -26,7 +26,11 @@ type Handler interface {
 	// and is reported to the plugin; one that wraps ErrBadAnnotations, or
 	// annotations that break the limits of CheckAnnotations, mean the
 	// handler did register it, and the caller rolls that back with
-	// DeRegister (plugins.ReasonRolledBack).
+	// DeRegister (plugins.ReasonRolledBack). It may be called again for a
+	// plugin it holds: after a call that may have dropped the plugin's
+	// name (a DeRegister of another instance of it), the name's current
+	// instance is registered again (see package register, One instance of
+	// a name).
 	Register(ctx context.Context, p plugins.Plugin) (Annotations, error)
 	// DeRegister is called once the plugin's socket is gone or replaced,
 	// the plugin is unhealthy, or a registration is rolled back; reason is
