@@ -304,7 +304,7 @@ func (c *runConfig) start(ctx context.Context, log *slog.Logger) error {
 		go a.metrics.Serve()
 	}
 
-	c.logStarted(log, scanner.Dirs(), maxConns, handlers.Types(), a.registry.Len(), ml)
+	c.logStarted(log, scanner.Dirs(), maxConns, handlers.Types(), len(a.registry.List("")), ml)
 	runErr := rec.Run(ctx)
 	return errors.Join(runErr, a.stop())
 }

@@ -23,6 +23,7 @@ import (
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // serveStatus serves src's Status, and reg, on a real API socket, as the
@@ -113,7 +114,7 @@ func TestStatusContents(t *testing.T) {
 	sick := plugins.Plugin{Type: "CSIPlugin", Name: "sick.example.com", SocketPath: "/p/sick.sock", Endpoint: "/p/sick.sock", Versions: []string{"1.0.0"}, RegisteredAt: now}
 	gone := plugins.Plugin{Type: "DevicePlugin", Name: "gone.example.com", SocketPath: "/p/gone.sock", Endpoint: "/p/gone.sock", Versions: []string{"v1beta1"}, RegisteredAt: now}
 	reg.Apply(plugins.Registered, csi, "", now)
-	if err := reg.PutPending(plugins.PendingDeregistration{Plugin: gone, Reason: plugins.ReasonRemoved}); err != nil {
+	if err := reg.PutPending(plugins.PendingDeregistration{Plugin: gone, Reason: statecache.Removed}); err != nil {
 		t.Fatal(err)
 	}
 	tmp := sockettest.Dir(t) // t.TempDir's clean-up fails under wine

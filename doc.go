@@ -286,8 +286,8 @@ proceed once the program can start. The agent does not start if PATH is
 missing or not executable when it starts.
 
 register may print annotations on stdout: one JSON object of strings, such
-as {"node":"worker-1"}, at most 32 ([plugins.MaxAnnotations]) keys and
-4 KiB ([plugins.MaxAnnotationBytes]) of keys and values in all,
+as {"node":"worker-1"}, at most 32 ([rules.MaxAnnotations]) keys and
+4 KiB ([rules.MaxAnnotationBytes]) of keys and values in all,
 valid UTF-8 without control characters, keys not empty. Nothing (or only
 blanks) means none. Anything else is a failed registration: the plugin is
 told, and the program is called again with deregister, reason "rolled
@@ -400,7 +400,7 @@ change in order; the events and revisions are described in package plugins.
 		restart of the agent: after a clean stop (SIGTERM), whose last save
 		marks the state file clean, the next run continues the revisions and
 		the events after REV follow; after kill -9 or a crash, the state file
-		may lack the last 250 ms ([plugins.saveGap]) of events, so the next
+		may lack the last 250 ms ([state.saveGap]) of events, so the next
 		run continues [plugins.RevisionGap] revisions past the saved one,
 		and a REV from before the crash gets a resync first, never a gap.
 	--type TYPE

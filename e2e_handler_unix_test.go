@@ -20,6 +20,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/state"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // handlerScript writes an sh exec handler to dir and returns its path.
@@ -281,7 +282,7 @@ func (h *recordingHandler) deliveredTo() []handler.ExecInput {
 
 // request is the deregister request, for reason, of the plugin called
 // name, registered at its socket dir/name.sock.
-func (h *recordingHandler) request(name string, reason plugins.Reason) handler.ExecInput {
+func (h *recordingHandler) request(name string, reason statecache.Reason) handler.ExecInput {
 	path := filepath.Join(h.e.dir, name+".sock")
 	return handler.ExecInput{PluginJSON: codec.PluginJSON{Schema: codec.JSONSchema, Name: name, Type: "CSIPlugin", Endpoint: path, SocketPath: path,
 		Versions: []string{"1.0.0"}, Annotations: map[string]string{"node": "n1", "plugin": name}, Source: plugins.SourceSocket,
@@ -375,7 +376,7 @@ func TestEndToEndPendingDeregistration(t *testing.T) {
 	}
 	h.setDown(false)
 	h.deliveredBy(agent, "a")
-	h.checkDelivered(h.request("a", plugins.ReasonRemoved))
+	h.checkDelivered(h.request("a", statecache.Removed))
 	if n := len(logLines(agent, `"level":"WARN","msg":"deregistration not delivered"`)); n != 1 {
 		t.Errorf("%d Warn lines for a's failed retries, want 1", n)
 	}
@@ -391,7 +392,7 @@ func TestEndToEndPendingDeregistration(t *testing.T) {
 	h.setDown(false)
 	again := e.run(t, h.args...)
 	h.deliveredBy(again, "b")
-	h.checkDelivered(h.request("a", plugins.ReasonRemoved), h.request("b", plugins.ReasonRemoved))
+	h.checkDelivered(h.request("a", statecache.Removed), h.request("b", statecache.Removed))
 	alive(t, again)
 }
 
@@ -424,7 +425,7 @@ func TestEndToEndPendingDeregistrationReplaced(t *testing.T) {
 	}
 	h.setDown(false)
 	h.deliveredBy(again, "c")
-	h.checkDelivered(h.request("c", plugins.ReasonReplaced))
+	h.checkDelivered(h.request("c", statecache.Replaced))
 	if ps := list(t, e.api); len(ps) != 1 || ps[0].Name != "d" {
 		t.Errorf("list = %v, want d", names(ps))
 	}

@@ -10,22 +10,6 @@ import (
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// Reason says why a Handler's DeRegister is called. It is the core's type
-// (statecache.Reason) under this package's name, so that a reason is one Go
-// type from the core to its text: the registry, the handlers and the state
-// file carry it as it is, and its text ("removed", "replaced", "unhealthy",
-// "rolled back") is what an exec handler's input, a gRPC handler's request
-// and the state file hold.
-type Reason = statecache.Reason
-
-// Reasons a Handler's DeRegister is called.
-const (
-	ReasonRemoved    = statecache.Removed    // the plugin's socket is gone
-	ReasonReplaced   = statecache.Replaced   // a new socket took its place, or a restored plugin answers differently
-	ReasonUnhealthy  = statecache.Unhealthy  // it stopped answering while its socket stayed
-	ReasonRolledBack = statecache.RolledBack // Register succeeded but the plugin could not be told
-)
-
 // MaxPending bounds the pending deregistrations of a Registry. A handler
 // whose DeRegister keeps failing while plugins come and go would otherwise
 // make the set, and the state file, grow without end: beyond the bound,
@@ -42,7 +26,7 @@ const MaxPending = 4096
 // name, owner and endpoint), whatever its SocketID.
 type PendingDeregistration struct {
 	Plugin Plugin
-	Reason Reason // one of the Reason constants
+	Reason statecache.Reason // one of the statecache.Reason constants
 }
 
 // pendingKey is the incarnation a pending deregistration is owed for.
@@ -59,9 +43,9 @@ func (pd PendingDeregistration) keyOf() pendingKey { return pendingKeyOf(pd.Plug
 // owed for.
 func pendingKeyOf(p Plugin) pendingKey {
 	if p.FromAPI() {
-		return pendingKey{Key: p.Key(), api: p.Instance()}
+		return pendingKey{Key: Key{p.Type, p.Name}, api: p.Instance()}
 	}
-	return pendingKey{Key: p.Key(), id: p.SocketID}
+	return pendingKey{Key: Key{p.Type, p.Name}, id: p.SocketID}
 }
 
 // clone returns a deep copy of pd.
@@ -74,7 +58,7 @@ func (pd PendingDeregistration) clone() PendingDeregistration {
 // name and SocketID), for the state file to keep. The Registry only keeps
 // the set: package register schedules the retries and tells the Registry
 // what changes. The entry must keep the file's rules (those of a plugin in
-// the file, and a reason that is one of the Reason constants), and a new
+// the file, and a reason that is one of the statecache.Reason constants), and a new
 // incarnation beyond MaxPending is refused: PutPending then records
 // nothing and returns the error.
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // TestRegistryPending puts, replaces and drops pending deregistrations:
@@ -21,26 +22,26 @@ func TestRegistryPending(t *testing.T) {
 	old := draOld
 	old.Annotations = map[string]string{"node": "n1"}
 	old.SocketID = scan.ID{Ino: 1}
-	put := func(p Plugin, reason Reason) {
+	put := func(p Plugin, reason statecache.Reason) {
 		t.Helper()
 		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: reason}); err != nil {
 			t.Fatalf("PutPending = %v", err)
 		}
 	}
-	put(old, ReasonRemoved)
-	put(csiHostpath, ReasonUnhealthy)
+	put(old, statecache.Removed)
+	put(csiHostpath, statecache.Unhealthy)
 	// Another socket with the same type and name is another incarnation,
 	// with an entry of its own.
 	other := draNew
 	other.SocketID = scan.ID{Ino: 2}
-	put(other, ReasonReplaced)
-	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonUnhealthy}, {Plugin: other, Reason: ReasonReplaced}, {Plugin: old, Reason: ReasonRemoved}}
+	put(other, statecache.Replaced)
+	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: statecache.Unhealthy}, {Plugin: other, Reason: statecache.Replaced}, {Plugin: old, Reason: statecache.Removed}}
 	if diff := cmp.Diff(want, r.Pending()); diff != "" {
 		t.Errorf("Pending, sorted by type, name and socket path (-want +got):\n%s", diff)
 	}
 	// The same incarnation replaces its entry.
-	put(other, ReasonRolledBack)
-	want[1].Reason = ReasonRolledBack
+	put(other, statecache.RolledBack)
+	want[1].Reason = statecache.RolledBack
 	if diff := cmp.Diff(want, r.Pending()); diff != "" {
 		t.Errorf("Pending after a second PutPending (-want +got):\n%s", diff)
 	}
@@ -85,7 +86,7 @@ func TestRegistryPendingAPIInstances(t *testing.T) {
 		return out
 	}
 	for i, p := range []Plugin{api("o1", 0), api("o2", 0), api("o1", 7)} {
-		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
+		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: statecache.Removed}); err != nil {
 			t.Fatalf("PutPending = %v", err)
 		}
 		if i == 1 && !cmp.Equal(owners(), []string{"o1@0", "o2@0"}) {
@@ -110,13 +111,13 @@ func TestRegistryPendingRefused(t *testing.T) {
 	tests := []struct {
 		name   string
 		p      Plugin
-		reason Reason
+		reason statecache.Reason
 		want   string
 	}{
 		{"no reason", csiHostpath, 0, `at "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock": no reason`},
-		{"unknown reason", csiHostpath, ReasonRolledBack + 1, "unknown reason 5"},
-		{"empty socket path", noPath, ReasonRemoved, "empty socket path"},
-		{"bad name", badName, ReasonRemoved, "control character"},
+		{"unknown reason", csiHostpath, statecache.RolledBack + 1, "unknown reason 5"},
+		{"empty socket path", noPath, statecache.Removed, "empty socket path"},
+		{"bad name", badName, statecache.Removed, "control character"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,16 +140,16 @@ func TestRegistryPendingBound(t *testing.T) {
 	p := csiHostpath
 	for i := range MaxPending {
 		p.Name = fmt.Sprintf("p%d.example.com", i)
-		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
+		if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: statecache.Removed}); err != nil {
 			t.Fatalf("PutPending #%d = %v", i+1, err)
 		}
 	}
 	p.Name = "one.too.many"
-	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err == nil || !strings.Contains(err.Error(), "at most 4096") {
+	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: statecache.Removed}); err == nil || !strings.Contains(err.Error(), "at most 4096") {
 		t.Errorf("PutPending beyond MaxPending = %v, want an error naming the bound", err)
 	}
 	p.Name = "p0.example.com"
-	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonUnhealthy}); err != nil {
+	if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: statecache.Unhealthy}); err != nil {
 		t.Errorf("PutPending replacing an entry at the bound = %v, want nil", err)
 	}
 	if n := len(r.Pending()); n != MaxPending {
@@ -185,7 +186,7 @@ func TestRegistryPendingCopies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fresh()
 			r := NewRegistry()
-			if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: ReasonRemoved}); err != nil {
+			if err := r.PutPending(PendingDeregistration{Plugin: p, Reason: statecache.Removed}); err != nil {
 				t.Fatal(err)
 			}
 			tc.mutate(t, r, &p)
@@ -204,18 +205,18 @@ func TestRegistryPendingCopies(t *testing.T) {
 // State gives them back, sorted.
 func TestRegistryPendingRestored(t *testing.T) {
 	s := State{Revision: 5, Plugins: []Plugin{}, Pending: []PendingDeregistration{
-		{Plugin: draOld, Reason: ReasonRemoved},
-		{Plugin: csiHostpath, Reason: ReasonRolledBack},
+		{Plugin: draOld, Reason: statecache.Removed},
+		{Plugin: csiHostpath, Reason: statecache.RolledBack},
 	}}
 	r := NewRegistryFrom(s)
-	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: ReasonRolledBack}, {Plugin: draOld, Reason: ReasonRemoved}}
+	want := []PendingDeregistration{{Plugin: csiHostpath, Reason: statecache.RolledBack}, {Plugin: draOld, Reason: statecache.Removed}}
 	if diff := cmp.Diff(want, r.Pending()); diff != "" {
 		t.Errorf("Pending (-want +got):\n%s", diff)
 	}
-	if err := r.PutPending(PendingDeregistration{Plugin: sriov, Reason: ReasonRemoved}); err != nil {
+	if err := r.PutPending(PendingDeregistration{Plugin: sriov, Reason: statecache.Removed}); err != nil {
 		t.Errorf("PutPending after a restore = %v", err)
 	}
-	s.Pending = []PendingDeregistration{s.Pending[1], s.Pending[0], {Plugin: sriov, Reason: ReasonRemoved}} // by type: CSIPlugin, DRAPlugin, DevicePlugin
+	s.Pending = []PendingDeregistration{s.Pending[1], s.Pending[0], {Plugin: sriov, Reason: statecache.Removed}} // by type: CSIPlugin, DRAPlugin, DevicePlugin
 	if diff := cmp.Diff(s, r.State()); diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
 	}

@@ -61,7 +61,7 @@ func (p Plugin) FromAPI() bool { return p.Source == SourceAPI }
 
 // Instance returns the key under which a Registry holds p, one per
 // instance: a discovered plugin's socket path; for an API plugin, its
-// type, name, owner and endpoint, after APIInstancePrefix and separated by
+// type, name, owner and endpoint, after apiInstancePrefix and separated by
 // NUL bytes, which no socket path and no validated string holds. So
 // instances of one name from different sockets, owners or endpoints
 // coexist.
@@ -69,12 +69,12 @@ func (p Plugin) Instance() string {
 	if !p.FromAPI() {
 		return p.SocketPath
 	}
-	return APIInstancePrefix + p.Type + "\x00" + p.Name + "\x00" + p.Owner + "\x00" + p.Endpoint
+	return apiInstancePrefix + p.Type + "\x00" + p.Name + "\x00" + p.Owner + "\x00" + p.Endpoint
 }
 
-// APIInstancePrefix starts the Instance of every plugin registered through
+// apiInstancePrefix starts the Instance of every plugin registered through
 // the API, and no socket path.
-const APIInstancePrefix = "api:\x00"
+const apiInstancePrefix = "api:\x00"
 
 // Clone returns a deep copy of p: its Versions, Annotations and Options
 // are shared with no one.
@@ -88,6 +88,3 @@ func (p Plugin) Clone() Plugin {
 // at most one pending deregistration per incarnation: a Key and a
 // SocketID (see PendingDeregistration).
 type Key struct{ Type, Name string }
-
-// Key returns p's type and name.
-func (p Plugin) Key() Key { return Key{p.Type, p.Name} }

@@ -303,41 +303,25 @@ func comparePlugins(a, b Plugin) int {
 // named name. Several instances can carry one name: sockets, as during a
 // DRA rolling update, and API registrations from different owners or
 // endpoints. The current one is the one registered most recently (latest
-// RegisteredAt), and among equal times the first in List's order; when it
-// leaves, the one registered before it is current again. If there is none,
-// the error wraps [ErrNotFound].
+// RegisteredAt, [Newer]), and among equal times the first in List's
+// order; when it leaves, the one registered before it is current again.
+// If there is none, the error wraps [ErrNotFound].
 func (r *Registry) Get(typ, name string) (Plugin, error) {
-	return r.get(typ, name, nil)
-}
-
-// GetOwned returns a copy of the current instance of the plugin of type
-// typ named name that owner registered through the API, as Get chooses
-// among that owner's: Nomad's PluginForAlloc. If there is none, the error
-// wraps [ErrNotFound].
-func (r *Registry) GetOwned(typ, name, owner string) (Plugin, error) {
-	return r.get(typ, name, &owner)
-}
-
-// get is Get, or GetOwned when owner is not nil.
-func (r *Registry) get(typ, name string, owner *string) (Plugin, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	p, ok := r.getLocked(typ, name, owner)
+	p, ok := r.getLocked(typ, name)
 	if !ok {
-		if owner != nil {
-			return Plugin{}, fmt.Errorf("%s %q of owner %q: %w", typ, name, *owner, ErrNotFound)
-		}
 		return Plugin{}, fmt.Errorf("%s %q: %w", typ, name, ErrNotFound)
 	}
 	return p.Clone(), nil
 }
 
-// getLocked returns the plugin get returns, shared with the registry.
-func (r *Registry) getLocked(typ, name string, owner *string) (Plugin, bool) {
+// getLocked returns the current instance of typ and name (see Get).
+func (r *Registry) getLocked(typ, name string) (Plugin, bool) {
 	var best Plugin
 	found := false
 	for _, p := range r.plugins {
-		if p.Type != typ || p.Name != name || owner != nil && (!p.FromAPI() || p.Owner != *owner) {
+		if p.Type != typ || p.Name != name {
 			continue
 		}
 		if !found || Newer(p, best) {
@@ -354,13 +338,6 @@ func Newer(a, b Plugin) bool {
 		return c > 0
 	}
 	return comparePlugins(a, b) < 0
-}
-
-// Len returns the number of registered plugins.
-func (r *Registry) Len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.plugins)
 }
 
 // State returns the registry's contents and revision, read at one instant,

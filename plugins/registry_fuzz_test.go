@@ -18,6 +18,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // FuzzRegistryEncodes feeds arbitrary bytes for every field a plugin or a
@@ -70,7 +71,7 @@ func FuzzRegistryEncodes(f *testing.F) {
 				t.Errorf("Get(%q, %q) = %+v, %v; want the plugin registered", typ, name, got, err)
 			}
 		}
-		r.PutPending(plugins.PendingDeregistration{Plugin: p, Reason: plugins.ReasonUnhealthy}) // refused unless p keeps the rules
+		r.PutPending(plugins.PendingDeregistration{Plugin: p, Reason: statecache.Unhealthy}) // refused unless p keeps the rules
 		r.Apply(plugins.Unhealthy, p, "", now)
 
 		for range 1 + int(r.Revision()) { // the snapshot, then every event

@@ -116,7 +116,7 @@ func TestRegistryGet(t *testing.T) {
 
 func TestRegistryApply(t *testing.T) {
 	r := NewRegistry()
-	if n, rev := r.Len(), r.Revision(); n != 0 || rev != 0 {
+	if n, rev := len(r.List("")), r.Revision(); n != 0 || rev != 0 {
 		t.Errorf("Len(), Revision() of a new Registry = %d, %d; want 0, 0", n, rev)
 	}
 	replaced := csiHostpath // same socket, new incarnation
@@ -278,7 +278,7 @@ func TestRegistryConcurrent(t *testing.T) {
 				} else if !errors.Is(err, ErrNotFound) {
 					t.Errorf("Get = %v", err)
 				}
-				if n := r.Len(); n < 0 || n > 7 {
+				if n := len(r.List("")); n < 0 || n > 7 {
 					t.Errorf("Len() = %d, want 0..7", n)
 				}
 			}

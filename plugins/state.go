@@ -40,7 +40,7 @@ type State struct {
 // without a socket path, two plugins at one socket path, an invalid plugin
 // name, annotations beyond rules.ValidateAnnotations; see rules.ValidateName; two pending
 // deregistrations of one incarnation, a reason that is not one of
-// the Reason constants, a fleet lease beyond SetFleetLease's rules) or
+// the statecache.Reason constants, a fleet lease beyond SetFleetLease's rules) or
 // cannot survive a round trip through JSON (a
 // string that is not UTF-8, a time outside the years 0 to 9999 UTC).
 func (s State) Check() error {
@@ -81,7 +81,7 @@ func checkPending(pd PendingDeregistration) error {
 	if err := checkPlugin(pd.Plugin); err != nil {
 		return err
 	}
-	if _, err := pd.Reason.MarshalText(); err != nil { // no reason, or not one of the Reason constants
+	if _, err := pd.Reason.MarshalText(); err != nil { // no reason, or not one of the statecache.Reason constants
 		return fmt.Errorf("at %q: %w", pd.Plugin.SocketPath, err)
 	}
 	return nil

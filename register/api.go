@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -50,10 +49,6 @@ type APIRegistrar interface {
 	// Registrar.Verify's do; any other error deregisters it as unhealthy.
 	VerifyAPI(ctx context.Context, p plugins.Plugin) error
 }
-
-// isAPIKey reports whether path, a key of the state cache (a
-// plugins.Plugin.Instance), is that of a plugin registered through the API.
-func isAPIKey(path string) bool { return strings.HasPrefix(path, plugins.APIInstancePrefix) }
 
 // RegisterPlugin registers p through the API for the caller by, as
 // Nomad's dynamic plugin registry does: p carries Type, Name, Endpoint,
@@ -490,7 +485,7 @@ func (dw *deregWait) done() {
 // error
 // refuses a Register that cannot be guarded: it fails without running.
 func (l *loop) starting(op cacheOp) (cacheOp, error) {
-	if !isAPIKey(op.Path) {
+	if !op.ID.api() {
 		return op, nil
 	}
 	switch op.Kind {
@@ -566,7 +561,7 @@ func (l *loop) unowed(list []plugins.Plugin) []plugins.Plugin {
 // of the stored request (apiInst.want), is a first registration, whose
 // failure is not retried, so a refused instance ends deregistered.
 func (l *loop) runAPI(ctx context.Context, op cacheOp) (Result, bool) {
-	if !isAPIKey(op.Path) {
+	if !op.ID.api() {
 		return Result{}, false
 	}
 	var saved error

@@ -251,7 +251,7 @@ func TestRegisterPluginThroughTheAPI(t *testing.T) {
 	if got.RegisteredAt.IsZero() {
 		t.Error("RegisterPlugin returned no registration time")
 	}
-	owned, err := r.registry.GetOwned("CSIPlugin", "a", "alloc-1")
+	owned, err := api.Owned(r.registry, "CSIPlugin", "a", "alloc-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestRegisterPluginErrors(t *testing.T) {
 			}
 			r.quiet(4, statecache.Register) // a retry would come after one tick
 			r.noHandlerCall()
-			if n := r.registry.Len(); n != 0 {
+			if n := len(r.registry.List("")); n != 0 {
 				t.Errorf("registry holds %d plugins, want none", n)
 			}
 			if tc.rejected {
@@ -516,7 +516,7 @@ func TestDeregisterPluginEveryEndpoint(t *testing.T) {
 	if diff := cmp.Diff([]plugins.Plugin{p1, p2}, gone); diff != "" {
 		t.Errorf("DeregisterPlugin returned (-want +got):\n%s", diff)
 	}
-	if n := r.registry.Len(); n != 0 {
+	if n := len(r.registry.List("")); n != 0 {
 		t.Errorf("registry holds %d plugins, want none", n)
 	}
 	var reasons []string
@@ -527,7 +527,7 @@ func TestDeregisterPluginEveryEndpoint(t *testing.T) {
 		t.Errorf("handler DeRegister calls %q, want %q", reasons, want)
 	}
 	r.mustRegister(csi("a", ep1, "o", "1.0.0"))
-	if n := r.registry.Len(); n != 1 {
+	if n := len(r.registry.List("")); n != 1 {
 		t.Errorf("registry holds %d plugins after registering again, want 1", n)
 	}
 }
@@ -562,7 +562,7 @@ func TestRegisterPluginLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRegisterAs(u1, csi("c", ep, "z", "1.0.0"))
-	if n := r.registry.Len(); n != 3 {
+	if n := len(r.registry.List("")); n != 3 {
 		t.Errorf("registry holds %d plugins, want 3", n)
 	}
 }
@@ -600,7 +600,7 @@ func TestOwnerBelongsToUID(t *testing.T) {
 			t.Errorf("%s as uid 1002 = %v, want ErrDenied: %s", tc.name, err, denied)
 		}
 	}
-	held, err := r.registry.GetOwned("CSIPlugin", "a", "alloc-of-1001")
+	held, err := api.Owned(r.registry, "CSIPlugin", "a", "alloc-of-1001")
 	if err != nil || held.UID != 1001 || !held.HasUID || !slices.Equal(held.Versions, []string{"1.0.0"}) {
 		t.Fatalf("registry holds %+v (%v) after uid 1002's calls, want uid 1001's registration", held, err)
 	}
@@ -652,8 +652,8 @@ func TestAPIPluginLiveness(t *testing.T) {
 		t.Errorf("a deregistered as %s, want unhealthy", res.Op.Reason)
 	}
 	r.handler.expect("deregister a " + ep + " unhealthy")
-	if _, err := r.registry.GetOwned("CSIPlugin", "a", "o"); !errors.Is(err, plugins.ErrNotFound) {
-		t.Errorf("GetOwned of the unhealthy plugin = %v, want ErrNotFound", err)
+	if _, err := api.Owned(r.registry, "CSIPlugin", "a", "o"); !errors.Is(err, plugins.ErrNotFound) {
+		t.Errorf("api.Owned of the unhealthy plugin = %v, want ErrNotFound", err)
 	}
 	if u := r.rec.Status().Unhealthy; len(u) != 1 || u[0].Plugin.Name != "a" || u[0].Plugin.Endpoint != ep || u[0].Since.IsZero() {
 		t.Errorf("Status.Unhealthy = %+v, want a, since its deregistration", u)
@@ -671,8 +671,8 @@ func TestAPIPluginLiveness(t *testing.T) {
 	if u := r.rec.Status().Unhealthy; len(u) != 0 {
 		t.Errorf("Status.Unhealthy = %+v once a is healthy again, want none", u)
 	}
-	if _, err := r.registry.GetOwned("CSIPlugin", "nc", "o"); err != nil {
-		t.Errorf("GetOwned of the plugin with no check = %v, want it registered", err)
+	if _, err := api.Owned(r.registry, "CSIPlugin", "nc", "o"); err != nil {
+		t.Errorf("api.Owned of the plugin with no check = %v, want it registered", err)
 	}
 }
 
@@ -718,8 +718,8 @@ func TestAPIPluginRestart(t *testing.T) {
 	}
 	r2.noHandlerCall()
 	r2.expectEvents(plugins.Unhealthy)
-	if p, err := r2.registry.GetOwned("CSIPlugin", "a", "o"); err != nil || !cmp.Equal(p, a) {
-		t.Errorf("GetOwned(a) after the restart = %+v, %v; want %+v", p, err, a)
+	if p, err := api.Owned(r2.registry, "CSIPlugin", "a", "o"); err != nil || !cmp.Equal(p, a) {
+		t.Errorf("api.Owned(a) after the restart = %+v, %v; want %+v", p, err, a)
 	}
 }
 
@@ -816,8 +816,8 @@ func TestAPIPluginRestartRevalidated(t *testing.T) {
 		r2.quiet(6, statecache.Register) // a retry would come after one tick
 		r2.noHandlerCall()
 		r2.expectEvents(plugins.Replaced, plugins.Rejected)
-		if _, err := r2.registry.GetOwned("CSIPlugin", "a", "o"); !errors.Is(err, plugins.ErrNotFound) {
-			t.Errorf("GetOwned of the refused plugin = %v, want ErrNotFound", err)
+		if _, err := api.Owned(r2.registry, "CSIPlugin", "a", "o"); !errors.Is(err, plugins.ErrNotFound) {
+			t.Errorf("api.Owned of the refused plugin = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("handler unavailable", func(t *testing.T) {
@@ -849,8 +849,8 @@ func TestAPIPluginRestartRevalidated(t *testing.T) {
 		})
 		r2.quiet(2, statecache.DeRegister)
 		r2.expectEvents()
-		if _, err := r2.registry.GetOwned("CSIPlugin", "a", "o"); err != nil {
-			t.Errorf("GetOwned after the handler came back = %v, want a registered", err)
+		if _, err := api.Owned(r2.registry, "CSIPlugin", "a", "o"); err != nil {
+			t.Errorf("api.Owned after the handler came back = %v, want a registered", err)
 		}
 	})
 }

@@ -32,7 +32,7 @@ func (l *loop) apply(res *Result) {
 	case statecache.Reassert:
 		l.reasserted(res)
 	}
-	if isAPIKey(res.Op.Path) {
+	if res.Op.ID.api() {
 		l.appliedAPI(res, before)
 	}
 }
@@ -49,7 +49,7 @@ const (
 // no socket path, give its owner instead.
 func attrs(res *Result) []any {
 	p := res.Plugin
-	if isAPIKey(res.Op.Path) {
+	if res.Op.ID.api() {
 		return []any{"plugin", p.Name, "type", p.Type, "owner", p.Owner, "endpoint", p.Endpoint, "gen", res.Op.Gen}
 	}
 	return []any{"path", res.Op.Path, "plugin", p.Name, "type", p.Type, "endpoint", p.Endpoint, "gen", res.Op.Gen}
@@ -81,7 +81,7 @@ func (l *loop) registered(res *Result) {
 	// Registry lists the registration; a socket's registration, which the
 	// next scan makes again, is listed after them.
 	l.cache.Done(op, p, nil)
-	api := isAPIKey(op.Path)
+	api := op.ID.api()
 	if !api {
 		l.syncPending()
 	}

@@ -171,8 +171,8 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		// The plugin does not know it is registered: undo it and retry, as
 		// the kubelet does since v1.36. The notification's error is the
 		// one that counts; the rollback's is only joined to it.
-		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			err = errors.Join(err, fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr)))
+		if derr := h.DeRegister(hctx, p, statecache.RolledBack); derr != nil {
+			err = errors.Join(err, fmt.Errorf("roll back: %w", c.undelivered(p, id, statecache.RolledBack, derr)))
 		}
 		return p, &OpError{"notify", path, err}
 	}
@@ -189,8 +189,8 @@ func (c *Client) callRegister(hctx context.Context, h handler.Handler, p plugins
 		err = handler.CheckAnnotations(ann)
 	}
 	if errors.Is(err, handler.ErrBadAnnotations) {
-		if derr := h.DeRegister(hctx, p, plugins.ReasonRolledBack); derr != nil {
-			owed = fmt.Errorf("roll back: %w", c.undelivered(p, id, plugins.ReasonRolledBack, derr))
+		if derr := h.DeRegister(hctx, p, statecache.RolledBack); derr != nil {
+			owed = fmt.Errorf("roll back: %w", c.undelivered(p, id, statecache.RolledBack, derr))
 		}
 	}
 	return ann, owed, err
@@ -550,7 +550,7 @@ func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationC
 // the name outlasted HandlerTimeout, or ctx is done), is owed: its error
 // wraps an *UndeliveredError, for the caller to deliver again with
 // RetryDeRegister.
-func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	h, ok := c.Handlers.Lookup(p.Type)
 	if !ok {
 		return &OpError{"deregister", opPath(p), fmt.Errorf("no handler for plugin type %s", p.Type)}
@@ -575,7 +575,7 @@ func (c *Client) DeRegister(ctx context.Context, p plugins.Plugin, reason plugin
 // that reaches the handler after one is followed by a Reassert. When p's
 // type has no handler any more, the error wraps ErrNoHandler: nobody is
 // left to deliver it to. After any other error it is still owed.
-func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (c *Client) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.HandlerTimeout, DefaultHandlerTimeout))
 	defer cancel()
 	h, ok := c.Handlers.Lookup(p.Type)
@@ -639,7 +639,7 @@ func opPath(p plugins.Plugin) string {
 
 // undelivered returns the *UndeliveredError of a DeRegister of the
 // incarnation id of p, for reason, that failed with err.
-func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason plugins.Reason, err error) *UndeliveredError {
+func (c *Client) undelivered(p plugins.Plugin, id scan.ID, reason statecache.Reason, err error) *UndeliveredError {
 	p.SocketID = id
 	return &UndeliveredError{Plugin: p, Reason: reason, Err: err}
 }

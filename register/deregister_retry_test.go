@@ -28,21 +28,21 @@ func TestRetryDeRegisterDelivers(t *testing.T) {
 		SocketID: scan.ID{Dev: 1, Ino: 2}, Versions: []string{"1.0.0"},
 		RegisteredAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 
-	err := c.DeRegister(t.Context(), old, plugins.ReasonRemoved)
+	err := c.DeRegister(t.Context(), old, statecache.Removed)
 	owed, ok := errors.AsType[*UndeliveredError](err)
-	if !ok || !cmp.Equal(owed.Plugin, old) || owed.Reason != plugins.ReasonRemoved {
+	if !ok || !cmp.Equal(owed.Plugin, old) || owed.Reason != statecache.Removed {
 		t.Fatalf("DeRegister with the handler down = %v, want an *UndeliveredError of the plugin", err)
 	}
 	if err := c.RetryDeRegister(t.Context(), owed.Plugin, owed.Reason); err != nil {
 		t.Fatalf("RetryDeRegister = %v, want it delivered", err)
 	}
-	want := []deregCall{{old, plugins.ReasonRemoved}, {old, plugins.ReasonRemoved}}
+	want := []deregCall{{old, statecache.Removed}, {old, statecache.Removed}}
 	if diff := cmp.Diff(want, rec.deregistrations()); diff != "" {
 		t.Errorf("DeRegister calls (-want +got):\n%s", diff)
 	}
 	other := old
 	other.Type = "GPU"
-	if err := c.RetryDeRegister(t.Context(), other, plugins.ReasonRemoved); !errors.Is(err, ErrNoHandler) {
+	if err := c.RetryDeRegister(t.Context(), other, statecache.Removed); !errors.Is(err, ErrNoHandler) {
 		t.Errorf("RetryDeRegister of a type with no handler = %v, want ErrNoHandler", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // ErrNoHandler is wrapped in the error of Client.RetryDeRegister when the
@@ -18,8 +19,8 @@ var ErrNoHandler = errors.New("register: no handler for the plugin type")
 // Reconciler keeps it pending and delivers it again with
 // Registrar.RetryDeRegister, given Plugin and Reason. Its text is Err's.
 type UndeliveredError struct {
-	Plugin plugins.Plugin // as registered, SocketID included
-	Reason plugins.Reason // what DeRegister was told
+	Plugin plugins.Plugin    // as registered, SocketID included
+	Reason statecache.Reason // what DeRegister was told
 	Err    error
 }
 

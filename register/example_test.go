@@ -18,6 +18,7 @@ import (
 	"github.com/plugreg/plugreg/proto/pluginregistration/v1"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // prefixHandler accepts the plugins whose name starts with prefix and
@@ -35,7 +36,9 @@ func (h prefixHandler) Register(context.Context, plugins.Plugin) (handler.Annota
 	return handler.Annotations{"node": h.node}, nil
 }
 
-func (h prefixHandler) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
+func (h prefixHandler) DeRegister(context.Context, plugins.Plugin, statecache.Reason) error {
+	return nil
+}
 
 // The agent in a Go program: a Reconciler scans a plugin directory and
 // registers the plugins that appear there through a custom Handler; the

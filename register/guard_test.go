@@ -16,6 +16,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // diskHandler is a Handler of CSIPlugin that reads the state file at each
@@ -36,7 +37,7 @@ func (h *diskHandler) Register(_ context.Context, p plugins.Plugin) (handler.Ann
 	return nil, nil
 }
 
-func (h *diskHandler) DeRegister(_ context.Context, p plugins.Plugin, _ plugins.Reason) error {
+func (h *diskHandler) DeRegister(_ context.Context, p plugins.Plugin, _ statecache.Reason) error {
 	h.look("deregister", p)
 	return nil
 }
@@ -141,7 +142,7 @@ func TestRestoreOwedDeRegister(t *testing.T) {
 		other := kept
 		other.Owner = "o2" // another instance of b
 		reg := plugins.NewRegistryFrom(plugins.State{Plugins: []plugins.Plugin{gone, kept}, Pending: []plugins.PendingDeregistration{
-			{Plugin: gone, Reason: plugins.ReasonRemoved}, {Plugin: other, Reason: plugins.ReasonRemoved}}})
+			{Plugin: gone, Reason: statecache.Removed}, {Plugin: other, Reason: statecache.Removed}}})
 		sub := reg.Subscribe(reg.Revision(), "")
 		defer sub.Close()
 		rh := newRecorder(t)

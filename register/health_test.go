@@ -14,6 +14,7 @@ import (
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/register/metrics"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // chanRegistrar hands each registration to the test on calls and returns
@@ -25,12 +26,12 @@ func (f chanRegistrar) Register(ctx context.Context, path string, _ scan.ID) (pl
 	f.calls <- reply
 	return plugins.Plugin{Name: "a", Type: "T", Endpoint: path, SocketPath: path}, <-reply
 }
-func (chanRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
-func (chanRegistrar) Verify(context.Context, plugins.Plugin) error                     { return nil }
-func (chanRegistrar) InfoCheck(context.Context, plugins.Plugin) error                  { return nil }
-func (chanRegistrar) ConnectCheck(context.Context, plugins.Plugin) error               { return nil }
-func (chanRegistrar) Reassert(context.Context, plugins.Plugin) error                   { return nil }
-func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason) error {
+func (chanRegistrar) DeRegister(context.Context, plugins.Plugin, statecache.Reason) error { return nil }
+func (chanRegistrar) Verify(context.Context, plugins.Plugin) error                        { return nil }
+func (chanRegistrar) InfoCheck(context.Context, plugins.Plugin) error                     { return nil }
+func (chanRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                  { return nil }
+func (chanRegistrar) Reassert(context.Context, plugins.Plugin) error                      { return nil }
+func (chanRegistrar) RetryDeRegister(context.Context, plugins.Plugin, statecache.Reason) error {
 	return nil
 }
 
@@ -78,7 +79,7 @@ func TestHungScan(t *testing.T) {
 			t.Fatalf("applied %s %s: %v, want the registration of /p/a", res.Op.Kind, res.Op.Path, res.Err)
 		}
 		synctest.Wait() // the loop marks itself ready after it has handed the outcome over
-		if n := rec.Registry.Len(); n != 1 {
+		if n := len(rec.Registry.List("")); n != 1 {
 			t.Errorf("registry holds %d plugins while the scan hangs, want 1", n)
 		}
 		st := rec.Status()

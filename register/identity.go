@@ -27,6 +27,10 @@ type instID struct {
 	fields          string // versions, options and no-check, each string after its length
 }
 
+// api reports whether id is that of a registration through the API: it
+// holds the endpoint, which every such registration has.
+func (id instID) api() bool { return id.endpoint != "" }
+
 // Compare orders identities: the fields of a socket's scan.ID, then the
 // API ones.
 func (a instID) Compare(b instID) int {

@@ -58,7 +58,7 @@ type recorder struct {
 // deregCall is one DeRegister call a recorder received.
 type deregCall struct {
 	Plugin plugins.Plugin
-	Reason plugins.Reason
+	Reason statecache.Reason
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -91,7 +91,7 @@ func (r *recorder) Register(ctx context.Context, p plugins.Plugin) (handler.Anno
 	return r.ann, r.failReg
 }
 
-func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (r *recorder) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	defer r.enter(p.Name)()
 	r.events <- "deregister " + p.Name + " " + p.Endpoint + " " + reason.String()
 	r.mu.Lock()
@@ -326,7 +326,7 @@ func TestIntegrationAcceptedThenRemoved(t *testing.T) {
 	r.handler.expect("deregister a /run/a/csi.sock removed")
 	r.deregistered("a")
 	r.stop()
-	if n := r.registry.Len(); n != 0 {
+	if n := len(r.registry.List("")); n != 0 {
 		t.Errorf("registry holds %d plugins after removal, want 0", n)
 	}
 }
@@ -360,7 +360,7 @@ func TestIntegrationRejections(t *testing.T) {
 			}
 			expectStatus(t, status, false, want)
 			r.stop()
-			if n := r.registry.Len(); n != 0 {
+			if n := len(r.registry.List("")); n != 0 {
 				t.Errorf("registry holds %d plugins, want 0", n)
 			}
 		})
@@ -375,7 +375,7 @@ func TestIntegrationRegisterFailureIsRolledBackAndReported(t *testing.T) {
 	r.handler.expect("validate a", "register a /e")
 	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: driver not ready")
 	r.stop()
-	if n := r.registry.Len(); n != 0 {
+	if n := len(r.registry.List("")); n != 0 {
 		t.Errorf("registry holds %d plugins, want 0", n)
 	}
 }
@@ -424,7 +424,7 @@ func TestIntegrationBadAnnotations(t *testing.T) {
 			r.handler.expect(want...)
 			expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: "+tc.msg)
 			r.stop()
-			if n := r.registry.Len(); n != 0 {
+			if n := len(r.registry.List("")); n != 0 {
 				t.Errorf("registry holds %d plugins, want 0", n)
 			}
 			select {
@@ -531,7 +531,7 @@ func TestIntegrationFailedNotifyRollsBack(t *testing.T) {
 	r.tick()
 	r.handler.expect("validate a", "register a /e", "deregister a /e rolled back")
 	r.stop()
-	if n := r.registry.Len(); n != 0 {
+	if n := len(r.registry.List("")); n != 0 {
 		t.Errorf("registry holds %d plugins, want 0", n)
 	}
 }
@@ -562,7 +562,7 @@ func TestIntegrationSameNameOnTwoSocketsIsSerialised(t *testing.T) {
 	r.registered("a")
 	r.registered("a")
 	r.stop()
-	if n := r.registry.Len(); n != 2 {
+	if n := len(r.registry.List("")); n != 2 {
 		t.Errorf("registry holds %d plugins, want both instances", n)
 	}
 }
@@ -596,10 +596,10 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	if res := r.appliedAny(statecache.DeRegister, "a"); res.Err == nil || !strings.Contains(res.Err.Error(), "handler down") {
 		t.Fatalf("deregistration = %v, want the handler's error", res.Err)
 	}
-	if n := r.registry.Len(); n != 0 {
+	if n := len(r.registry.List("")); n != 0 {
 		t.Errorf("registry holds %d plugins after a failed deregistration, want 0", n)
 	}
-	want := []plugins.PendingDeregistration{{Plugin: registered, Reason: plugins.ReasonRemoved}}
+	want := []plugins.PendingDeregistration{{Plugin: registered, Reason: statecache.Removed}}
 	if diff := cmp.Diff(want, r.registry.Pending()); diff != "" {
 		t.Fatalf("pending (-want +got):\n%s", diff)
 	}
@@ -625,7 +625,7 @@ func TestIntegrationFailedDeregistrationIsDelivered(t *testing.T) {
 	if fails != 0 {
 		t.Errorf("delivered with %d failures to come", fails)
 	}
-	call := deregCall{registered, plugins.ReasonRemoved}
+	call := deregCall{registered, statecache.Removed}
 	if diff := cmp.Diff([]deregCall{call, call, call, call}, r.handler.deregistrations()); diff != "" {
 		t.Errorf("DeRegister calls (-want +got):\n%s", diff)
 	}
@@ -647,7 +647,7 @@ func TestIntegrationFailedRollbackIsPending(t *testing.T) {
 	expectStatus(t, status, false, "RegisterPlugin error -- plugin registration failed with err: annotation with an empty key")
 	r.retried()
 	got := r.registry.Pending()
-	if len(got) != 1 || got[0].Plugin.Name != "a" || got[0].Plugin.Endpoint != "/e" || got[0].Reason != plugins.ReasonRolledBack {
+	if len(got) != 1 || got[0].Plugin.Name != "a" || got[0].Plugin.Endpoint != "/e" || got[0].Reason != statecache.RolledBack {
 		t.Errorf("pending %+v, want a at /e, rolled back", got)
 	}
 }
@@ -658,7 +658,7 @@ func TestIntegrationFailedRollbackIsPending(t *testing.T) {
 // from the running agent's registry, and from the state file an earlier
 // agent saved.
 func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
-	for _, reason := range []plugins.Reason{plugins.ReasonRemoved, plugins.ReasonReplaced, plugins.ReasonUnhealthy, plugins.ReasonRolledBack} {
+	for _, reason := range []statecache.Reason{statecache.Removed, statecache.Replaced, statecache.Unhealthy, statecache.RolledBack} {
 		p := plugins.Plugin{Name: "a", Type: "CSIPlugin", Endpoint: "/e/a", SocketPath: "/p/a.sock",
 			SocketID: scan.ID{Dev: 1, Ino: 2}, Versions: []string{"1.0.0", "1.1.0"},
 			RegisteredAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -682,7 +682,7 @@ func TestIntegrationRetriedDeregistrationIsTheOneThatFailed(t *testing.T) {
 
 // checkRetried ticks r until its pending deregistration of p is delivered,
 // and checks that the handler's one DeRegister call was of p for reason.
-func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason plugins.Reason) {
+func checkRetried(t *testing.T, r *rig, p plugins.Plugin, reason statecache.Reason) {
 	t.Helper()
 	r.tick()
 	r.handler.expect("deregister " + p.Name + " " + p.Endpoint + " " + reason.String())

@@ -28,12 +28,12 @@ type Registrar interface {
 	// it returns, and an error is logged. An error that wraps an
 	// *UndeliveredError is owed to the handler: the Reconciler keeps it
 	// pending and delivers it again with RetryDeRegister.
-	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
+	DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error
 	// RetryDeRegister delivers a pending deregistration again, with the
 	// plugin and reason of its *UndeliveredError. An error wrapping
 	// ErrNoHandler means it is no longer owed, and it is dropped; after
 	// any other error it is retried with backoff.
-	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
+	RetryDeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error
 	// Reassert tells the handler again that p, a registered plugin, is
 	// the current instance of its type and name (see package statecache:
 	// after a call that may have made the handler drop the name). An

@@ -16,14 +16,15 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // call is one Registrar call the fake hands to the test.
 type call struct {
 	kind   string // "register", "deregister", "verify", "probe", "ping", "retry" or "reassert"
 	path   string
-	plugin plugins.Plugin // deregister, retry: what is deregistered
-	reason plugins.Reason // deregister, retry: why
+	plugin plugins.Plugin    // deregister, retry: what is deregistered
+	reason statecache.Reason // deregister, retry: why
 	reply  chan error
 }
 
@@ -54,7 +55,7 @@ func (f *fakeRegistrar) Register(ctx context.Context, path string, _ scan.ID) (p
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, err
 }
 
-func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	err := f.do(ctx, call{kind: "deregister", path: p.SocketPath, plugin: p, reason: reason})
 	if err != nil {
 		return &UndeliveredError{Plugin: p, Reason: reason, Err: err}
@@ -62,7 +63,7 @@ func (f *fakeRegistrar) DeRegister(ctx context.Context, p plugins.Plugin, reason
 	return nil
 }
 
-func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (f *fakeRegistrar) RetryDeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	return f.do(ctx, call{kind: "retry", path: p.SocketPath, plugin: p, reason: reason})
 }
 
@@ -275,7 +276,7 @@ func TestReconcilerFollowsTheScanner(t *testing.T) {
 		e.dir.set("/p/a", 2)
 		time.Sleep(time.Second)
 		c := e.next("deregister", "/p/a")
-		if c.plugin.Name != "a" || c.reason != plugins.ReasonReplaced {
+		if c.plugin.Name != "a" || c.reason != statecache.Replaced {
 			t.Errorf("deregister %+v for %q, want plugin a for \"replaced\"", c.plugin, c.reason)
 		}
 		t0 := time.Now()
@@ -495,12 +496,14 @@ type okRegistrar struct{}
 func (okRegistrar) Register(_ context.Context, path string, _ scan.ID) (plugins.Plugin, error) {
 	return plugins.Plugin{Name: nameOf(path), Type: "T", Endpoint: path, SocketPath: path}, nil
 }
-func (okRegistrar) DeRegister(context.Context, plugins.Plugin, plugins.Reason) error      { return nil }
-func (okRegistrar) Verify(context.Context, plugins.Plugin) error                          { return nil }
-func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                       { return nil }
-func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                    { return nil }
-func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, plugins.Reason) error { return nil }
-func (okRegistrar) Reassert(context.Context, plugins.Plugin) error                        { return nil }
+func (okRegistrar) DeRegister(context.Context, plugins.Plugin, statecache.Reason) error { return nil }
+func (okRegistrar) Verify(context.Context, plugins.Plugin) error                        { return nil }
+func (okRegistrar) InfoCheck(context.Context, plugins.Plugin) error                     { return nil }
+func (okRegistrar) ConnectCheck(context.Context, plugins.Plugin) error                  { return nil }
+func (okRegistrar) RetryDeRegister(context.Context, plugins.Plugin, statecache.Reason) error {
+	return nil
+}
+func (okRegistrar) Reassert(context.Context, plugins.Plugin) error { return nil }
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, and so on until none has found

@@ -16,6 +16,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/state"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // retryEnv is a reconciler in a synctest bubble, logging at Debug level
@@ -81,7 +82,7 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 		}
 		synctest.Wait()
 		pending := e.plugs.Pending()
-		if len(pending) != 1 || pending[0].Plugin.Name != "a" || pending[0].Reason != plugins.ReasonRemoved {
+		if len(pending) != 1 || pending[0].Plugin.Name != "a" || pending[0].Reason != statecache.Removed {
 			t.Fatalf("pending %+v, want a, removed", pending)
 		}
 
@@ -90,7 +91,7 @@ func TestReconcilerRetriesFailedDeregistration(t *testing.T) {
 			synctest.Wait()
 			select {
 			case c := <-e.reg.calls:
-				if c.kind != "retry" || c.path != "/p/a" || c.reason != plugins.ReasonRemoved {
+				if c.kind != "retry" || c.path != "/p/a" || c.reason != statecache.Removed {
 					t.Fatalf("call %s %s %q, want retry /p/a \"removed\"", c.kind, c.path, c.reason)
 				}
 				at = append(at, time.Since(start))
@@ -140,7 +141,7 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 			return plugins.Plugin{Name: name, Type: "T", Endpoint: "/p/" + name, SocketPath: "/p/" + name}
 		}
 		reg := plugins.NewRegistryFrom(plugins.State{Version: state.Version, Revision: 7, Pending: []plugins.PendingDeregistration{
-			{Plugin: p("a"), Reason: plugins.ReasonRemoved}, {Plugin: p("b"), Reason: plugins.ReasonRolledBack},
+			{Plugin: p("a"), Reason: statecache.Removed}, {Plugin: p("b"), Reason: statecache.RolledBack},
 		}})
 		scanning := make(chan struct{})
 		e := startRetry(t, nil, reg, func(r *Reconciler) {
@@ -148,8 +149,8 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 			r.Scan = func() (scan.Snapshot, error) { <-scanning; return scanDir() }
 		})
 		calls := e.all("retry", "/p/a", "/p/b")
-		if c := calls["/p/b"]; c.reason != plugins.ReasonRolledBack {
-			t.Errorf("retry of b with reason %q, want %q", c.reason, plugins.ReasonRolledBack)
+		if c := calls["/p/b"]; c.reason != statecache.RolledBack {
+			t.Errorf("retry of b with reason %q, want %q", c.reason, statecache.RolledBack)
 		}
 		if n := e.rec.Status().PendingDeregistrations; n != 2 {
 			t.Errorf("Status().PendingDeregistrations = %d with both in flight, want 2", n)
@@ -181,7 +182,7 @@ func TestReconcilerRetriesRestoredDeregistrations(t *testing.T) {
 // wait for a free slot.
 func TestReconcilerRetriesWithinMaxInFlight(t *testing.T) {
 	p := func(typ, name string) plugins.PendingDeregistration {
-		return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: name, Type: typ, SocketPath: "/p/" + name, Endpoint: "/e"}, Reason: plugins.ReasonRemoved}
+		return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: name, Type: typ, SocketPath: "/p/" + name, Endpoint: "/e"}, Reason: statecache.Removed}
 	}
 	t.Run("one slot", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -254,7 +255,7 @@ func TestReconcilerRetriesWithinMaxInFlight(t *testing.T) {
 func TestReconcilerPendingWithoutHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		old := plugins.Plugin{Name: "old", Type: "T", SocketPath: "/p/old", Endpoint: "/e"}
-		reg := plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: old, Reason: plugins.ReasonRemoved}}})
+		reg := plugins.NewRegistryFrom(plugins.State{Pending: []plugins.PendingDeregistration{{Plugin: old, Reason: statecache.Removed}}})
 		e := startRetry(t, nil, reg, func(*Reconciler) {})
 		e.next("retry", "/p/old").reply <- &OpError{"deregister", "/p/old", fmt.Errorf("%w T", ErrNoHandler)}
 		for range 10 {
@@ -278,7 +279,7 @@ func TestReconcilerPendingWithoutHandler(t *testing.T) {
 func TestReconcilerPendingDroppedByRegistration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := func(path string) plugins.PendingDeregistration {
-			return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: "a", Type: "T", SocketPath: path, Endpoint: "/e"}, Reason: plugins.ReasonRemoved}
+			return plugins.PendingDeregistration{Plugin: plugins.Plugin{Name: "a", Type: "T", SocketPath: path, Endpoint: "/e"}, Reason: statecache.Removed}
 		}
 		one, two := a("/p/a1"), a("/p/a2")
 		two.Plugin.SocketID.Ino = 2
@@ -353,7 +354,7 @@ func TestReconcilerReassertsNewest(t *testing.T) {
 		}
 		reg := plugins.NewRegistryFrom(plugins.State{
 			Plugins: []plugins.Plugin{p("/p/a1", 1, older.Add(time.Hour)), p("/p/a2", 2, older)},
-			Pending: []plugins.PendingDeregistration{{Plugin: p("/p/old", 9, older), Reason: plugins.ReasonRemoved}},
+			Pending: []plugins.PendingDeregistration{{Plugin: p("/p/old", 9, older), Reason: statecache.Removed}},
 		})
 		if cur, err := reg.Get("T", "a"); err != nil || cur.SocketPath != "/p/a1" {
 			t.Fatalf("Get = %+v, %v; want /p/a1", cur, err)

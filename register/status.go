@@ -59,7 +59,7 @@ type TypeOutcome struct {
 // (or OtherType) and the reason of a deregistration.
 type TypeReason struct {
 	Type   string
-	Reason plugins.Reason
+	Reason statecache.Reason
 }
 
 // Status is what the reconciler reports about itself: its state as of the
@@ -179,7 +179,7 @@ func (r *Reconciler) countRegistration(typ string, o Outcome) {
 
 // countDeregistration adds one to the counter of a deregistration of a
 // plugin of type typ for reason.
-func (r *Reconciler) countDeregistration(typ string, reason plugins.Reason) {
+func (r *Reconciler) countDeregistration(typ string, reason statecache.Reason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Deregistrations[TypeReason{r.countedType(typ), reason}]++

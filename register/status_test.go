@@ -16,6 +16,7 @@ import (
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // TestStatus follows the counters and state of Status through a
@@ -55,7 +56,7 @@ func TestStatus(t *testing.T) {
 		if diff := cmp.Diff(wantReg, st.Registrations); diff != "" {
 			t.Errorf("Registrations (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[TypeReason]uint64{{"T", plugins.ReasonRemoved}: 1}, st.Deregistrations); diff != "" {
+		if diff := cmp.Diff(map[TypeReason]uint64{{"T", statecache.Removed}: 1}, st.Deregistrations); diff != "" {
 			t.Errorf("Deregistrations (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(map[string]uint64{"max_plugins": 1}, st.Refused); diff != "" {
@@ -90,7 +91,7 @@ func TestStatusTypeBound(t *testing.T) {
 		t.Errorf("DRAPlugin registered = %d, want 1: a configured type was pushed into %s", got, OtherType)
 	}
 	r.countRegistration("T000", Rejected) // known: keeps its key
-	r.countDeregistration(fmt.Sprintf("T%03d", maxTypes+5), plugins.ReasonRemoved)
+	r.countDeregistration(fmt.Sprintf("T%03d", maxTypes+5), statecache.Removed)
 	st := r.Status()
 	if got := st.Registrations[TypeOutcome{"T000", Rejected}]; got != 2 {
 		t.Errorf("T000 rejected = %d, want 2", got)
@@ -98,7 +99,7 @@ func TestStatusTypeBound(t *testing.T) {
 	if got := st.Registrations[TypeOutcome{OtherType, Rejected}]; got != 3 {
 		t.Errorf("%s rejected = %d, want 3", OtherType, got)
 	}
-	if got := st.Deregistrations[TypeReason{OtherType, plugins.ReasonRemoved}]; got != 1 {
+	if got := st.Deregistrations[TypeReason{OtherType, statecache.Removed}]; got != 1 {
 		t.Errorf("%s removed = %d, want 1", OtherType, got)
 	}
 	if n := len(st.Registrations); n != maxTypes+2 {

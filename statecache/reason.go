@@ -7,7 +7,7 @@ import (
 
 // Reason says why a DeRegister is due. It is the one type of a
 // deregistration's reason from the core to its text: the registry, the
-// events, the handlers (package plugins calls it plugins.Reason) and the
+// events, the handlers and the
 // state file carry it as it is, and its text (MarshalText) is the word a
 // handler is told and the state file keeps.
 type Reason uint8

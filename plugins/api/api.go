@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -95,14 +96,14 @@ func (s *APIServer) List(_ context.Context, req *plugregv1.ListRequest) (*plugre
 	return resp, nil
 }
 
-// Get returns the current plugin of a type and name ([Registry.Get]), or,
-// when the request sets an owner, the one that owner registered through
-// the API ([Registry.GetOwned]); NotFound if there is none.
+// Get returns the current plugin of a type and name (plugins.Registry.Get),
+// or, when the request sets an owner, the one that owner registered
+// through the API (Owned); NotFound if there is none.
 func (s *APIServer) Get(_ context.Context, req *plugregv1.GetRequest) (*plugregv1.Plugin, error) {
 	var p plugins.Plugin
 	var err error
 	if req.Owner != nil {
-		p, err = s.reg.GetOwned(req.GetType(), req.GetName(), req.GetOwner())
+		p, err = Owned(s.reg, req.GetType(), req.GetName(), req.GetOwner())
 	} else {
 		p, err = s.reg.Get(req.GetType(), req.GetName())
 	}
@@ -264,4 +265,22 @@ func EventFromProto(m *plugregv1.Event) plugins.Event {
 		}
 	}
 	return ev
+}
+
+// Owned returns the current instance of the plugin of type typ named name
+// that owner registered through the API, as plugins.Registry.Get chooses
+// among all (plugins.Newer): Nomad's PluginForAlloc. If there is none, the
+// error wraps plugins.ErrNotFound.
+func Owned(r *plugins.Registry, typ, name, owner string) (plugins.Plugin, error) {
+	var cur plugins.Plugin
+	found := false
+	for _, p := range r.List(typ) {
+		if p.Name == name && p.FromAPI() && p.Owner == owner && (!found || plugins.Newer(p, cur)) {
+			cur, found = p, true
+		}
+	}
+	if !found {
+		return plugins.Plugin{}, fmt.Errorf("%s %q of owner %q: %w", typ, name, owner, plugins.ErrNotFound)
+	}
+	return cur, nil
 }

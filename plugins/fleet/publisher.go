@@ -303,8 +303,9 @@ func faultKind(err error) string {
 func (r *run) desired() (map[string]string, error) {
 	current := make(map[plugins.Key]plugins.Plugin)
 	for _, pl := range r.p.Registry.List("") {
-		if old, ok := current[pl.Key()]; !ok || plugins.Newer(pl, old) {
-			current[pl.Key()] = pl
+		k := plugins.Key{Type: pl.Type, Name: pl.Name}
+		if old, ok := current[k]; !ok || plugins.Newer(pl, old) {
+			current[k] = pl
 		}
 	}
 	want := make(map[string]string, len(current))

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Accept is the built-in Handler, configured by --accept TYPE=PATTERNS. It
@@ -60,7 +61,7 @@ func (a *Accept) Register(ctx context.Context, p plugins.Plugin) (Annotations, e
 
 // DeRegister has nothing to tear down; the caller removes the plugin from
 // the Registry. It returns nil.
-func (a *Accept) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (a *Accept) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 func TestParseAccept(t *testing.T) {
@@ -131,7 +132,7 @@ func TestAcceptRegister(t *testing.T) {
 	if _, err := a.Register(ctx, p); !errors.Is(err, context.Canceled) {
 		t.Errorf("Register with cancelled context = %v, want %v", err, context.Canceled)
 	}
-	if err := a.DeRegister(ctx, p, plugins.ReasonRemoved); err != nil {
+	if err := a.DeRegister(ctx, p, statecache.Removed); err != nil {
 		t.Errorf("DeRegister = %v, want nil", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // registered the plugin but gave annotations that cannot be used: beyond
 // the limits of CheckAnnotations, or (an Exec handler) output that is no
 // JSON object of strings. The registration fails, and the caller undoes
-// the handler's with DeRegister, reason [plugins.ReasonRolledBack].
+// the handler's with DeRegister, reason [statecache.RolledBack].
 var ErrBadAnnotations = errors.New("handler: bad annotations")
 
 // badAnnotations wraps err, keeping its text, so that it matches

@@ -2,7 +2,9 @@ package handler
 
 import (
 	"context"
+
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Checked is the Handler of a type that has a --handler: the version check
@@ -30,6 +32,6 @@ func (c *Checked) Register(ctx context.Context, p plugins.Plugin) (Annotations, 
 }
 
 // DeRegister calls c.Handler's DeRegister.
-func (c *Checked) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (c *Checked) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	return c.Handler.DeRegister(ctx, p, reason)
 }

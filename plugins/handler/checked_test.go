@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // callLog is a Handler that records its calls and refuses what Refuse
@@ -30,7 +31,7 @@ func (l *callLog) Register(ctx context.Context, p plugins.Plugin) (Annotations, 
 	return Annotations{"k": "v"}, nil
 }
 
-func (l *callLog) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (l *callLog) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	l.calls = append(l.calls, "deregister "+p.Name+" "+reason.String())
 	return nil
 }
@@ -73,7 +74,7 @@ func TestChecked(t *testing.T) {
 	if err != nil || !cmp.Equal(ann, Annotations{"k": "v"}) {
 		t.Errorf("Register = %v, %v; want the handler's annotations", ann, err)
 	}
-	if err := c.DeRegister(t.Context(), p, plugins.ReasonRemoved); err != nil {
+	if err := c.DeRegister(t.Context(), p, statecache.Removed); err != nil {
 		t.Errorf("DeRegister = %v", err)
 	}
 	if diff := cmp.Diff([]string{"register a", "deregister a removed"}, l.calls); diff != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Bounds of an Exec call.
@@ -72,7 +73,7 @@ type Exec struct {
 // other actions.
 type ExecInput struct {
 	codec.PluginJSON
-	Reason plugins.Reason `json:"reason,omitempty"` // deregister only, as its text ("removed", ...)
+	Reason statecache.Reason `json:"reason,omitempty"` // deregister only, as its text ("removed", ...)
 }
 
 // Validate runs the program with "validate".
@@ -128,14 +129,14 @@ func parseAnnotations(out *headBuffer) (Annotations, error) {
 }
 
 // DeRegister runs the program with "deregister", and reason in the input.
-func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (e *Exec) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	_, err := e.run(ctx, "deregister", p, reason)
 	return err
 }
 
 // run runs the program for action, with reason in the input unless it is
 // 0, and returns what it wrote to stdout.
-func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason plugins.Reason) (*headBuffer, error) {
+func (e *Exec) run(ctx context.Context, action string, p plugins.Plugin, reason statecache.Reason) (*headBuffer, error) {
 	in, err := json.Marshal(ExecInput{codec.ToJSON(p), reason})
 	if err != nil {
 		return nil, fmt.Errorf("handler input: %w", err)

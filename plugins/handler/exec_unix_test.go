@@ -22,6 +22,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // script writes an sh script with body to a new directory and returns an
@@ -42,8 +43,8 @@ var execPlugin = plugins.Plugin{Name: "csi.example.com", Type: "CSIPlugin", Endp
 func TestExecDeRegisterReasons(t *testing.T) {
 	out := t.TempDir()
 	e := script(t, `cat > "`+out+`/in.json"`)
-	for reason, word := range map[plugins.Reason]string{plugins.ReasonRemoved: "removed", plugins.ReasonReplaced: "replaced",
-		plugins.ReasonUnhealthy: "unhealthy", plugins.ReasonRolledBack: "rolled back"} {
+	for reason, word := range map[statecache.Reason]string{statecache.Removed: "removed", statecache.Replaced: "replaced",
+		statecache.Unhealthy: "unhealthy", statecache.RolledBack: "rolled back"} {
 		if err := e.DeRegister(t.Context(), execPlugin, reason); err != nil {
 			t.Fatalf("DeRegister(%v) = %v", reason, err)
 		}
@@ -68,7 +69,7 @@ func TestExecInputAndEnv(t *testing.T) {
 	if _, err := e.Register(ctx, execPlugin); err != nil {
 		t.Fatalf("Register = %v", err)
 	}
-	if err := e.DeRegister(ctx, execPlugin, plugins.ReasonRemoved); err != nil {
+	if err := e.DeRegister(ctx, execPlugin, statecache.Removed); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
 	for _, action := range []string{"validate", "register", "deregister"} {
@@ -309,7 +310,7 @@ func TestExecStartUnavailable(t *testing.T) {
 			for call, err := range map[string]error{
 				"Validate":   e.Validate(ctx, execPlugin),
 				"Register":   rerr,
-				"DeRegister": e.DeRegister(ctx, execPlugin, plugins.ReasonRemoved),
+				"DeRegister": e.DeRegister(ctx, execPlugin, statecache.Removed),
 			} {
 				want := "handler for CSIPlugin unavailable: program " + path + ": " + tc.errno.Error()
 				if err == nil || err.Error() != want {

@@ -16,6 +16,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // ErrUnavailable is wrapped by the error of a handler call that did
@@ -116,7 +117,7 @@ func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, err
 
 // DeRegister calls the handler's DeRegister with reason, as its text
 // ("removed", ...).
-func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error {
+func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
 	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()})
 	return g.callErr(err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/handler"
 	"github.com/plugreg/plugreg/plugins/handler/handlertest"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // newGRPC returns a GRPC handler of type T for the socket at path, closed
@@ -77,11 +78,11 @@ func TestGRPCRequests(t *testing.T) {
 	if diff := cmp.Diff(handler.Annotations{"node": "n1"}, ann); diff != "" {
 		t.Errorf("Register annotations (-want +got):\n%s", diff)
 	}
-	if err := g.DeRegister(t.Context(), registered, plugins.ReasonRemoved); err != nil {
+	if err := g.DeRegister(t.Context(), registered, statecache.Removed); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
 	rolledBack := grpcPlugin // never registered: no time
-	if err := g.DeRegister(t.Context(), rolledBack, plugins.ReasonRolledBack); err != nil {
+	if err := g.DeRegister(t.Context(), rolledBack, statecache.RolledBack); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
 	deregistered := &plugregv1.Plugin{Name: "p", Type: "T", Endpoint: "/e.sock", SocketPath: "/s/p.sock", Versions: []string{"1.0.0"}, Source: "socket",
@@ -129,7 +130,7 @@ func TestGRPCErrors(t *testing.T) {
 			h.Reply(tc.err, nil)
 			calls := map[string]error{
 				"Validate":   g.Validate(t.Context(), grpcPlugin),
-				"DeRegister": g.DeRegister(t.Context(), grpcPlugin, plugins.ReasonRemoved),
+				"DeRegister": g.DeRegister(t.Context(), grpcPlugin, statecache.Removed),
 			}
 			ann, err := g.Register(t.Context(), grpcPlugin)
 			if ann != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Annotations are what a Handler's Register says of a plugin, as strings
@@ -26,7 +27,7 @@ type Handler interface {
 	// and is reported to the plugin; one that wraps ErrBadAnnotations, or
 	// annotations that break the limits of CheckAnnotations, mean the
 	// handler did register it, and the caller rolls that back with
-	// DeRegister (plugins.ReasonRolledBack). It may be called again for a
+	// DeRegister (statecache.RolledBack). It may be called again for a
 	// plugin it holds: after a call that may have dropped the plugin's
 	// name (a DeRegister of another instance of it), the name's current
 	// instance is registered again (see package register, One instance of
@@ -34,12 +35,12 @@ type Handler interface {
 	Register(ctx context.Context, p plugins.Plugin) (Annotations, error)
 	// DeRegister is called once the plugin's socket is gone or replaced,
 	// the plugin is unhealthy, or a registration is rolled back; reason is
-	// one of the plugins.Reason constants. The plugin leaves the Registry
+	// one of the statecache.Reason constants. The plugin leaves the Registry
 	// whatever it returns. An error makes the call pending (see package
 	// register): it is made again, with the same plugin and reason, with
 	// backoff, until it succeeds or a plugin of the same type and name is
 	// registered again, and the state file keeps it
 	// across agent restarts. So DeRegister may be called more than once for one
 	// deregistration, and should succeed for a plugin it no longer knows.
-	DeRegister(ctx context.Context, p plugins.Plugin, reason plugins.Reason) error
+	DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/handler/handlertest"
 	"github.com/plugreg/plugreg/plugins/state"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // TestPluginShapes: a Plugin whose every field is set, by reflection, to
@@ -104,7 +105,7 @@ func viaState(t *testing.T, p plugins.Plugin) plugins.Plugin {
 }
 
 func viaPending(t *testing.T, p plugins.Plugin) plugins.Plugin {
-	s := stateRoundTrip(t, plugins.State{Plugins: []plugins.Plugin{}, Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: plugins.ReasonRemoved}}})
+	s := stateRoundTrip(t, plugins.State{Plugins: []plugins.Plugin{}, Pending: []plugins.PendingDeregistration{{Plugin: p, Reason: statecache.Removed}}})
 	if len(s.Pending) != 1 {
 		t.Fatalf("state file holds %d pending deregistrations, want 1", len(s.Pending))
 	}
@@ -164,7 +165,7 @@ func viaExec(t *testing.T, p plugins.Plugin) plugins.Plugin {
 		t.Fatal(err)
 	}
 	e := &handler.Exec{Type: p.Type, Path: prog}
-	if err := e.DeRegister(t.Context(), p, plugins.ReasonRemoved); err != nil {
+	if err := e.DeRegister(t.Context(), p, statecache.Removed); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
 	b, err := os.ReadFile(in)
@@ -175,8 +176,8 @@ func viaExec(t *testing.T, p plugins.Plugin) plugins.Plugin {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("exec input %s: %v", b, err)
 	}
-	if got.Reason != plugins.ReasonRemoved {
-		t.Errorf("exec input reason = %q, want %q", got.Reason, plugins.ReasonRemoved)
+	if got.Reason != statecache.Removed {
+		t.Errorf("exec input reason = %q, want %q", got.Reason, statecache.Removed)
 	}
 	q, err := got.Plugin()
 	if err != nil {
@@ -192,7 +193,7 @@ func viaGRPC(t *testing.T, p plugins.Plugin) plugins.Plugin {
 	h := &handlertest.Server{}
 	h.Serve(t, path)
 	g := newGRPC(t, path)
-	if err := g.DeRegister(t.Context(), p, plugins.ReasonRemoved); err != nil {
+	if err := g.DeRegister(t.Context(), p, statecache.Removed); err != nil {
 		t.Fatalf("DeRegister = %v", err)
 	}
 	reqs := h.Requests()

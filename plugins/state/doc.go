@@ -57,7 +57,7 @@ The file is one JSON object ([Marshal]) and nothing else:
 A plugin is in its one JSON form, [codec.PluginJSON], as `plugreg list -o
 json` prints it. A pending deregistration is a plugin, as it was
 registered, plus the reason its handler's DeRegister was given (one of
-the plugins.Reason constants); at most one per incarnation of a plugin (type,
+the statecache.Reason constants); at most one per incarnation of a plugin (type,
 name and socketId): two sockets that carried one name each have theirs.
 
 The last save of a clean stop adds "clean": true after "revision": the

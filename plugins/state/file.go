@@ -15,6 +15,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // Version is the version of the state document that Save writes.
@@ -56,7 +57,7 @@ type stateDoc struct {
 // plugin's JSON form, and the reason.
 type pendingRecord struct {
 	codec.PluginJSON
-	Reason plugins.Reason `json:"reason"` // its text (Reason.MarshalText)
+	Reason statecache.Reason `json:"reason"` // its text (Reason.MarshalText)
 }
 
 // Marshal returns the state document of s, version Version, as Save

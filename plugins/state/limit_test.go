@@ -14,6 +14,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/rules"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // largestPlugin returns a plugin whose state file record is as large as
@@ -73,7 +74,7 @@ func TestMaxRecordBytes(t *testing.T) {
 			t.Fatalf("%s plugin breaks a rule: %v", sourceOf(p), err)
 		}
 		var b strings.Builder
-		if err := writeState(&b, State{Plugins: []Plugin{p}, Pending: []PendingDeregistration{{Plugin: p, Reason: ReasonRolledBack}}}); err != nil {
+		if err := writeState(&b, State{Plugins: []Plugin{p}, Pending: []PendingDeregistration{{Plugin: p, Reason: statecache.RolledBack}}}); err != nil {
 			t.Fatal(err)
 		}
 		per := (b.Len() - empty.Len()) / 2
@@ -111,7 +112,7 @@ func TestSaveLoadAtTheLimit(t *testing.T) {
 			s := State{Version: Version, Revision: 1<<64 - 1}
 			for i := range n {
 				s.Plugins = append(s.Plugins, largestPlugin(i))
-				s.Pending = append(s.Pending, PendingDeregistration{Plugin: largestPlugin(n + i), Reason: ReasonRolledBack})
+				s.Pending = append(s.Pending, PendingDeregistration{Plugin: largestPlugin(n + i), Reason: statecache.RolledBack})
 			}
 			limit := stateLimit(n, n)
 			path := filepath.Join(sockettest.Dir(t), "state.json")

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // TestSaverPending: a change of the pending set alone wakes the Saver, and
@@ -21,7 +22,7 @@ func TestSaverPending(t *testing.T) {
 		if n := s.Writes(); n != 1 {
 			t.Fatalf("Writes() = %d at the start, want 1", n)
 		}
-		if err := r.PutPending(PendingDeregistration{Plugin: csiHostpath, Reason: ReasonRemoved}); err != nil {
+		if err := r.PutPending(PendingDeregistration{Plugin: csiHostpath, Reason: statecache.Removed}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(saveGap) // the writes are paced

@@ -20,6 +20,7 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 	"github.com/plugreg/plugreg/plugins/codec"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 
 	. "github.com/plugreg/plugreg/plugins" // see fixtures_test.go
 )
@@ -41,7 +42,7 @@ func testState() State {
 	gone := csiHostpath
 	gone.Name, gone.SocketPath = "gone.csi.k8s.io", "/var/lib/kubelet/plugins_registry/gone-reg.sock"
 	gone.Annotations = map[string]string{"node": "worker-1"}
-	pending := []PendingDeregistration{{Plugin: gone, Reason: ReasonRemoved}, {Plugin: sriov, Reason: ReasonRolledBack}}
+	pending := []PendingDeregistration{{Plugin: gone, Reason: statecache.Removed}, {Plugin: sriov, Reason: statecache.RolledBack}}
 	fleet := &FleetLease{ID: 7587883410544297218, Cluster: 14841639068965178418, Prefix: "/plugreg/v1/", Node: "worker-1"}
 	api := Plugin{Name: "a.example.com", Type: "CSIPlugin", Endpoint: absPath("/run/a.sock"), Versions: []string{"1.0.0"},
 		RegisteredAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Source: SourceAPI, Owner: "alloc-1",
@@ -163,7 +164,7 @@ func TestSaveFormat(t *testing.T) {
   ]
 }
 `},
-		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: ReasonUnhealthy}}}, `{
+		{"a pending deregistration, running", State{Revision: 7, Running: true, Plugins: []Plugin{}, Pending: []PendingDeregistration{{Plugin: gone, Reason: statecache.Unhealthy}}}, `{
   "version": 2,
   "revision": 7,
   "plugins": [],
@@ -271,7 +272,7 @@ func TestLoadOptionalFields(t *testing.T) {
 		{"pending empty", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": []}`, state([]Plugin{}, nil)},
 		{"pending null", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": null}`, state([]Plugin{}, nil)},
 		{"pending one", `{"version": 1, "revision": 3, "plugins": [], "pendingDeregistrations": [` + record + `, "reason": "removed"}]}`,
-			state([]Plugin{}, []PendingDeregistration{{Plugin: a, Reason: ReasonRemoved}})},
+			state([]Plugin{}, []PendingDeregistration{{Plugin: a, Reason: statecache.Removed}})},
 		{"API plugin without uid", `{"version": 1, "revision": 3, "plugins": [` + apiRecord + `}]}`, state([]Plugin{api}, nil)},
 		{"API plugin of uid 0", `{"version": 1, "revision": 3, "plugins": [` + apiRecord + `, "uid": 0}]}`, state([]Plugin{apiRoot}, nil)},
 	}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/register"
 	"github.com/plugreg/plugreg/scan"
+	"github.com/plugreg/plugreg/statecache"
 )
 
 // The metrics tests scrape through net/http and parse what they get with
@@ -512,7 +512,7 @@ func TestMetricsExposition(t *testing.T) {
 				{Type: "CSIPlugin", Outcome: register.Failed}:     1,
 				{Type: "Bogus", Outcome: register.Rejected}:       1,
 			}
-			st.Deregistrations = map[register.TypeReason]uint64{{Type: "CSIPlugin", Reason: plugins.ReasonReplaced}: 1}
+			st.Deregistrations = map[register.TypeReason]uint64{{Type: "CSIPlugin", Reason: statecache.Replaced}: 1}
 			st.Refused = map[string]uint64{"max_plugins": 3}
 			for _, d := range scanDurations {
 				i, _ := slices.BinarySearch(st.Scans.Bounds, d) // the first bound >= d
