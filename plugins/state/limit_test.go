@@ -162,14 +162,6 @@ func TestSaveOverTheLimit(t *testing.T) {
 	}
 }
 
-func slicesRepeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
-}
-
 // The longest name and type of a plugin (rules.ValidateInfo).
 const maxNameBytes, maxTypeBytes = 253, 253
 
