@@ -380,6 +380,32 @@
 // "plugin changed", followed by "plugin replaced". Nothing is logged at
 // Info per scan.
 //
+// # Per-OS files
+//
+// What differs by OS sits behind one unexported seam per concern, in files
+// named for the seam; the rest of the package calls the seam and never
+// asks which OS it runs on:
+//   - wake (newNap: the scanner's sleep between scans; newAlarm: the loop's
+//     timer): wake_linux.go sleeps on a timerfd that the runtime's poller
+//     watches, armed and read with raw system calls; wake_bsd.go (FreeBSD,
+//     NetBSD, OpenBSD, DragonFly) naps in a blocking nanosleep and times the
+//     loop with a Go timer; wake_other.go (macOS, Windows, the rest) uses Go
+//     timers for both; wake.go holds the Go timers they share;
+//   - connect (connectOnce: the connect check; connectOnceRaw: the same with
+//     raw system calls, for a path where no lookup can hang; dialPaced: the
+//     connection of a GetInfo check; nonblockingSocket): connect_unix.go and
+//     connect_paced_unix.go connect a non-blocking socket outside Go's
+//     poller on every unix; connect_linux.go adds the raw connect check and
+//     a socket made non-blocking and close-on-exec in one call;
+//     connect_bsd.go (the BSDs, Solaris) makes the socket the same way and
+//     has no raw check; connect_darwin.go sets the flags after socket(2),
+//     under syscall.ForkLock; connect_other.go (Windows) dials with package
+//     net, unpaced;
+//   - socketfile (realDir: a directory of a socket's path is no symlink):
+//     socketfile_unix.go lstats it, socketfile_other.go (Windows) refuses a
+//     junction too; socketfile.go takes the socket's identity with
+//     scan.StatSocket on every OS.
+//
 // # Compared with the kubelet
 //
 // A stale socket costs the kubelet 10 s per attempt (its dial blocks) and

@@ -1,5 +1,3 @@
-//go:build linux && (amd64 || arm64 || arm || riscv64 || ppc64le || loong64)
-
 package register
 
 import (
@@ -16,7 +14,9 @@ import (
 // then polls every 20 µs until the check is done. A raw call holds its
 // thread and P until it returns; a connect to a unix socket never waits
 // for the listener, so only the lookup of its path could, and the caller
-// makes sure that no lookup there can hang (Client.Settled).
+// makes sure that no lookup there can hang (Client.Settled). A kernel
+// without the socket system call of its own (before 4.3 on 386, s390x and
+// big-endian ppc64, which had only socketcall) gets connectOnce.
 func connectOnceRaw(path string) error {
 	var sa unix.RawSockaddrUnix
 	if len(path) >= len(sa.Path) {
@@ -27,6 +27,9 @@ func connectOnceRaw(path string) error {
 		sa.Path[i] = int8(path[i])
 	}
 	fd, _, errno := unix.RawSyscall(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if errno == unix.ENOSYS {
+		return connectOnce(path)
+	}
 	if errno != 0 {
 		return os.NewSyscallError("socket", errno)
 	}
@@ -37,4 +40,14 @@ func connectOnceRaw(path string) error {
 		return &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("connect", errno)}
 	}
 	return nil
+}
+
+// nonblockingSocket returns a new unix stream socket, non-blocking and
+// close-on-exec from the start: one system call.
+func nonblockingSocket() (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	return fd, nil
 }

@@ -1,5 +1,3 @@
-//go:build aix || darwin || ios
-
 package register
 
 import (
@@ -29,3 +27,6 @@ func nonblockingSocket() (int, error) {
 	}
 	return fd, nil
 }
+
+// connectOnceRaw is connectOnce: here there is no raw one.
+func connectOnceRaw(path string) error { return connectOnce(path) }

@@ -1,4 +1,4 @@
-//go:build dragonfly || freebsd || linux || netbsd || openbsd || solaris
+//go:build dragonfly || freebsd || netbsd || openbsd || solaris
 
 package register
 
@@ -17,3 +17,6 @@ func nonblockingSocket() (int, error) {
 	}
 	return fd, nil
 }
+
+// connectOnceRaw is connectOnce: here there is no raw one.
+func connectOnceRaw(path string) error { return connectOnce(path) }
