@@ -42,10 +42,10 @@
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms at least), and so on until the scans have found
-// nothing new for half an interval; then scans come once per interval
-// again. So the sockets of a burst, created over a few hundred
-// milliseconds by processes that stall now and then, are seen in a
-// fraction of the interval, and an idle interval still costs one scan.
+// nothing new for 2 s ([minBusy]; half an interval, if longer); then scans
+// come once per interval again. So the sockets of a rollout, created over
+// seconds by processes that stall now and then, are seen in a fraction of
+// the interval, and an idle interval still costs one scan.
 //
 // The loop never waits on the file system. A plugin dir on a file system
 // that stops answering (a dead NFS server or FUSE daemon, mounted below the
