@@ -196,7 +196,10 @@
 //     new answer. The agent paces it by its scans (Client.Pace): the
 //     request goes out at the tick the check is due, and the reply is read
 //     after the next scan, in the scanner's wake-up, so that the check
-//     costs no wake-up of its own.
+//     costs no wake-up of its own; below a plugin dir where no lookup can
+//     hang (Client.Settled) its stats, connect, reads and writes are raw
+//     system calls on Linux, so it wakes none of the Go runtime's threads
+//     either.
 //
 // The checks due within 5 s (or within the shorter check interval) run
 // together, at one tick, where they cost less than spread over its ticks
