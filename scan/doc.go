@@ -61,7 +61,7 @@
 // mtime has a sub-second part is on a file system with finer timestamps
 // (a tick at most), and for it the window is 50 ms: after a change it is
 // read once or twice more, where a directory with whole-second times is
-// read again by every scan for 3 s (30 scans at the agent's default 100 ms
+// read again by every scan for 3 s (12 scans at the agent's default 250 ms
 // interval, more while the agent scans sooner during a burst of changes;
 // see package register). Clock trouble weakens the rule, and then only
 // the full scans catch up: a wall clock that jumps forward, or a file server
