@@ -45,6 +45,7 @@ var (
 	benchProcs   = flag.Int("agent-gomaxprocs", 0, "BenchmarkAgent: GOMAXPROCS of the agent alone; 0: the agent's own default")
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
 	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
+	benchFollow  = flag.Int("follow", 10, "BenchmarkAgent: plugins created one at a time after the burst, each within 2 s of the change before it, for follow-p99-ms; 0: none")
 	benchPublish = flag.Bool("publish", false, "BenchmarkAgent: run the agent with --publish to an etcd in this process (--node bench --publish-ttl 30s) and report publish-lag-ms")
 )
 
@@ -58,9 +59,14 @@ var (
 //   - after-last-ms: the last socket created → the last plugin registered;
 //   - first-reg-ms: the burst start → the first plugin registered: the wait for the agent's next scan,
 //     plus the first registrations against a plugin host still busy creating the rest;
+//   - follow-p99-ms: socket created → notified, for -follow plugins (10 by default) created one at a
+//     time once the burst is registered, each at a random moment within 1.9 s of the change before it
+//     (the socket created before it, the last of the burst for the first): a plugin appearing on a
+//     busy node; they are removed again before the idle window;
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
 //     (for the first 100 plugins, removed at once);
 //   - idle-cpu-s/60s: the agent's CPU seconds (user+system) per 60 s, with all N registered, measured over
+//     -idle from the moment the agent scans at most once per interval again after the last change
 //     -idle (60 s by default: each plugin's default 30 s connect check twice, and a fifth of the 5 min
 //     GetInfo checks, which are spread evenly; /proc counts CPU time in steps of 10 ms);
 //   - idle-ctxsw/s: the agent's context switches (voluntary and nonvoluntary) per second over the same
@@ -152,10 +158,17 @@ func benchAgent(b *testing.B, n int, perSize bool) {
 		if etcd != nil {
 			b.ReportMetric(etcd.settle(b, addr), "publish-syncs")
 		}
+		cpuSettled := cpuSeconds(b, pid)
+		b.ReportMetric((cpuSettled-cpuBurst)*1e6/float64(n), "cpu-us/reg")
+		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
+		if *benchFollow > 0 {
+			follow := measureFollow(b, host, *benchFollow)
+			b.ReportMetric(ms(percentile(follow, 99)), "follow-p99-ms")
+			waitSettled(b, addr, n)
+		}
+		waitIdleScans(b, addr, agentInterval(b, agent))
 		cpu0 := cpuSeconds(b, pid)
 		wakes0, ctxsw0 := ctxSwitches(b, pid)
-		b.ReportMetric((cpu0-cpuBurst)*1e6/float64(n), "cpu-us/reg")
-		b.ReportMetric((cpuSeconds(b, host.cmd.Process.Pid)-hostBurst)*1e6/float64(n), "host-cpu-us/reg")
 		time.Sleep(*benchIdle) // the window measured, not a wait for an event
 		b.ReportMetric((cpuSeconds(b, pid)-cpu0)*perMinute(*benchIdle), "idle-cpu-s/60s")
 		wakes1, ctxsw1 := ctxSwitches(b, pid)
@@ -289,6 +302,48 @@ func waitSettled(b *testing.B, addr string, n int) {
 	})
 }
 
+// followWithin is how soon after the change before it BenchmarkAgent
+// creates each of its -follow plugins, at most: within the 2 s after a
+// change in which the agent's scans stay fast (register's minBusy), with
+// room for the time the plugin host takes.
+const followWithin = 1900 * time.Millisecond
+
+// measureFollow has the plugin host create k plugins more, one at a time,
+// each at a random moment within followWithin of the socket created before
+// it, and returns the time from each one's creation to its notification;
+// then it has the host stop them.
+func measureFollow(b *testing.B, host *pluginHost, k int) []time.Duration {
+	prev := slices.MaxFunc(host.created, time.Time.Compare)
+	var reg []time.Duration
+	for range k {
+		time.Sleep(time.Until(prev.Add(rand.N(followWithin)))) // a moment of the busy window, not a wait for an event
+		host.send("add")
+		created := host.next(b, "created", 30*time.Second)
+		notified := host.next(b, "notified", 30*time.Second)
+		if notified.i != created.i {
+			b.Fatalf("plugin %d notified, want %d", notified.i, created.i)
+		}
+		reg = append(reg, notified.at.Sub(created.at))
+		prev = created.at
+	}
+	host.send("stop-added")
+	for range k {
+		host.next(b, "stopped", 30*time.Second)
+	}
+	return reg
+}
+
+// waitIdleScans waits until the agent, whose interval is interval, scans
+// at most once per interval: the scans that follow a change are over.
+func waitIdleScans(b *testing.B, addr string, interval time.Duration) {
+	const window = 4 // intervals
+	eventually(b, waitTimeout, "the agent's scans back to one per interval", func() bool {
+		s0 := metric(b, addr, "plugreg_scans_total")
+		time.Sleep(window * interval) // the window counted, not a wait for an event
+		return metric(b, addr, "plugreg_scans_total")-s0 <= window+1
+	})
+}
+
 // perMinute is the factor that scales a figure over d to one over 60 s.
 func perMinute(d time.Duration) float64 { return float64(time.Minute) / float64(d) }
 
@@ -342,6 +397,7 @@ func TestPluginHost(t *testing.T) {
 	nStr, dirsStr, _ := strings.Cut(rest, ":")
 	n, _ := strconv.Atoi(nStr)
 	dirs, _ := strconv.Atoi(dirsStr)
+	next := n // the index of the next plugin "add" creates
 	var mu sync.Mutex
 	say := func(what string, i int, at time.Time) {
 		mu.Lock()
@@ -350,7 +406,7 @@ func TestPluginHost(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stops := make([]func(), n)
+	stops := make([]func(), n, n+hostMaxAdded)
 	var wg sync.WaitGroup
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -358,27 +414,17 @@ func TestPluginHost(t *testing.T) {
 		switch cmd {
 		case "create":
 			for i := range n {
-				l, err := example.Listen(pluginPath(dir, dirs, i))
-				if err != nil {
-					t.Fatal(err)
-				}
-				say("created", i, time.Now())
-				status := make(chan *pluginregistration.RegistrationStatus, 4)
-				pctx, pcancel := context.WithCancel(ctx)
-				done := make(chan struct{})
-				srv := &example.Plugin{Info: benchInfo(i), Status: status}
-				wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
-				wg.Go(func() {
-					select {
-					case st := <-status:
-						if st.GetPluginRegistered() {
-							say("notified", i, time.Now())
-						}
-					case <-pctx.Done():
-					}
-				})
-				stops[i] = func() { pcancel(); <-done }
+				stops[i] = hostServe(ctx, t, &wg, pluginPath(dir, dirs, i), i, say)
 			}
+		case "add":
+			stops = append(stops, hostServe(ctx, t, &wg, pluginPath(dir, dirs, next), next, say))
+			next++
+		case "stop-added":
+			for i := n; i < len(stops); i++ {
+				stops[i]()
+				say("stopped", i, time.Now())
+			}
+			stops = stops[:n]
 		case "stop":
 			k, _ := strconv.Atoi(arg)
 			for i := range k {
@@ -390,6 +436,35 @@ func TestPluginHost(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// hostMaxAdded bounds the plugins the plugin host creates with "add".
+const hostMaxAdded = 1000
+
+// hostServe serves plugin i of the plugin host at path, reports its
+// creation and its notification with say, and returns the function that
+// stops it.
+func hostServe(ctx context.Context, t *testing.T, wg *sync.WaitGroup, path string, i int, say func(string, int, time.Time)) func() {
+	l, err := example.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("created", i, time.Now())
+	status := make(chan *pluginregistration.RegistrationStatus, 4)
+	pctx, pcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	srv := &example.Plugin{Info: benchInfo(i), Status: status}
+	wg.Go(func() { srv.ServeListener(pctx, l); close(done) })
+	wg.Go(func() {
+		select {
+		case st := <-status:
+			if st.GetPluginRegistered() {
+				say("notified", i, time.Now())
+			}
+		case <-pctx.Done():
+		}
+	})
+	return func() { pcancel(); <-done }
 }
 
 // pluginPath is the socket of the i-th plugin: in dir, or in one of dirs
@@ -444,7 +519,7 @@ func startPluginHost(b *testing.B, dir string, n int) *pluginHost {
 			}
 			i, err1 := strconv.Atoi(f[1])
 			ns, err2 := strconv.ParseInt(f[2], 10, 64)
-			if err1 != nil || err2 != nil || i < 0 || i >= n {
+			if err1 != nil || err2 != nil || i < 0 || i >= n+hostMaxAdded {
 				continue
 			}
 			h.events <- hostEvent{f[0], i, time.Unix(0, ns)}
@@ -466,7 +541,7 @@ func (h *pluginHost) next(b *testing.B, what string, timeout time.Duration) host
 			if !ok {
 				b.Fatalf("plugin host exited, waiting for %q", what)
 			}
-			if ev.what == "created" {
+			if ev.what == "created" && ev.i < len(h.created) {
 				h.created[ev.i] = ev.at
 			}
 			if ev.what == what {

@@ -60,14 +60,17 @@ memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
 		directory that is a symlink is resolved once, at start; a directory
 		its group or others may write to is logged as a warning at start.
 	--interval D
-		Time between two scans; positive. Default 100ms. It is the longest
+		Time between two scans; positive. Default 250ms. It is the longest
 		a new or removed socket waits to be seen, and what the idle agent
 		costs: one wake-up per scan (on Linux of one thread, and nothing
 		else of the agent runs) and a stat of each plugin directory; the
 		README's performance table measures what a longer one saves. A scan
-		that found changes is followed by quicker ones until the burst is
-		over, so that a burst of plugins is seen in a fraction of D (see
-		package register). Backoff and probes are counted in intervals.
+		that found changes is followed by the next one after an eighth of D
+		(10 ms ([register.minFollowUp]) at least), until the scans have
+		found nothing new for 2 s ([register.minBusy]; D/2, if longer), so
+		that a burst of plugins, and a plugin appearing within 2 s of
+		another change, is seen in a fraction of D. Backoff and probes are
+		counted in intervals.
 	--accept TYPE=PATTERNS
 		Accept plugins of TYPE whose supported versions match one of the
 		comma-separated path.Match patterns (1.*, *, v1beta1). Repeatable,

@@ -171,7 +171,7 @@ func (c *Client) checkEndpointNow(ctx context.Context, p plugins.Plugin, connect
 	}
 	var conn net.Conn
 	var dialErr error
-	_, err = connectChecked(c.dirOf(ep), ep, file.id, func() error {
+	_, err = connectChecked(c.dirOf(ep), ep, file.id, false, func() error {
 		conn, dialErr = dialUnix(ctx, ep, orDefault(c.DialTimeout, DefaultDialTimeout))
 		return dialErr
 	})
@@ -197,7 +197,7 @@ func (c *Client) checkEndpointNow(ctx context.Context, p plugins.Plugin, connect
 // if a symlink (socketFile), once its owner passed endpointOwner; an
 // *endpointError otherwise.
 func (c *Client) endpointFile(p plugins.Plugin) (socketStat, error) {
-	file, err := socketFile(p.Endpoint)
+	file, err := socketFile(p.Endpoint, false)
 	if err == nil {
 		err = c.endpointOwner(p, file)
 	}

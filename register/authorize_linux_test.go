@@ -147,7 +147,7 @@ func TestAllowUIDsUnreadable(t *testing.T) {
 	a, b := net.Pipe() // no file descriptor, so no peer credentials
 	defer a.Close()
 	defer b.Close()
-	file, err := socketFile(path)
+	file, err := socketFile(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,10 +237,11 @@ func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func(
 	var conn net.Conn
 	var file socketStat
 	timeout := orDefault(c.DialTimeout, DefaultDialTimeout)
+	raw := c.settled(path) // then dial runs at once, on this goroutine (guarded)
 	dial := func() (err error) {
-		file, err = connectChecked(c.dirOf(path), path, want, func() (err error) {
+		file, err = connectChecked(c.dirOf(path), path, want, raw, func() (err error) {
 			if pace != nil {
-				conn, err = dialPaced(path, pace)
+				conn, err = dialPaced(path, pace, raw)
 			} else {
 				conn, err = dialUnix(ctx, path, timeout)
 			}
@@ -281,11 +282,12 @@ func (c *Client) guarded(ctx context.Context, path string, f func() error, late 
 // No directory may be a symlink, and the socket file must be the same
 // both times and, with a non-zero want, the one the scan saw as want. A
 // check that fails before the connect prevents it. Errors are *OpErrors.
-func connectChecked(root, path string, want scan.ID, connect func() error) (socketStat, error) {
+// With raw, the socket file is stat'ed with a raw system call (socketFile).
+func connectChecked(root, path string, want scan.ID, raw bool, connect func() error) (socketStat, error) {
 	if n := len(path); n > scan.MaxSocketPath {
 		return socketStat{}, &OpError{"dial", path, &scan.PathTooLongError{Path: path, Len: n, Limit: scan.MaxSocketPath}}
 	}
-	file, err := socketAt(root, path)
+	file, err := socketAt(root, path, raw)
 	if err == nil && want != (scan.ID{}) && !file.is(want) {
 		err = errNotRegistered
 	}
@@ -295,7 +297,7 @@ func connectChecked(root, path string, want scan.ID, connect func() error) (sock
 	if err := connect(); err != nil {
 		return socketStat{}, &OpError{"dial", path, err}
 	}
-	if again, err := socketAt(root, path); err != nil || again != file {
+	if again, err := socketAt(root, path, raw); err != nil || again != file {
 		return socketStat{}, &OpError{"dial", path, errors.Join(errSwapped, err)}
 	}
 	return file, nil
@@ -303,7 +305,7 @@ func connectChecked(root, path string, want scan.ID, connect func() error) (sock
 
 // socketAt returns what the socket file at path is, once each directory of
 // path below root was found to be a directory, not a symlink.
-func socketAt(root, path string) (socketStat, error) {
+func socketAt(root, path string, raw bool) (socketStat, error) {
 	if root != "" {
 		// The first name below root is at least one byte long.
 		for i := len(root) + 1; i < len(path); i++ {
@@ -314,7 +316,7 @@ func socketAt(root, path string) (socketStat, error) {
 			}
 		}
 	}
-	return socketFile(path)
+	return socketFile(path, raw)
 }
 
 // dirOf returns the directory of c.Dirs that path is in (the longest, if

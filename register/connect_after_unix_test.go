@@ -33,12 +33,12 @@ func TestConnectCheckedAfterTheConnect(t *testing.T) {
 			path := filepath.Join(sub, "a.sock")
 			rawListener(t, path, (&sink{}).serve)
 			backdate(t, path)
-			before, err := socketAt(dir, path)
+			before, err := socketAt(dir, path, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			connects := 0
-			_, err = connectChecked(dir, path, before.id, func() error {
+			_, err = connectChecked(dir, path, before.id, false, func() error {
 				connects++
 				tc.change(t, sub, elsewhere, &sink{})
 				return nil
@@ -80,15 +80,15 @@ func TestConnectRefusesTheSameInodeWithOtherTimes(t *testing.T) {
 			l := sockettest.Listen(t, path)
 			t.Cleanup(func() { l.Close() })
 			backdate(t, path)
-			before, err := socketAt(dir, path)
+			before, err := socketAt(dir, path, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = connectChecked(dir, path, before.id, func() error {
+			_, err = connectChecked(dir, path, before.id, false, func() error {
 				tc.change(t, path, side, l, before.id.Ino)
 				return nil
 			})
-			again, serr := socketAt(dir, path)
+			again, serr := socketAt(dir, path, false)
 			if serr != nil || again.id.Dev != before.id.Dev || again.id.Ino != before.id.Ino || again.id == before.id {
 				t.Fatalf("socket after the change: %+v, %v; want the inode of %+v with other times", again.id, serr, before.id)
 			}
@@ -109,7 +109,7 @@ func rebindWithInode(t *testing.T, path, _ string, l net.Listener, ino uint64) {
 	}
 	for range rebindTries {
 		nl := sockettest.Listen(t, path)
-		got, err := socketFile(path)
+		got, err := socketFile(path, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,9 @@ func connectOnce(path string) error {
 
 // dialPaced connects to the unix socket at path, once. The connection is
 // an ordinary one: on this OS the liveness GetInfo checks are not paced.
-func dialPaced(path string, _ func() <-chan struct{}) (net.Conn, error) {
+func dialPaced(path string, _ func() <-chan struct{}, _ bool) (net.Conn, error) {
 	return net.DialTimeout("unix", path, time.Second)
 }
+
+// connectOnceRaw is connectOnce: here there is no raw one.
+func connectOnceRaw(path string) error { return connectOnce(path) }

@@ -41,10 +41,10 @@
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms ([minFollowUp]) at least), and so on until the scans have found
-// nothing new for half an interval; then scans come once per interval
-// again. So the sockets of a burst, created over a few hundred
-// milliseconds by processes that stall now and then, are seen in a
-// fraction of the interval, and an idle interval still costs one scan.
+// nothing new for 2 s ([minBusy]; half an interval, if longer); then scans
+// come once per interval again. So the sockets of a rollout, created over
+// seconds by processes that stall now and then, are seen in a fraction of
+// the interval, and an idle interval still costs one scan.
 //
 // The loop never waits on the file system. A plugin dir on a file system
 // that stops answering (a dead NFS server or FUSE daemon, mounted below the
@@ -212,7 +212,10 @@
 //     new answer. The agent paces it by its scans (Client.Pace): the
 //     request goes out at the tick the check is due, and the reply is read
 //     after the next scan, in the scanner's wake-up, so that the check
-//     costs no wake-up of its own.
+//     costs no wake-up of its own; below a plugin dir where no lookup can
+//     hang (Client.Settled) its stats, connect, reads and writes are raw
+//     system calls on Linux, so it wakes none of the Go runtime's threads
+//     either.
 //
 // The checks due within 5 s ([checkBatch]) (or within the shorter check interval) run
 // together, at one tick, where they cost less than spread over its ticks
@@ -396,6 +399,32 @@
 // run of failures; a check that finds the plugin answering differently is
 // "plugin changed", followed by "plugin replaced". Nothing is logged at
 // Info per scan.
+//
+// # Per-OS files
+//
+// What differs by OS sits behind one unexported seam per concern, in files
+// named for the seam; the rest of the package calls the seam and never
+// asks which OS it runs on:
+//   - wake (newNap: the scanner's sleep between scans; newAlarm: the loop's
+//     timer): wake_linux.go sleeps on a timerfd that the runtime's poller
+//     watches, armed and read with raw system calls; wake_bsd.go (FreeBSD,
+//     NetBSD, OpenBSD, DragonFly) naps in a blocking nanosleep and times the
+//     loop with a Go timer; wake_other.go (macOS, Windows, the rest) uses Go
+//     timers for both; wake.go holds the Go timers they share;
+//   - connect (connectOnce: the connect check; connectOnceRaw: the same with
+//     raw system calls, for a path where no lookup can hang; dialPaced: the
+//     connection of a GetInfo check; nonblockingSocket): connect_unix.go and
+//     connect_paced_unix.go connect a non-blocking socket outside Go's
+//     poller on every unix; connect_linux.go adds the raw connect check and
+//     a socket made non-blocking and close-on-exec in one call;
+//     connect_bsd.go (the BSDs, Solaris) makes the socket the same way and
+//     has no raw check; connect_darwin.go sets the flags after socket(2),
+//     under syscall.ForkLock; connect_other.go (Windows) dials with package
+//     net, unpaced;
+//   - socketfile (realDir: a directory of a socket's path is no symlink):
+//     socketfile_unix.go lstats it, socketfile_other.go (Windows) refuses a
+//     junction too; socketfile.go takes the socket's identity with
+//     scan.StatSocket on every OS.
 //
 // # Compared with the kubelet
 //

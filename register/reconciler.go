@@ -59,7 +59,7 @@ type Registrar interface {
 
 // Defaults of a Reconciler.
 const (
-	DefaultInterval      = 100 * time.Millisecond
+	DefaultInterval      = 250 * time.Millisecond
 	DefaultMaxInFlight   = 64
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultProbeFailures = 3

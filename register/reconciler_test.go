@@ -479,7 +479,7 @@ func TestFollowUp(t *testing.T) {
 	for _, tc := range []struct{ interval, want time.Duration }{
 		{time.Second, 125 * time.Millisecond},
 		{200 * time.Millisecond, 25 * time.Millisecond},
-		{DefaultInterval, 12500 * time.Microsecond},
+		{DefaultInterval, 31250 * time.Microsecond},
 		{80 * time.Millisecond, 10 * time.Millisecond},
 		{40 * time.Millisecond, 10 * time.Millisecond},
 		{time.Millisecond, 10 * time.Millisecond},
@@ -507,8 +507,9 @@ func (okRegistrar) Reassert(context.Context, plugins.Plugin) error { return nil 
 
 // TestReconcilerScansABurstSooner: a scan that found changes is followed by
 // another an eighth of the interval later, and so on until none has found
-// anything for half an interval, so that a burst that pauses is still
-// seen by follow-ups; scans that find nothing come once per tick.
+// anything for busyFor (2 s), so that a burst that pauses, and a socket
+// appearing within 2 s of another change, are seen by follow-ups; once the
+// changes have stopped for that long, scans come once per tick.
 func TestReconcilerScansABurstSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = 800 * time.Millisecond // a follow-up after 100 ms
@@ -535,12 +536,11 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		dir.set("/p/b", 2) // at 850 ms: seen by the follow-up at 900 ms
 		time.Sleep(300 * time.Millisecond)
-		// At 1150 ms, after two follow-ups that found nothing: the burst
-		// paused for less than half an interval, and the follow-up at
-		// 1200 ms sees it, not the tick at 1600 ms.
+		// At 1150 ms, after two follow-ups that found nothing: the
+		// follow-up at 1200 ms sees it, not the tick at 1600 ms.
 		dir.set("/p/c", 3)
-		time.Sleep(1350 * time.Millisecond)
-		dir.set("/p/a", 0) // at 2.5 s: seen by the scan of the tick at 3.2 s
+		time.Sleep(2150 * time.Millisecond)
+		dir.set("/p/a", 0) // at 3.3 s, 2.1 s after the last change: seen by the tick at 4 s
 		time.Sleep(950 * time.Millisecond)
 		cancel()
 		if err := <-done; err != nil {
@@ -555,11 +555,17 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 			}
 			return out
 		}
-		// At 0 nothing; ticks at 800, 1600, 2400, 3200 ms; follow-ups
-		// 100 ms apart until none found anything for 400 ms since the
-		// last that did: after the one at 1200 ms, and after the tick at
-		// 3200 ms (Run ends at 3450 ms).
-		want := ms(0, 800, 900, 1000, 1100, 1200, 1300, 1400, 1500, 1600, 2400, 3200, 3300, 3400)
+		// At 0 nothing; the tick at 800 ms found a change, and follow-ups
+		// come 100 ms apart until none found anything for 2 s since the
+		// last that did (at 1200 ms): up to 3100 ms, then the ticks at
+		// 3200 and 4000 ms; the latter found a change, and follow-ups
+		// come again (Run ends at 4250 ms).
+		var want []time.Duration
+		want = append(want, 0)
+		for t := 800; t <= 3100; t += 100 {
+			want = append(want, ms(t)...)
+		}
+		want = append(want, ms(3200, 4000, 4100, 4200)...)
 		if diff := cmp.Diff(want, at); diff != "" {
 			t.Errorf("scan times (-want +got):\n%s", diff)
 		}

@@ -24,32 +24,60 @@ func followUp(interval time.Duration) time.Duration {
 	return max(interval/8, minFollowUp)
 }
 
-// burstQuiet returns how long the follow-ups go on after the last scan
-// that found changes: half the interval. Plugins starting together do not
-// appear at an even pace: the process starting them stalls for tens of
-// milliseconds at a time (its garbage collector, a CPU it shares with
-// their registrations), and a burst that went back to one scan per
-// interval at the first follow-up that saw nothing new would leave the
-// rest of it waiting up to an interval.
-func burstQuiet(interval time.Duration) time.Duration {
-	return interval / 2
+// minBusy is the least time the scans stay fast after the last scan that
+// found changes. The sockets of one rollout (a node's plugins starting
+// after a reboot, a driver restarting its registration sidecar, a
+// DaemonSet's pods scheduled together) appear over seconds, not at once,
+// and the processes starting them stall now and then (a garbage
+// collector, a CPU shared with the registrations): each socket that
+// appears within minBusy of another change is seen within
+// followUp(interval), not an interval later.
+const minBusy = 2 * time.Second
+
+// busyFor returns how long the scans stay fast after the last scan that
+// found changes: minBusy, or half the interval if longer.
+func busyFor(interval time.Duration) time.Duration {
+	return max(minBusy, interval/2)
 }
 
-// scanPace says when scanLoop scans.
+// scanPace is the scanner's schedule: it scans at start plus every
+// multiple of interval while nothing changes (idle), and followUp(interval)
+// after each scan while the last scan that found changes started less than
+// busyFor(interval) before (busy). So an idle agent costs one scan per
+// interval, and the scans speed up at the first change and slow down again
+// once the changes have stopped for busyFor. It is pure: the scanner passes
+// in the times of its clock.
 type scanPace struct {
-	// start and interval are the scanner's clock: it scans at start plus
-	// every multiple of interval, and during a burst followUp(interval)
-	// after each scan (see scanLoop).
 	start    time.Time
 	interval time.Duration
+	// lastChange is the start of the last scan that found changes; zero
+	// while none has.
+	lastChange time.Time
+}
+
+// next records the scan that started at t0 and ended at now, which found
+// changes or not, and returns when the next scan starts, and whether the
+// scans are busy: then the next one is a follow-up of a change, sooner
+// than the next multiple of the interval.
+func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
+	if changed {
+		p.lastChange = t0
+	}
+	tick := p.start.Add((now.Sub(p.start)/p.interval + 1) * p.interval)
+	if p.lastChange.IsZero() || t0.Sub(p.lastChange) >= busyFor(p.interval) {
+		return tick, false
+	}
+	if soon := now.Add(followUp(p.interval)); soon.Before(tick) {
+		return soon, true
+	}
+	return tick, false
 }
 
 // scanLoop runs the scans, on its own goroutine, until ctx is done: one at
-// once, then one at each interval of the pace, and during a burst of
-// changes one after each scan, followUp(interval) later, so that the rest
-// of the burst is seen in a fraction of the interval. A burst goes on
-// while the last scan that found changes started less than
-// burstQuiet(interval) before this one. Between scans it naps (see nap).
+// once, then at the times pace gives (see scanPace). Between idle scans it
+// naps (see newNap); between busy ones it sleeps on a Go timer, as the
+// registrations of a burst need the P more than the scanner needs a cheap
+// sleep.
 // It hands a scan to the loop on out only when the loop has something to
 // learn from it: the first, one that saw a change, one that failed or the
 // first to succeed after one. A result the
@@ -57,7 +85,6 @@ type scanPace struct {
 // and a slow scan never blocks the loop. The status shows the scan in
 // progress, for /healthz, and each scan is a beat (Beat).
 func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scanned) {
-	after, quiet := followUp(pace.interval), burstQuiet(pace.interval)
 	napUntil := r.nap
 	if napUntil == nil {
 		var release func()
@@ -66,7 +93,6 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 	var prev scan.Snapshot
 	var failed bool
-	var lastChange time.Time // the start of the last scan that found changes
 	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
@@ -88,10 +114,6 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		})
 		changed := !scan.Diff(prev, snap).Empty() // O(1) when the scan returned the previous snapshot
 		prev = snap
-		if changed {
-			lastChange = t0
-		}
-		burst := changed || !lastChange.IsZero() && t0.Sub(lastChange) < quiet
 		sent := first || changed || err != nil || failed
 		if sent {
 			select {
@@ -108,13 +130,10 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			// and the agent has one P.
 			runtime.Gosched()
 		}
-		now := time.Now()
-		next := pace.start.Add((now.Sub(pace.start)/pace.interval + 1) * pace.interval)
+		next, busy := pace.next(t0, time.Now(), changed)
 		sleep := napUntil
-		if soon := now.Add(after); burst && soon.Before(next) {
-			// A burst: its registrations need the P more than the
-			// scanner needs a cheap sleep.
-			next, sleep = soon, timerNap
+		if busy {
+			sleep = timerNap
 		}
 		if !sleep(ctx, next) {
 			return
@@ -135,34 +154,4 @@ func stalledDirs(err error, out []scan.StallError) []scan.StallError {
 		}
 	}
 	return out
-}
-
-// timerNap sleeps until t on a Go timer, or until ctx is done, and reports
-// whether ctx is still live.
-func timerNap(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return ctx.Err() == nil
-	}
-}
-
-// goAlarm is the loop's timer made of a time.Timer: the channel it fires
-// on, its Reset and its Stop.
-func goAlarm(d time.Duration) (<-chan time.Time, func(time.Duration), func()) {
-	timer := time.NewTimer(d)
-	return timer.C, func(d time.Duration) { timer.Reset(d) }, func() { timer.Stop() }
-}
-
-// alarm returns the loop's timer, armed to fire d from now (see newAlarm),
-// or goAlarm's while the scanner naps on a Go timer in tests (r.nap), so
-// that a synctest bubble moves the time of both.
-func (r *Reconciler) alarm(ctx context.Context, d time.Duration) (<-chan time.Time, func(time.Duration), func()) {
-	if r.nap != nil {
-		return goAlarm(d)
-	}
-	return newAlarm(ctx, d)
 }

@@ -12,9 +12,14 @@ import (
 // there is an error. The identity is taken by scan.StatSocket, the call
 // the scan takes it with, so that one socket file has one identity at the
 // scan and at every check. It allocates nothing unless it fails: it runs
-// for every liveness check.
-func socketFile(path string) (socketStat, error) {
-	f, err := scan.StatSocket(path)
+// for every liveness check. With raw, it is scan.StatSocketRaw, for a path
+// where no lookup can hang (Client.Settled).
+func socketFile(path string, raw bool) (socketStat, error) {
+	stat := scan.StatSocket
+	if raw {
+		stat = scan.StatSocketRaw
+	}
+	f, err := stat(path)
 	if err != nil {
 		if ns, ok := errors.AsType[*scan.NotSocketError](err); ok {
 			return socketStat{}, fmt.Errorf("%w (mode %v)", errNotSocket, ns.Mode)

@@ -77,7 +77,7 @@ func TestSocketFileSaysWhatIsThere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = socketFile(path)
+			_, err = socketFile(path, false)
 			if want := "(mode " + fi.Mode().String() + ")"; !errors.Is(err, errNotSocket) || !strings.Contains(err.Error(), want) {
 				t.Errorf("socketFile(%s) = %v, want errNotSocket with %q", name, err, want)
 			}
@@ -101,12 +101,12 @@ func TestSocketFileIsScanID(t *testing.T) {
 	if err != nil || len(snap.Entries) != 1 {
 		t.Fatalf("Scan() = %v, %v, want a.sock", snap, err)
 	}
-	file, err := socketFile(path)
+	file, err := socketFile(path, false)
 	if err != nil || !file.is(snap.Entries[0].ID) || file.uid != uint32(os.Getuid()) {
 		t.Errorf("socketFile(a.sock) = %+v, %v, want the scan's ID %+v, owned by uid %d", file, err, snap.Entries[0].ID, os.Getuid())
 	}
 	want := testing.AllocsPerRun(20, func() { _, _ = scan.StatSocket(path) })
-	if n := testing.AllocsPerRun(20, func() { _, _ = socketFile(path) }); n > want {
+	if n := testing.AllocsPerRun(20, func() { _, _ = socketFile(path, false) }); n > want {
 		t.Errorf("socketFile allocates %v times, scan.StatSocket %v", n, want)
 	}
 	h := handler.NewHandlers()

@@ -63,11 +63,10 @@ func TestStatus(t *testing.T) {
 			t.Errorf("Refused (-want +got):\n%s", diff)
 		}
 		// Scans at 0 s and 125 ms found changes (the sockets, then /p/a
-		// gone), so scans followed an eighth of the interval apart until
-		// none had found anything for half an interval (250 ... 625 ms);
-		// the next came with the tick.
-		if st.Scans.Count != 7 || !st.LastScan.Equal(t0.Add(time.Second)) {
-			t.Errorf("Scans.Count %d, LastScan %v; want 7 scans, the last at %v", st.Scans.Count, st.LastScan, t0.Add(time.Second))
+		// gone), so scans followed an eighth of the interval apart, for 2 s
+		// (busyFor): 250 ... 875 ms, and the tick at 1 s.
+		if st.Scans.Count != 9 || !st.LastScan.Equal(t0.Add(time.Second)) {
+			t.Errorf("Scans.Count %d, LastScan %v; want 9 scans, the last at %v", st.Scans.Count, st.LastScan, t0.Add(time.Second))
 		}
 		// A copy: changing it changes nothing in the reconciler.
 		st.Registrations[TypeOutcome{"T", Registered}] = 99

@@ -15,7 +15,7 @@ import (
 )
 
 // TestScanLoopHandsOnWhatIsNew: the scanner scans once per interval, and
-// sooner after a change, but hands the loop only the scans it can learn
+// sooner for a while after a change (scanPace), but hands the loop only the scans it can learn
 // from: the first, one that saw a change, one that failed, and the first
 // to succeed after a failure. An idle scan wakes no one.
 func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
@@ -59,28 +59,31 @@ func TestScanLoopHandsOnWhatIsNew(t *testing.T) {
 			}
 			got = append(got, fmt.Sprintf("%v: %d scans, %s", d, scans.Load(), handed))
 		}
-		at(50 * time.Millisecond)  // the first scan found a socket: follow-ups at 12.5 ... 50 ms, half an interval
-		at(550 * time.Millisecond) // idle scans at 100 ... 500 ms
+		// The first scan found a socket: follow-ups every 12.5 ms
+		// (followUp) until 2 s (busyFor) after it, then one scan per
+		// interval.
+		at(50 * time.Millisecond)
+		at(2550 * time.Millisecond) // 160 follow-ups, then idle scans at 2, 2.1 ... 2.5 s
 		dir.set("/p/b", 2)
-		at(650 * time.Millisecond) // seen at 600; the follow-ups at 612.5 ... 650 ms see nothing new
-		at(750 * time.Millisecond) // nor does the scan at 700
+		at(2650 * time.Millisecond) // seen at 2.6 s, followed up until 4.6 s
+		at(4750 * time.Millisecond) // nothing new at 2.6125 ... 4.5875, 4.6, 4.7 s
 		fail.Store(true)
-		at(850 * time.Millisecond) // fails at 800
-		at(950 * time.Millisecond) // fails at 900
+		at(4850 * time.Millisecond) // fails at 4.8 s
+		at(4950 * time.Millisecond) // fails at 4.9 s
 		fail.Store(false)
-		at(1050 * time.Millisecond) // succeeds at 1000
-		at(1250 * time.Millisecond) // nothing new at 1100, 1200
+		at(5050 * time.Millisecond) // succeeds at 5 s
+		at(5250 * time.Millisecond) // nothing new at 5.1, 5.2 s
 		cancel()
 		<-done
 		want := []string{
 			"50ms: 5 scans, 1 sockets, err <nil>",
-			"550ms: 10 scans, nothing",
-			"650ms: 15 scans, 2 sockets, err <nil>",
-			"750ms: 16 scans, nothing",
-			"850ms: 17 scans, 2 sockets, err plugin dir gone",
-			"950ms: 18 scans, 2 sockets, err plugin dir gone",
-			"1.05s: 19 scans, 2 sockets, err <nil>",
-			"1.25s: 21 scans, nothing",
+			"2.55s: 166 scans, nothing",
+			"2.65s: 171 scans, 2 sockets, err <nil>",
+			"4.75s: 328 scans, nothing",
+			"4.85s: 329 scans, 2 sockets, err plugin dir gone",
+			"4.95s: 330 scans, 2 sockets, err plugin dir gone",
+			"5.05s: 331 scans, 2 sockets, err <nil>",
+			"5.25s: 333 scans, nothing",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("scans (-want +got):\n%s", diff)

@@ -17,6 +17,18 @@ import (
 // stack: unix.Fstatat allocates a copy of it for the terminating NUL, and
 // a liveness check stats every registered socket.
 func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
+	return lstatAtSys(dirfd, name, st, false)
+}
+
+// lstatAtRaw is lstatAt made with unix.RawSyscall6, which the Go runtime
+// does not see (see statPathLinux), where the platform has the system call
+// (sysFstatat); lstatAt elsewhere.
+func lstatAtRaw(dirfd int, name string, st *unix.Stat_t) error {
+	return lstatAtSys(dirfd, name, st, true)
+}
+
+// lstatAtSys is lstatAt, made raw if raw.
+func lstatAtSys(dirfd int, name string, st *unix.Stat_t, raw bool) error {
 	var buf [lstatAtBuf]byte
 	if sysFstatat == 0 || len(name) >= len(buf) || strings.IndexByte(name, 0) >= 0 {
 		return fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
@@ -24,7 +36,14 @@ func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
 	copy(buf[:], name)   // and a NUL after it: buf is zeroed
 	fd := uintptr(dirfd) // a variable: unix.AT_FDCWD is a negative constant
 	for {
-		_, _, errno := unix.Syscall6(sysFstatat, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		// Each call converts its pointers in its own argument list, where
+		// the compiler keeps what they point to alive and in place.
+		var errno unix.Errno
+		if raw {
+			_, _, errno = unix.RawSyscall6(sysFstatat, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		} else {
+			_, _, errno = unix.Syscall6(sysFstatat, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+		}
 		switch errno {
 		case 0:
 			return nil

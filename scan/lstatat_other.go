@@ -11,3 +11,6 @@ import "golang.org/x/sys/unix"
 func lstatAt(dirfd int, name string, st *unix.Stat_t) error {
 	return fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
 }
+
+// lstatAtRaw is lstatAt: here there is no raw one.
+func lstatAtRaw(dirfd int, name string, st *unix.Stat_t) error { return lstatAt(dirfd, name, st) }

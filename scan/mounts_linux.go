@@ -3,6 +3,7 @@ package scan
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -42,13 +43,54 @@ func tableChanged(fd int) bool {
 	return errno != 0 || pfd.Revents&(unix.POLLPRI|unix.POLLERR|unix.POLLNVAL) != 0
 }
 
-// readMountInfo reads the mount table of this process.
+// readMountInfo reads the mount table of this process, with readProcRaw.
 func readMountInfo() ([]mount, error) {
-	b, err := os.ReadFile(mountInfo)
+	b, err := readProcRaw(mountInfo)
 	if err != nil {
 		return nil, err
 	}
 	return parseMountInfo(b), nil
+}
+
+// procReadSize is the size of readProcRaw's first buffer, and of each read.
+const procReadSize = 16 << 10
+
+// readProcRaw reads the proc file at path with raw system calls (openat,
+// read, close), which the Go runtime does not see: made the usual way,
+// they would wake its sysmon thread, which then polls for a while, at
+// every change of the mount table (a node mounts a volume for each pod it
+// starts). They return at once: proc is in memory, and the mount table's
+// lock, which a read of it takes, is held by mount and umount only while
+// they change the table in memory (a file system is set up before it is
+// taken and shut down after it is released).
+func readProcRaw(path string) ([]byte, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	cwd := unix.AT_FDCWD // a variable: a negative constant converts to no uintptr
+	fd, _, errno := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
+	if errno != 0 {
+		return nil, &os.PathError{Op: "open", Path: path, Err: errno}
+	}
+	defer unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+	b := make([]byte, 0, procReadSize)
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, procReadSize)
+		}
+		free := b[len(b):cap(b)]
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&free[0])), uintptr(len(free)))
+		switch {
+		case errno == unix.EINTR:
+		case errno != 0:
+			return nil, &os.PathError{Op: "read", Path: path, Err: errno}
+		case n == 0:
+			return b, nil
+		default:
+			b = b[:len(b)+int(n)]
+		}
+	}
 }
 
 // parseMountInfo returns the mount point and file system type of each line

@@ -35,8 +35,9 @@ func (e *PathTooLongError) Error() string {
 	return fmt.Sprintf("socket path is %d bytes, longer than the %d-byte limit of this OS (sun_path)", e.Len, e.Limit)
 }
 
-// DefaultFullScanEvery is the FullScanEvery that New sets: with the agent's
-// default interval of 100 ms, a full scan once a minute.
+// DefaultFullScanEvery is the FullScanEvery that New sets: at a scan every
+// 100 ms, a full scan once a minute (the agent sets its own, once a minute
+// at its --interval).
 const DefaultFullScanEvery = 600
 
 // racySlack is how recent a directory's mtime can be, before the clock at

@@ -15,9 +15,25 @@ import (
 // those where lstat and fstatat report times differently (qemu-user's
 // linux/s390x lstat drops the nanoseconds). Anything but a socket at path
 // is a *NotSocketError. It allocates nothing unless it fails.
-func StatSocket(path string) (SocketFile, error) {
+func StatSocket(path string) (SocketFile, error) { return statSocket(path, false) }
+
+// StatSocketRaw is StatSocket made with a raw system call where there is
+// one (Linux), which the Go runtime does not see, so that it wakes none of
+// the runtime's threads (see the package documentation). A raw call holds
+// its thread and the runtime's P until it returns: only for a path no
+// lookup of which can hang (Scanner.Settled).
+func StatSocketRaw(path string) (SocketFile, error) { return statSocket(path, true) }
+
+// statSocket is StatSocket, made with lstatAtRaw if raw.
+func statSocket(path string, raw bool) (SocketFile, error) {
 	var st unix.Stat_t
-	if err := lstatAt(unix.AT_FDCWD, path, &st); err != nil {
+	var err error
+	if raw { // direct calls, through which st does not escape
+		err = lstatAtRaw(unix.AT_FDCWD, path, &st)
+	} else {
+		err = lstatAt(unix.AT_FDCWD, path, &st)
+	}
+	if err != nil {
 		return SocketFile{}, &fs.PathError{Op: "fstatat", Path: path, Err: err}
 	}
 	if uint32(st.Mode)&unix.S_IFMT != unix.S_IFSOCK {

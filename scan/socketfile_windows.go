@@ -43,3 +43,6 @@ type fileAttributeTagInfo struct {
 	FileAttributes uint32
 	ReparseTag     uint32
 }
+
+// StatSocketRaw is StatSocket: here there is no raw one.
+func StatSocketRaw(path string) (SocketFile, error) { return StatSocket(path) }

@@ -13,9 +13,15 @@ import (
 )
 
 // dialPaced connects to the unix socket at path, once (a registered
-// plugin that refuses is gone), and returns a pacedConn.
-func dialPaced(path string, pace func() <-chan struct{}) (net.Conn, error) {
-	fd, err := connectNonblocking(path)
+// plugin that refuses is gone), and returns a pacedConn. With raw, the
+// connect is made of raw system calls (connectNonblockingRaw), for a path
+// where no lookup can hang.
+func dialPaced(path string, pace func() <-chan struct{}, raw bool) (net.Conn, error) {
+	connect := connectNonblocking
+	if raw {
+		connect = connectNonblockingRaw
+	}
+	fd, err := connect(path)
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +29,9 @@ func dialPaced(path string, pace func() <-chan struct{}) (net.Conn, error) {
 }
 
 // pacedConn is a connection to a unix socket on a non-blocking descriptor
-// of its own, outside Go's network poller. A read that finds nothing to
+// of its own, outside Go's network poller, read, written and closed with
+// readFD, writeFD and closeFD (raw system calls on Linux, which wake none
+// of the runtime's threads). A read that finds nothing to
 // read, or a write that finds no room, waits for the next beat of pace
 // (or the deadline) and tries again, instead of waiting on the socket: a
 // plugin's reply is read in the same wake-up of the agent as the beat,
@@ -58,7 +66,7 @@ func (c *pacedConn) Read(b []byte) (int, error) {
 		}
 	}
 	for {
-		n, err := unix.Read(c.fd, b)
+		n, err := readFD(c.fd, b)
 		switch err {
 		case nil:
 			if n == 0 {
@@ -82,7 +90,7 @@ func (c *pacedConn) Write(b []byte) (int, error) {
 	c.wrote = true
 	done := 0
 	for done < len(b) {
-		n, err := unix.Write(c.fd, b[done:])
+		n, err := writeFD(c.fd, b[done:])
 		switch err {
 		case nil:
 			done += n
@@ -141,10 +149,10 @@ func (c *pacedConn) Close() error {
 	if c.fd < 0 {
 		return c.opError("close", net.ErrClosed)
 	}
-	err := unix.Close(c.fd)
+	err := closeFD(c.fd)
 	c.fd = -1
 	if err != nil {
-		return c.opError("close", os.NewSyscallError("close", err))
+		return c.opError("close", err)
 	}
 	return nil
 }

@@ -1,5 +1,3 @@
-//go:build unix
-
 package register
 
 import (
@@ -13,7 +11,8 @@ import (
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
 )
 
-// TestConnectOnceRaw: the raw connect check answers as connectOnce does,
+// TestConnectOnceRaw: the raw connect check answers as connectOnce does, and
+// the raw connect of a GetInfo check as connectNonblocking does,
 // with the same errors, for a socket that is served, one nobody listens
 // on, a file that is no socket, and a missing path.
 func TestConnectOnceRaw(t *testing.T) {
@@ -51,6 +50,18 @@ func TestConnectOnceRaw(t *testing.T) {
 		}
 		if (raw == nil) != (usual == nil) || raw != nil && raw.Error() != usual.Error() {
 			t.Errorf("%s: connectOnceRaw = %v, connectOnce = %v", filepath.Base(tc.path), raw, usual)
+		}
+		fdRaw, raw := connectNonblockingRaw(tc.path)
+		fdUsual, usual := connectNonblocking(tc.path)
+		if (raw == nil) != (usual == nil) || raw != nil && raw.Error() != usual.Error() {
+			t.Errorf("%s: connectNonblockingRaw = %v, connectNonblocking = %v", filepath.Base(tc.path), raw, usual)
+		}
+		for _, fd := range []int{fdRaw, fdUsual} {
+			if fd >= 0 {
+				if err := closeFD(fd); err != nil {
+					t.Errorf("%s: closeFD = %v", filepath.Base(tc.path), err)
+				}
+			}
 		}
 	}
 }

@@ -1,4 +1,4 @@
-//go:build linux || freebsd || netbsd || openbsd || dragonfly
+//go:build freebsd || netbsd || openbsd || dragonfly
 
 package register
 
@@ -9,9 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxNap is the longest a nap sleeps without looking at its context: the
-// most a scanner between two scans delays the end of Run.
-const maxNap = 250 * time.Millisecond
+// newNap returns the nap of a scanLoop, and the function that releases it:
+// here nap, which holds nothing.
+func newNap(context.Context) (func(context.Context, time.Time) bool, func()) {
+	return nap, func() {}
+}
+
+// newAlarm returns the loop's timer, armed to fire d from now: a channel
+// that receives the time when it fires, the function that arms it again
+// (time.Timer's Reset), and the one that releases it: here goAlarm.
+func newAlarm(_ context.Context, d time.Duration) (<-chan time.Time, func(time.Duration), func()) {
+	return goAlarm(d)
+}
 
 // nap sleeps until t, or until ctx is done, and reports whether ctx is
 // still live; it looks at ctx at least every maxNap. It sleeps in a
@@ -20,8 +29,7 @@ const maxNap = 250 * time.Millisecond
 // which on a small VM costs about three times what a thread coming back
 // from a system call costs. The scanner naps between scans, most of which
 // find nothing and wake no one else, so this is most of the agent's idle
-// cost on the BSDs. On Linux a timerfd costs less still (newNap), and this
-// is its fallback.
+// cost on the BSDs.
 func nap(ctx context.Context, t time.Time) bool {
 	for ctx.Err() == nil {
 		d := time.Until(t)

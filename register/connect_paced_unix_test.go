@@ -5,6 +5,7 @@ package register
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -28,8 +29,9 @@ import (
 // when its context ends. A check that must not end at its deadline has as
 // long as the test waits; one that must has pacedTimeout, time enough to
 // send its request on a loaded machine, and the one that reads halfway has
-// twice that, so that it ends a pacedTimeout before its deadline. The cases
-// run in parallel, so the test takes one pacedTimeout.
+// twice that, so that it ends a pacedTimeout before its deadline. Each case
+// runs with the usual system calls and with raw ones (a settled path). The
+// cases run in parallel, so the test takes one pacedTimeout.
 func TestPacedProbe(t *testing.T) {
 	const pacedTimeout = 2 * time.Second
 	info := csiInfo("a", "/e")
@@ -62,44 +64,48 @@ func TestPacedProbe(t *testing.T) {
 		{"context ends", silent,
 			false, true, eventTimeout, func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Canceled }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			path := filepath.Join(unixDir(t), "p.sock")
-			tc.serve(t, path)
-			b := newBeat()
-			c := &Client{GetInfoTimeout: tc.timeout, Pace: b.next}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			done := make(chan error, 1)
-			start := time.Now()
-			q := p
-			q.SocketPath = path
-			go func() { done <- c.InfoCheck(ctx, q) }()
-			select {
-			case <-b.waiting: // the request is out; the reply waits for the beat
-			case err := <-done:
-				t.Fatalf("Probe = %v before it waited for the beat", err)
-			}
-			switch {
-			case tc.beat:
-				b.start(t)
-			case tc.cancel:
-				cancel()
-			}
-			err := <-done
-			if !tc.want(err) {
-				t.Fatalf("Probe = %v", err)
-			}
-			if oe, ok := errors.AsType[*OpError](err); err != nil && (!ok || oe.Path != path) {
-				t.Errorf("Probe error %#v, want an *OpError naming %s", err, path)
-			}
-			switch d := time.Since(start); {
-			case tc.cancel && d >= c.GetInfoTimeout:
-				t.Errorf("Probe returned after %v, not when its context ended", d)
-			case !tc.beat && err == nil && d >= c.GetInfoTimeout:
-				t.Errorf("Probe returned after %v, at its deadline, not halfway to it", d)
-			}
-		})
+		for _, raw := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/raw=%v", tc.name, raw), func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(unixDir(t), "p.sock")
+				tc.serve(t, path)
+				b := newBeat()
+				// Settled: the stats, the connect, the reads and writes
+				// are raw system calls.
+				c := &Client{GetInfoTimeout: tc.timeout, Pace: b.next, Settled: func(string) bool { return raw }}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				done := make(chan error, 1)
+				start := time.Now()
+				q := p
+				q.SocketPath = path
+				go func() { done <- c.InfoCheck(ctx, q) }()
+				select {
+				case <-b.waiting: // the request is out; the reply waits for the beat
+				case err := <-done:
+					t.Fatalf("Probe = %v before it waited for the beat", err)
+				}
+				switch {
+				case tc.beat:
+					b.start(t)
+				case tc.cancel:
+					cancel()
+				}
+				err := <-done
+				if !tc.want(err) {
+					t.Fatalf("Probe = %v", err)
+				}
+				if oe, ok := errors.AsType[*OpError](err); err != nil && (!ok || oe.Path != path) {
+					t.Errorf("Probe error %#v, want an *OpError naming %s", err, path)
+				}
+				switch d := time.Since(start); {
+				case tc.cancel && d >= c.GetInfoTimeout:
+					t.Errorf("Probe returned after %v, not when its context ended", d)
+				case !tc.beat && err == nil && d >= c.GetInfoTimeout:
+					t.Errorf("Probe returned after %v, at its deadline, not halfway to it", d)
+				}
+			})
+		}
 	}
 }
 

@@ -20,11 +20,12 @@ import (
 // nanosleep, a system call the runtime is told of, lets sysmon take the
 // goroutine's P away while it sleeps and wakes sysmon again on the way
 // back. The timer is armed and read with raw system calls, which do not
-// involve the runtime and return at once. Without a timerfd it is nap.
+// involve the runtime and return at once. Without a timerfd it is
+// timerNap.
 func newNap(ctx context.Context) (func(context.Context, time.Time) bool, func()) {
 	t, release, err := openTimerfd(ctx)
 	if err != nil {
-		return nap, func() {}
+		return timerNap, func() {}
 	}
 	return t.nap, release
 }
@@ -108,14 +109,14 @@ type timerfd struct {
 	count   uint64                // the expirations read
 	errno   syscall.Errno         // of the last read
 	expired func(fd uintptr) bool // t.read
-	failed  bool                  // a system call failed: nap from then on
+	failed  bool                  // a system call failed: timerNap from then on
 }
 
 // nap sleeps until at, or until ctx is done, and reports whether ctx is
 // still live.
 func (t *timerfd) nap(ctx context.Context, at time.Time) bool {
 	if t.failed {
-		return nap(ctx, at)
+		return timerNap(ctx, at)
 	}
 	d := time.Until(at)
 	if d <= 0 {
@@ -123,7 +124,7 @@ func (t *timerfd) nap(ctx context.Context, at time.Time) bool {
 	}
 	if t.arm(d) != 0 || !t.wait() && t.errno != 0 {
 		t.failed = true
-		return nap(ctx, at)
+		return timerNap(ctx, at)
 	}
 	return ctx.Err() == nil
 }

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !(linux || freebsd || netbsd || openbsd || dragonfly)
 
 package register
 
@@ -8,9 +8,9 @@ import (
 )
 
 // newNap returns the nap of a scanLoop, and the function that releases it:
-// here nap, which holds nothing.
+// here timerNap, a Go timer, which holds nothing.
 func newNap(context.Context) (func(context.Context, time.Time) bool, func()) {
-	return nap, func() {}
+	return timerNap, func() {}
 }
 
 // newAlarm returns the loop's timer, armed to fire d from now: a channel
