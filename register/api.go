@@ -13,6 +13,7 @@ import (
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/rules"
+	"github.com/plugreg/plugreg/scan"
 	"github.com/plugreg/plugreg/statecache"
 )
 
@@ -112,15 +113,19 @@ func (r *Reconciler) DeregisterPlugin(ctx context.Context, typ, name, owner stri
 	return r.request(ctx, apiRequest{plugin: p, by: by})
 }
 
-// apiPlugin returns the registration p, validated, as the loop keeps it.
+// apiPlugin returns the registration p, validated, as the loop keeps it:
+// a copy of p without what the agent, not the caller, sets (the socket, the
+// time of the registration, the handler's annotations), so that a field of
+// a plugin is a field of a registration unless it is one of those.
 func apiPlugin(p plugins.Plugin) (plugins.Plugin, error) {
 	if err := plugins.ValidateRegistration(p); err != nil {
 		return plugins.Plugin{}, err
 	}
-	q := plugins.Plugin{Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: slices.Clone(p.Versions),
-		Owner: p.Owner, NoCheck: p.NoCheck, Source: plugins.SourceAPI, UID: p.UID, HasUID: p.HasUID}
-	if len(p.Options) > 0 {
-		q.Options = maps.Clone(p.Options)
+	q := p.Clone()
+	q.SocketPath, q.SocketID, q.RegisteredAt, q.Annotations = "", scan.ID{}, time.Time{}, nil
+	q.Source = plugins.SourceAPI
+	if len(q.Options) == 0 {
+		q.Options = nil
 	}
 	return q, nil
 }
