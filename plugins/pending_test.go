@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,8 +75,12 @@ func TestRegistryPending(t *testing.T) {
 // DropPending of one instance leaves the other.
 func TestRegistryPendingAPIInstances(t *testing.T) {
 	r := NewRegistry()
+	endpoint, err := filepath.Abs("/run/a.sock") // absolute on Windows too
+	if err != nil {
+		t.Fatal(err)
+	}
 	api := func(owner string, id uint64) Plugin {
-		return Plugin{Type: "CSIPlugin", Name: "a", Endpoint: "/run/a.sock", Versions: []string{"1.0.0"}, Owner: owner,
+		return Plugin{Type: "CSIPlugin", Name: "a", Endpoint: endpoint, Versions: []string{"1.0.0"}, Owner: owner,
 			Source: SourceAPI, SocketID: scan.ID{Ino: id}}
 	}
 	owners := func() []string {
