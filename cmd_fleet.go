@@ -52,8 +52,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // fleetFlags are the flags every fleet command takes.
 type fleetFlags struct {
 	endpoints, prefix string
-	timeout           time.Duration // the bound of a read or removal; see registerTimeout
-	timed             bool          // registerTimeout was called
+	timeout           positiveDuration // the bound of a read or removal; see registerTimeout
 	etcd              etcdFlags
 }
 
@@ -67,17 +66,14 @@ func (f *fleetFlags) register(flags *flag.FlagSet) {
 // registerTimeout adds --timeout, the bound of each wait on etcd of the
 // commands that list, read or remove (fleet wait's --timeout is its own).
 func (f *fleetFlags) registerTimeout(flags *flag.FlagSet) {
-	f.timed = true
-	flags.DurationVar(&f.timeout, "timeout", apiTimeout, "bound of each `duration` the command waits on etcd: a listing, a read of the revision, a removal (a large fleet on a slow etcd may need more)")
+	f.timeout = positiveDuration(apiTimeout)
+	flags.Var(&f.timeout, "timeout", "bound of each `duration` the command waits on etcd: a listing, a read of the revision, a removal (a large fleet on a slow etcd may need more)")
 }
 
 // connect checks the flags and connects to etcd.
 func (f *fleetFlags) connect(name string) (*fleet.Client, fleet.Layout, error) {
 	if f.endpoints == "" {
 		return nil, fleet.Layout{}, usagef("fleet %s: --etcd is required", name)
-	}
-	if f.timed && f.timeout <= 0 {
-		return nil, fleet.Layout{}, usagef("invalid value %v for flag --timeout: want a duration over 0", f.timeout)
 	}
 	cl, err := f.etcd.client("etcd", f.endpoints, nil)
 	return cl, fleet.Layout{Prefix: f.prefix}, err
@@ -105,7 +101,7 @@ func runFleetList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, ff.timeout)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(ff.timeout))
 	defer cancel()
 	out := newEntryWriter(stdout, *output == "json")
 	ls, err := fleet.List(ctx, cl, layout, f, out.write)
@@ -234,7 +230,7 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rev := *since
 	if rev == 0 {
-		if rev, err = currentRevision(ctx, cl, ff.timeout); err != nil {
+		if rev, err = currentRevision(ctx, cl, time.Duration(ff.timeout)); err != nil {
 			return err
 		}
 	}
@@ -247,7 +243,7 @@ func runFleetWatch(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		fmt.Fprintf(stderr, "plugreg: %v; the fleet follows again from a listing (resync ... end)\n", err)
-		if rev, err = resyncFleet(ctx, cl, layout, ff.timeout, print, stderr); err != nil {
+		if rev, err = resyncFleet(ctx, cl, layout, time.Duration(ff.timeout), print, stderr); err != nil {
 			return err
 		}
 	}
@@ -329,7 +325,7 @@ func runFleetForget(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, ff.timeout)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(ff.timeout))
 	defer cancel()
 	n, err := fleet.Forget(ctx, cl, layout, pos[0])
 	if err != nil {
