@@ -50,6 +50,35 @@ func TestEndToEndIdleWakesOncePerScan(t *testing.T) {
 	}
 }
 
+// TestEndToEndFullScansWakeOncePerScan: an agent that reads its whole
+// plugin dir at every scan (--full-scan-every 1), a tree of directories
+// and files on a local file system, blocks in the kernel no more often
+// than an idle one: the opens, directory reads and stats of a full scan
+// of a settled dir are system calls the Go runtime does not see, like the
+// stats of an idle scan. Made the usual way they wake the runtime's sysmon
+// thread, which then polls every 20 µs until the scan is done: about 6
+// wake-ups per scan of this tree.
+func TestEndToEndFullScansWakeOncePerScan(t *testing.T) {
+	t.Parallel()
+	bin := plugregBin(t)
+	tmp := sockettest.Dir(t)
+	dir := filepath.Join(tmp, "plugins")
+	for _, sub := range []string{"a/b", "c/d/e", "f"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(sub)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 40 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("c/d/file-%02d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switches, scans := idleSwitchesPerScan(t, bin, tmp, dir, "--full-scan-every", "1")
+	if perScan := switches / scans; perScan > 2 {
+		t.Errorf("the agent blocked %v times in %v full scans: %.2f per scan, want at most 2", switches, scans, perScan)
+	}
+}
+
 // idleSwitchesPerScan runs the agent on the plugin dir dir, with the state
 // file and API socket in tmp and args added, once it has scanned idleScans
 // times and its scans are back to one per interval (past its start, and the

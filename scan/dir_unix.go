@@ -22,7 +22,10 @@ type osDir struct {
 	f    *os.File // owns fd once made, for ReadDir; made only when needed, as most ticks only stat
 }
 
-func (*osFS) openRoot(path string) (dir, error) {
+func (*osFS) openRoot(path string, raw bool) (dir, error) {
+	if raw {
+		return openRootRaw(path)
+	}
 	// EINTR is retried here and below, as package os does for these calls.
 	// New resolved the root's symlinks; should the root have been replaced
 	// by a symlink since, it is followed: the paths reported stay under the
@@ -38,10 +41,10 @@ func (*osFS) openRoot(path string) (dir, error) {
 	return &osDir{fd: fd, path: path}, nil
 }
 
-// statRoot stats the root at path, following symlinks as openRoot does;
-// it returns ENOTDIR if path is not a directory.
-func (*osFS) statRoot(path string) (ID, error) {
-	return statPathSys(path+"\x00", true)
+// statRoot stats the root at path, following symlinks as openRoot does,
+// raw as openRoot; it returns ENOTDIR if path is not a directory.
+func (*osFS) statRoot(path string, raw bool) (ID, error) {
+	return statRootSys(path+"\x00", raw)
 }
 
 func (d *osDir) sub(name, path string) (dir, error) {

@@ -17,7 +17,7 @@ type osDir struct {
 	path string
 }
 
-func (*osFS) openRoot(path string) (dir, error) {
+func (*osFS) openRoot(path string, _ bool) (dir, error) {
 	d, err := openDir(path)
 	if err != nil {
 		return nil, err
@@ -39,8 +39,8 @@ func (*osFS) openRoot(path string) (dir, error) {
 
 // statRoot opens the root at path to stat it: Windows identifies a file
 // (its volume serial and file index) through an open handle.
-func (fsys *osFS) statRoot(path string) (ID, error) {
-	return statByOpen(fsys.openRoot)(path)
+func (fsys *osFS) statRoot(path string, raw bool) (ID, error) {
+	return statByOpen(fsys.openRoot)(path, raw)
 }
 
 // sub opens the subdirectory at path. The walk only calls it for entries

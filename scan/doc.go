@@ -77,16 +77,22 @@
 // the one it is on and each one mounted below it, keeps its data in memory
 // or on local disks: tmpfs, ramfs, devtmpfs, ext2/3/4, XFS, Btrfs, F2FS,
 // overlayfs or ZFS; not NFS, CIFS, FUSE, autofs or any other type. Only below
-// a settled dir are stats raw system calls, which hold their thread and the
-// Go runtime's P until they return: one that hung would stop every goroutine
-// of the process at the next garbage collection. The mount table
+// a settled dir are the scan's system calls raw: the stats of an idle
+// scan, and the opens, directory reads (getdents64), stats and closes of a
+// full scan or of a read after a change, below the plugin dir's own device
+// (a file system mounted below it is read the usual way). The Go runtime
+// does not see a raw call, so it wakes none of its threads, where a usual
+// one wakes its sysmon thread, which then polls every 20 µs until the scan
+// is done; but a raw call holds its thread and the runtime's P until it
+// returns: one that hung would stop every goroutine of the process at the
+// next garbage collection. The mount table
 // (/proc/self/mountinfo) is read when the Scanner is made, and again
 // whenever poll on it reports a change, which a raw poll that does not wait
 // asks before each scan of a plugin dir and each connect of package
 // register: a file system mounted below or over a plugin dir ends its raw
 // calls from the next question on, until the table, read again, shows every
 // mount below the dir local. What the check leaves open is a mount made in
-// the microseconds between the question and the stats of one idle scan. On
+// the microseconds between the question and the system calls of one scan. On
 // other OSes no dir is settled and no call is raw.
 //
 // A settled dir is scanned on the goroutine of Scan; any other dir on a

@@ -171,14 +171,14 @@ func TestStalledRootAlone(t *testing.T) {
 		open := mapOpen(fsys)
 		var mu sync.Mutex
 		var hang chan struct{} // while not nil, opening /a waits for it
-		s := newScanner([]string{filepath.FromSlash("/a"), filepath.FromSlash("/b")}, nil, func(p string) (dir, error) {
+		s := newScanner([]string{filepath.FromSlash("/a"), filepath.FromSlash("/b")}, nil, func(p string, raw bool) (dir, error) {
 			mu.Lock()
 			h := hang
 			mu.Unlock()
 			if h != nil && filepath.ToSlash(p) == "/a" {
 				<-h
 			}
-			return open(p)
+			return open(p, raw)
 		})
 		s.FullScanEvery = 1 // the map's directories have no stat to compare
 		s.settled = func(int) bool { return false }

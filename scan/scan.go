@@ -78,10 +78,14 @@ type Scanner struct {
 	dirs  []string
 	roots []*root // sorted by prefix, the order of their entries in a Snapshot
 	log   *slog.Logger
-	open  func(path string) (dir, error) // opens a root; the I/O seam, see dir
-	// statRoot stats a root by path, following symlinks, as open does;
-	// an error satisfying gone means it is missing or not a directory.
-	statRoot func(path string) (ID, error)
+	// open opens a root; the I/O seam, see dir. raw allows system calls
+	// that do not tell the Go runtime, as statPath's (below), for the
+	// directory and everything read through it: a root that is settled.
+	open func(path string, raw bool) (dir, error)
+	// statRoot stats a root by path, following symlinks, as open does, raw
+	// as open; an error satisfying gone means it is missing or not a
+	// directory.
+	statRoot func(path string, raw bool) (ID, error)
 	// statPath stats the directory whose path, followed by a NUL byte, is
 	// zpath, following a symlink at the end of it if follow; raw allows a
 	// system call that does not tell the Go runtime, which costs the
@@ -261,7 +265,7 @@ func resolveAll(dirs []string, log *slog.Logger) []resolved {
 
 // newScanner returns a Scanner of the resolved dirs that opens them with
 // open. A nil log discards.
-func newScanner(dirs []string, log *slog.Logger, open func(path string) (dir, error)) *Scanner {
+func newScanner(dirs []string, log *slog.Logger, open func(path string, raw bool) (dir, error)) *Scanner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -529,7 +533,7 @@ func (w *walk) syncRoot(r *root, full bool) error {
 	// its subdirectories: an unchanged flat plugin dir costs one system
 	// call a scan.
 	op := "stat"
-	cur, err := w.s.statRoot(r.path)
+	cur, err := w.s.statRoot(r.path, w.raw)
 	if err == nil {
 		if r.missing {
 			w.s.log.Info("plugin directory present again", "path", r.path)
@@ -542,7 +546,7 @@ func (w *walk) syncRoot(r *root, full bool) error {
 		if r.n.nsub > 0 || r.n.stale(cur, full) {
 			var d dir
 			op = "open"
-			if d, err = w.s.open(r.path); err == nil {
+			if d, err = w.s.open(r.path, w.raw); err == nil {
 				op = "readdir"
 				err = w.sync(r.n, d, cur, full)
 				d.close()
@@ -571,9 +575,9 @@ func (w *walk) syncRoot(r *root, full bool) error {
 }
 
 // statByOpen returns a statRoot that opens the root to stat it.
-func statByOpen(open func(path string) (dir, error)) func(path string) (ID, error) {
-	return func(path string) (ID, error) {
-		d, err := open(path)
+func statByOpen(open func(path string, raw bool) (dir, error)) func(path string, raw bool) (ID, error) {
+	return func(path string, raw bool) (ID, error) {
+		d, err := open(path, raw)
 		if err != nil {
 			return ID{}, err
 		}

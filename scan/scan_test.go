@@ -329,11 +329,11 @@ func (f *faults) wrap(s *Scanner) {
 		f.reads = make(map[string]int)
 	}
 	open := s.open
-	s.open = func(p string) (dir, error) {
+	s.open = func(p string, raw bool) (dir, error) {
 		if err := f.open[p]; err != nil {
 			return nil, err
 		}
-		d, err := open(p)
+		d, err := open(p, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -475,8 +475,8 @@ func TestScanSocketVanishes(t *testing.T) {
 	log, buf := testLog(t)
 	s := mustNew(t, log, root)
 	open := s.open
-	s.open = func(p string) (dir, error) {
-		d, err := open(p)
+	s.open = func(p string, raw bool) (dir, error) {
+		d, err := open(p, raw)
 		return vanishDir{d}, err
 	}
 	if d := cmp.Diff(join(root, "a.sock"), paths(mustScan(t, s))); d != "" {
@@ -548,8 +548,8 @@ type mapDir struct {
 
 // mapOpen opens the directory at the absolute path p in fsys as a dir:
 // "/plugins" (`\plugins` on Windows) is "plugins" in fsys.
-func mapOpen(fsys fstest.MapFS) func(p string) (dir, error) {
-	return func(p string) (dir, error) {
+func mapOpen(fsys fstest.MapFS) func(p string, raw bool) (dir, error) {
+	return func(p string, raw bool) (dir, error) {
 		d := mapDir{fsys, strings.TrimPrefix(filepath.ToSlash(p), "/")}
 		if _, err := d.statDir(".", p); err != nil {
 			return nil, err
@@ -671,9 +671,9 @@ func TestScanOpensRootOnlyToRead(t *testing.T) {
 			}
 			opens := 0
 			open := s.open
-			s.open = func(path string) (dir, error) {
+			s.open = func(path string, raw bool) (dir, error) {
 				opens++
-				return open(path)
+				return open(path, raw)
 			}
 			var got []int
 			for range tc.want {

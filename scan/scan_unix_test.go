@@ -129,8 +129,8 @@ func TestScanSubdirBecomesSymlink(t *testing.T) {
 	log, buf := testLog(t)
 	s := mustNew(t, log, plugins)
 	open := s.open
-	s.open = func(p string) (dir, error) {
-		d, err := open(p)
+	s.open = func(p string, raw bool) (dir, error) {
+		d, err := open(p, raw)
 		return swapDir{d}, err
 	}
 	if d := cmp.Diff(join(plugins, "a.sock"), paths(mustScan(t, s))); d != "" {

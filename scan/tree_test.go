@@ -48,7 +48,7 @@ func newFakeTree(t *testing.T, log *slog.Logger, rel ...string) *fakeTree {
 	ft.s.now = func() time.Time { return ft.now }
 	// Directories are stat'ed by path, as on unix, through the fake's open.
 	statByPath := statByOpen(ft.s.open)
-	ft.s.statPath = func(zpath string, _, _ bool) (ID, error) { return statByPath(zpath[:len(zpath)-1]) }
+	ft.s.statPath = func(zpath string, _, raw bool) (ID, error) { return statByPath(zpath[:len(zpath)-1], raw) }
 	ft.f.wrap(ft.s)
 	return ft
 }
