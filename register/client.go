@@ -123,7 +123,7 @@ func (c *Client) Register(ctx context.Context, path string, id scan.ID) (plugins
 		return plugins.Plugin{SocketPath: path}, err
 	}
 	defer conn.Close()
-	p, err := c.getInfo(ctx, rc, path)
+	p, err := c.getInfo(ctx, rc, path, false)
 	if status.Code(err) == codes.ResourceExhausted {
 		// The plugin answered, with more than any plugin needs to say.
 		msg := validationFailedMsg(fmt.Sprintf("GetInfo reply larger than %d bytes", MaxInfoBytes))
@@ -341,10 +341,20 @@ func pathChanged(err error) bool {
 }
 
 // getInfo calls GetInfo and returns what the plugin says, with the
-// endpoint defaulted to the socket path.
-func (c *Client) getInfo(ctx context.Context, rc pluginregistration.RegistrationClient, path string) (plugins.Plugin, error) {
-	ctx, cancel := context.WithTimeout(ctx, orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout))
-	defer cancel()
+// endpoint defaulted to the socket path. On a paced connection (paced) the
+// call's deadline is enforced by the connection alone, which the unary
+// client gives it: a context with a timer would leave one behind at every
+// check, and the Go runtime wakes for a stopped timer that is still in its
+// heap when its time comes.
+func (c *Client) getInfo(ctx context.Context, rc pluginregistration.RegistrationClient, path string, paced bool) (plugins.Plugin, error) {
+	timeout := orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout)
+	if paced {
+		ctx = deadlineOnly{ctx, time.Now().Add(timeout)}
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	info, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
 	if err != nil {
 		return plugins.Plugin{SocketPath: path}, &OpError{"get info", path, err}
@@ -360,6 +370,21 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 		p.Endpoint = path
 	}
 	return p, nil
+}
+
+// deadlineOnly is its Context with the deadline at (or the Context's own,
+// if earlier), and without a timer: it is done only when its Context is.
+// The deadline is for a call whose connection enforces it (getInfo).
+type deadlineOnly struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
 }
 
 // Verify checks a registration restored from an earlier run of the agent:
@@ -432,7 +457,7 @@ func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, p
 		return plugins.Plugin{}, err
 	}
 	defer conn.Close()
-	p, err := c.getInfo(ctx, rc, old.SocketPath)
+	p, err := c.getInfo(ctx, rc, old.SocketPath, pace != nil)
 	if oe, ok := errors.AsType[*OpError](err); ok && timedOut(err) {
 		oe.Err = fmt.Errorf("%w: %w", statecache.ErrBusy, oe.Err)
 	}
