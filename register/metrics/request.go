@@ -48,7 +48,8 @@ func headEnd(b []byte, from int) int {
 
 // parseRequest parses head, a request line and header lines each ending
 // in CRLF or LF, then an empty line. The request line must be "METHOD
-// /path HTTP/1.x" with single spaces and an origin-form target; a header
+// /path HTTP/1.n" with single spaces and an origin-form target, whose
+// path has only well-formed %XX escapes; a header
 // line must be "Name: value", with no folding. HTTP/1.1 requires one Host
 // field. The error is a *requestError.
 func parseRequest(head []byte) (request, error) {
@@ -100,16 +101,20 @@ func (r *request) parseLine(line []byte) error {
 			return badRequest("malformed request line")
 		}
 	}
-	switch string(version) {
-	case "HTTP/1.1":
-		r.http11 = true
-	case "HTTP/1.0":
-	default:
-		if bytes.HasPrefix(version, []byte("HTTP/")) {
-			return &requestError{code: 505, reason: "unsupported protocol version"}
+	path, _, _ := bytes.Cut(target, []byte("?"))
+	for i, c := range path {
+		if c == '%' && (i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2])) {
+			return badRequest("invalid escape in request path")
 		}
+	}
+	v, ok := bytes.CutPrefix(version, []byte("HTTP/"))
+	if !ok || len(v) != 3 || !isDigit(v[0]) || v[1] != '.' || !isDigit(v[2]) {
 		return badRequest("malformed HTTP version")
 	}
+	if v[0] != '1' {
+		return &requestError{code: 505, reason: "unsupported protocol version"}
+	}
+	r.http11 = v[2] != '0' // HTTP/1.2 and on are served as HTTP/1.1
 	r.method, r.target = string(method), string(target)
 	return nil
 }
@@ -155,6 +160,10 @@ func (r *request) field(name string, value []byte, seen *seenFields) error {
 // errHeadTooLarge is a request whose head is longer than the server's
 // MaxHeaderBytes.
 var errHeadTooLarge = errors.New("request header too large")
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHex(c byte) bool { return isDigit(c) || 'a' <= c|0x20 && c|0x20 <= 'f' }
 
 // isToken reports whether b is an RFC 9110 token: one or more of
 // the visible ASCII characters other than the delimiters.
