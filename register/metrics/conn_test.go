@@ -146,6 +146,7 @@ func TestServerRequests(t *testing.T) {
 			if _, err := io.WriteString(c, tc.send); err != nil {
 				t.Fatal(err)
 			}
+			c.SetReadDeadline(time.Now().Add(5 * time.Second)) // a response missing fails the test, not hangs it
 			for i, w := range tc.want {
 				checkResponse(t, r, i, w)
 			}
@@ -219,6 +220,7 @@ func TestServerOversizedHeader(t *testing.T) {
 	addr := serve(t, steadyHandler(), Limits{MaxHeaderBytes: 1 << 10})
 	c, r := dial(t, addr)
 	go io.WriteString(c, "GET /healthz HTTP/1.1\r\nX: "+strings.Repeat("a", 128<<10)) // may fail once closed
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	checkResponse(t, r, 0, wantResp{code: 431, fields: map[string]string{"Connection": "close"}})
 	if !closedByServer(t, c, r) {
 		t.Error("connection open after 431, want it closed")
@@ -301,6 +303,9 @@ func TestServerClose(t *testing.T) {
 		}
 	}
 	close(release)
+	for _, c := range []net.Conn{idle, partial, rendering} {
+		c.Close() // lets Serve return, should Close have left one open
+	}
 	if err := <-served; err != nil {
 		t.Errorf("Serve = %v after Close, want nil", err)
 	}

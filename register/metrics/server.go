@@ -15,9 +15,9 @@ type Limits struct {
 	// soon as it is accepted, before anything is read from it.
 	MaxConns int
 	// ReadHeaderTimeout and ReadTimeout bound the reading of a request's
-	// line and header, from its first byte; as the server takes no
-	// request body, that is the whole request, and the smaller of the two
-	// applies.
+	// line and header, from the accept of its connection or, after a
+	// response, from its first byte. As the server takes no request body,
+	// the header is the whole request, and the smaller of the two applies.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration // from the end of the request's header to the end of the response
