@@ -94,11 +94,11 @@ func failure(err error) reply {
 // write writes rp to c, its header built in buf, and returns buf for the
 // next reply.
 func (rp reply) write(c net.Conn, buf []byte) ([]byte, error) {
-	b := append(buf[:0], "HTTP/1.0 "...)
+	proto := "HTTP/1.0 "
 	if rp.http11 {
-		b[7] = '1'
+		proto = "HTTP/1.1 "
 	}
-	b = strconv.AppendInt(b, int64(rp.code), 10)
+	b := strconv.AppendInt(append(buf[:0], proto...), int64(rp.code), 10)
 	b = append(append(append(b, ' '), statusText(rp.code)...), "\r\nContent-Type: "...)
 	b = append(append(b, rp.contentType...), "\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(rp.body)), 10)

@@ -215,15 +215,19 @@ func (e *Endpoints) pageBody() []byte {
 }
 
 // TestServerOversizedHeader: a client that sends a head far over
-// MaxHeaderBytes in one go gets 431, not a reset.
+// MaxHeaderBytes gets 431 and then the end of the connection, not a reset
+// over the bytes the server did not read (a reset lets some systems drop
+// the response unread).
 func TestServerOversizedHeader(t *testing.T) {
 	addr := serve(t, steadyHandler(), Limits{MaxHeaderBytes: 1 << 10})
 	c, r := dial(t, addr)
-	go io.WriteString(c, "GET /healthz HTTP/1.1\r\nX: "+strings.Repeat("a", 128<<10)) // may fail once closed
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nX: "+strings.Repeat("a", 8<<10)); err != nil {
+		t.Fatal(err)
+	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	checkResponse(t, r, 0, wantResp{code: 431, fields: map[string]string{"Connection": "close"}})
-	if !closedByServer(t, c, r) {
-		t.Error("connection open after 431, want it closed")
+	if b, err := r.ReadByte(); err != io.EOF {
+		t.Errorf("after 431: read %q, %v; want EOF", b, err)
 	}
 }
 
