@@ -11,8 +11,9 @@ import (
 
 // What the server does after a response it closes the connection with:
 // it shuts down its sending side and reads what the client still sends,
-// at most lingerBytes for at most lingerTimeout, so that the client reads
-// the response before the connection is reset over unread data.
+// at most lingerBytes for at most lingerTimeout, so that the connection
+// ends after the response rather than with a reset over unread bytes,
+// which some systems let discard the response before the client reads it.
 const (
 	lingerBytes   = 256 << 10
 	lingerTimeout = 500 * time.Millisecond
