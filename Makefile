@@ -103,6 +103,8 @@ lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.
 	@set -e; bin=$$(mktemp); trap 'rm -f $$bin' EXIT; CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -o $$bin .; \
 	  extra=$$($(GO) version -m $$bin | awk '$$1 == "dep" {print $$2}' | grep -vxE '$(AGENT_MODULES)' || true); \
 	  test -z "$$extra" || { echo "the agent links modules beyond AGENT_MODULES:" $$extra; exit 1; }
+	@set -e; bin=$$(mktemp); trap 'rm -f $$bin' EXIT; CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -o $$bin .; \
+	  ! $(GO) tool nm $$bin | grep -E 'net/http\.\(\*conn\)\.serve$$|net/http\.\(\*http2serverConn\)' | head -1 | grep . || { echo "the agent links net/http's server: register/metrics serves HTTP itself"; exit 1; }
 
 mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of the tree, each against its package's tests (no -race), then the score per package and the survivors; BASE=REV scores that commit too, ONLY=REGEXP picks mutations by name
 	$(GO) run .ci/mutate.go $(if $(BASE),-base '$(BASE)') $(if $(ONLY),-only '$(ONLY)')

@@ -3,7 +3,6 @@ package register_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -63,9 +62,8 @@ func TestHungScan(t *testing.T) {
 		register.SetApplied(rec, func(r register.Result) { applied <- r })
 		health := metrics.Handler(metrics.Sources{Agent: rec.Status}, stale, time.Now)
 		get := func(path string) string {
-			w := httptest.NewRecorder()
-			health.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
-			return strconv.Itoa(w.Code) + " " + w.Body.String()
+			code, _, body := health.Respond(http.MethodGet, path)
+			return strconv.Itoa(code) + " " + string(body)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -17,6 +17,11 @@
 // address with no host, such as ":9402", listens on every interface and is
 // refused as well.
 //
+// The package does not import net/http: Server speaks the HTTP/1.0 and
+// HTTP/1.1 these endpoints need (GET and HEAD, no request body,
+// keep-alive and pipelining) on the listener itself, so that the agent
+// links no HTTP server.
+//
 // NewServer serves the endpoints within DefaultLimits: at most 64
 // ([defaultMaxConns]) connections open at once (one more is closed as soon
 // as it is accepted), a request's header read within 5 s

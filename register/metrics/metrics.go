@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -52,7 +51,7 @@ func (s Sources) agent() register.Status {
 	return s.Agent()
 }
 
-// Handler serves:
+// Handler returns the endpoints of the agent:
 //
 //   - /metrics: every metric in the Prometheus text format 0.0.4;
 //   - /healthz: 200 "ok" (with --publish, "ok; " and the fleet
@@ -66,45 +65,74 @@ func (s Sources) agent() register.Status {
 //     the first scan have completed, then 200 "ok", or 503 while /healthz
 //     would fail.
 //
-// GET and HEAD only. Requests for /metrics that arrive while a page is
-// being rendered share that render. now is the clock of the health checks;
-// nil means time.Now.
-func Handler(src Sources, stale time.Duration, now func() time.Time) http.Handler {
+// GET and HEAD only: any other method is answered 405, any other path 404;
+// a query is ignored, and a path is matched as it is sent, not cleaned or
+// unescaped. Requests for /metrics that arrive while a page is being
+// rendered share that render. now is the clock of the health checks; nil
+// means time.Now.
+func Handler(src Sources, stale time.Duration, now func() time.Time) *Endpoints {
 	if now == nil {
 		now = time.Now
 	}
-	mux := http.NewServeMux()
-	render := &pageRender{src: src}
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		body := render.page()
-		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.Write(body)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if reason := Unhealthy(src.agent(), stale, now()); reason != "" {
-			writePlain(w, http.StatusServiceUnavailable, "unhealthy: "+reason)
-			return
-		}
-		if src.Publish != nil { // the fleet view never makes the agent unhealthy
-			writePlain(w, http.StatusOK, "ok; "+src.Publish().Health)
-			return
-		}
-		writePlain(w, http.StatusOK, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		st := src.agent()
-		if !st.Ready {
-			writePlain(w, http.StatusServiceUnavailable, "not ready: first scan pending")
-			return
-		}
-		if reason := Unhealthy(st, stale, now()); reason != "" {
-			writePlain(w, http.StatusServiceUnavailable, "not ready: "+reason)
-			return
-		}
-		writePlain(w, http.StatusOK, "ok")
-	})
-	return mux
+	return &Endpoints{src: src, stale: stale, now: now, render: &pageRender{src: src}}
+}
+
+// Endpoints are the metrics and health endpoints of Handler, which a
+// Server serves.
+type Endpoints struct {
+	src    Sources
+	stale  time.Duration
+	now    func() time.Time
+	render *pageRender
+}
+
+// plainType is the Content-Type of every response but a /metrics page.
+const plainType = "text/plain; charset=utf-8"
+
+// Respond returns the response to a request of method for target, a path
+// with an optional query: its status code, Content-Type and body. A HEAD
+// request is answered as a GET, whose body the server leaves out.
+func (e *Endpoints) Respond(method, target string) (code int, typ string, body []byte) {
+	path, _, _ := strings.Cut(target, "?")
+	switch path {
+	case "/metrics", "/healthz", "/readyz":
+	default:
+		return 404, plainType, []byte("404 page not found\n")
+	}
+	if method != "GET" && method != "HEAD" {
+		return 405, plainType, []byte("Method Not Allowed\n")
+	}
+	var text string
+	switch path {
+	case "/metrics":
+		return 200, contentType, e.render.page()
+	case "/healthz":
+		code, text = e.healthz()
+	default:
+		code, text = e.readyz()
+	}
+	return code, plainType, []byte(text)
+}
+
+func (e *Endpoints) healthz() (int, string) {
+	if reason := Unhealthy(e.src.agent(), e.stale, e.now()); reason != "" {
+		return 503, "unhealthy: " + reason
+	}
+	if e.src.Publish != nil { // the fleet view never makes the agent unhealthy
+		return 200, "ok; " + e.src.Publish().Health
+	}
+	return 200, "ok"
+}
+
+func (e *Endpoints) readyz() (int, string) {
+	st := e.src.agent()
+	if !st.Ready {
+		return 503, "not ready: first scan pending"
+	}
+	if reason := Unhealthy(st, e.stale, e.now()); reason != "" {
+		return 503, "not ready: " + reason
+	}
+	return 200, "ok"
 }
 
 // Unhealthy returns why the agent is not alive at now, or "": the loop
@@ -134,13 +162,6 @@ func Unhealthy(st register.Status, stale time.Duration, now time.Time) string {
 		return fmt.Sprintf("scan stalled: %s (bound %s)", strings.Join(stalled, ", "), stale)
 	}
 	return ""
-}
-
-func writePlain(w http.ResponseWriter, code int, body string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	w.Write([]byte(body))
 }
 
 // family is one metric family of the exposition.

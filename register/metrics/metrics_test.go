@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +22,7 @@ import (
 	"github.com/plugreg/plugreg/statecache"
 )
 
-// The metrics tests scrape through net/http and parse what they get with
+// The metrics tests scrape through net/http's client and parse what they get with
 // the small parser below, so they check the format as a scraper sees it,
 // not the strings the writer happened to produce.
 
@@ -358,10 +357,11 @@ func checkHistogram(t *testing.T, f *expFamily) {
 	}
 }
 
-// scrape GETs path from srv and parses and checks the result.
-func scrape(t *testing.T, srv *httptest.Server) (body string, fams []*expFamily) {
+// scrape GETs /metrics from the server at addr and parses and checks the
+// result.
+func scrape(t *testing.T, addr string) (body string, fams []*expFamily) {
 	t.Helper()
-	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,8 +591,7 @@ func TestMetricsExposition(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.sources
 			src.Goroutines = func() int { return 42 } // steady across the two scrapes
-			srv := httptest.NewServer(Handler(src, time.Minute, nil))
-			defer srv.Close()
+			srv := serve(t, Handler(src, time.Minute, nil), Limits{})
 
 			body, fams := scrape(t, srv)
 			// go_goroutines is in every exposition, and sorts first.
@@ -682,13 +681,12 @@ func TestHealth(t *testing.T) {
 				method = "GET"
 			}
 			h := Handler(Sources{Agent: func() register.Status { return st }}, stale, func() time.Time { return t0 })
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(method, tc.path, nil))
-			if rec.Code != tc.wantCode || !strings.HasPrefix(rec.Body.String(), tc.wantBody) {
-				t.Errorf("%s %s = %d %q, want %d %q…", method, tc.path, rec.Code, rec.Body, tc.wantCode, tc.wantBody)
+			code, _, body := h.Respond(method, tc.path)
+			if code != tc.wantCode || !strings.HasPrefix(string(body), tc.wantBody) {
+				t.Errorf("%s %s = %d %q, want %d %q…", method, tc.path, code, body, tc.wantCode, tc.wantBody)
 			}
-			if tc.wantBody == "ok" && rec.Body.String() != "ok" {
-				t.Errorf("body = %q, want exactly \"ok\"", rec.Body)
+			if tc.wantBody == "ok" && string(body) != "ok" {
+				t.Errorf("body = %q, want exactly \"ok\"", body)
 			}
 		})
 	}
@@ -702,9 +700,8 @@ func TestHealthSequence(t *testing.T) {
 	var st register.Status
 	h := Handler(Sources{Agent: func() register.Status { return st }}, stale, func() time.Time { return now })
 	get := func(path string) string {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return strconv.Itoa(rec.Code) + " " + rec.Body.String()
+		code, _, body := h.Respond("GET", path)
+		return strconv.Itoa(code) + " " + string(body)
 	}
 	steps := []struct {
 		name            string
@@ -818,17 +815,13 @@ func TestListen(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Listen(%q, %v): %v", tc.addr, tc.allow, err)
 			}
-			defer l.Close()
 			if a, ok := l.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+				l.Close()
 				return // a wildcard address: dialling it is not portable
 			}
-			// The listener serves.
-			srv := httptest.NewUnstartedServer(Handler(Sources{}, time.Minute, nil))
-			srv.Listener.Close()
-			srv.Listener = l
-			srv.Start()
-			defer srv.Close()
-			resp, err := srv.Client().Get(srv.URL + "/readyz")
+			// The listener serves; the server closes it.
+			srv := serveOn(t, l, Handler(Sources{}, time.Minute, nil), Limits{})
+			resp, err := http.Get("http://" + srv + "/readyz")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,9 +1,7 @@
 package metrics
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +39,8 @@ func TestPublish(t *testing.T) {
 			}
 			h := Handler(src, time.Minute, func() time.Time { return now })
 			get := func(path string) (int, string) {
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-				b, _ := io.ReadAll(rec.Result().Body)
-				return rec.Code, string(b)
+				code, _, body := h.Respond(http.MethodGet, path)
+				return code, string(body)
 			}
 			if code, body := get("/healthz"); code != http.StatusOK || body != tc.wantHealth {
 				t.Errorf("/healthz = %d %q, want 200 %q", code, body, tc.wantHealth)

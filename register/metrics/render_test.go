@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,14 +25,17 @@ func TestMetricsSharedRender(t *testing.T) {
 			return status()
 		}
 		h := Handler(src, 0, nil)
-		scrape := func() *httptest.ResponseRecorder {
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			return w
+		type page struct {
+			code int
+			body []byte
+		}
+		scrape := func() page {
+			code, _, body := h.Respond(http.MethodGet, "/metrics")
+			return page{code, body}
 		}
 		const scrapers = 8
 		var wg sync.WaitGroup
-		got := make([]*httptest.ResponseRecorder, scrapers)
+		got := make([]page, scrapers)
 		for i := range scrapers {
 			wg.Go(func() { got[i] = scrape() })
 		}
@@ -43,9 +45,9 @@ func TestMetricsSharedRender(t *testing.T) {
 		if n := renders.Load(); n != 1 {
 			t.Errorf("%d concurrent scrapes rendered %d pages, want 1", scrapers, n)
 		}
-		for i, w := range got {
-			if w.Code != http.StatusOK || w.Body.String() != got[0].Body.String() || w.Body.Len() == 0 {
-				t.Errorf("scrape %d: %d, %d bytes; want 200 and the page of scrape 0 (%d bytes)", i, w.Code, w.Body.Len(), got[0].Body.Len())
+		for i, p := range got {
+			if p.code != http.StatusOK || string(p.body) != string(got[0].body) || len(p.body) == 0 {
+				t.Errorf("scrape %d: %d, %d bytes; want 200 and the page of scrape 0 (%d bytes)", i, p.code, len(p.body), len(got[0].body))
 			}
 		}
 		scrape()

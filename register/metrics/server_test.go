@@ -11,21 +11,35 @@ import (
 	"time"
 )
 
-// startServer serves Handler on a loopback port with lim, until the test
-// ends.
+// startServer serves Handler of allSources on a loopback port with lim,
+// until the test ends, and returns its address.
 func startServer(t *testing.T, lim Limits) string {
+	t.Helper()
+	return serve(t, Handler(allSources(), 0, nil), lim)
+}
+
+// serve serves h on a loopback port with lim, until the test ends, and
+// returns its address.
+func serve(t *testing.T, h *Endpoints, lim Limits) string {
 	t.Helper()
 	l, err := Listen("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(l, Handler(allSources(), 0, nil), lim)
+	return serveOn(t, l, h, lim)
+}
+
+// serveOn serves h on l with lim, until the test ends, and returns the
+// address of l.
+func serveOn(t *testing.T, l net.Listener, h *Endpoints, lim Limits) string {
+	t.Helper()
+	s := NewServer(l, h, lim)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve() }()
 	t.Cleanup(func() {
 		s.Close()
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve = %v, want http.ErrServerClosed", err)
+		if err := <-served; err != nil {
+			t.Errorf("Serve = %v after Close, want nil", err)
 		}
 	})
 	return l.Addr().String()
