@@ -14,11 +14,11 @@ import (
 // system calls only (openat, getdents64, fstatat, close through
 // unix.RawSyscall6): a full scan of a settled dir then wakes none of the Go
 // runtime's threads, as an idle scan's stats do not (see statPathLinux).
-// Its entries, subdirectories and sockets are what an osDir gives.
+// Its entries, subdirectories and sockets are what an osDir gives; it is
+// one whose stats are raw (osDir.raw), and whose other calls are too.
 type rawDir struct {
-	fd   int
-	path string
-	dev  uint64 // the device of the plugin dir it is below
+	osDir
+	dev uint64 // the device of the plugin dir it is below
 }
 
 // openRootRaw opens the plugin dir at path as openRoot does, with a raw
@@ -36,7 +36,7 @@ func openRootRaw(path string) (dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &rawDir{fd: fd, path: path}
+	d := &rawDir{osDir: osDir{fd: fd, path: path, raw: true}}
 	var st unix.Stat_t
 	if err := fstatRaw(fd, &st); err != nil {
 		d.close()
@@ -85,27 +85,6 @@ func (d *rawDir) stat() (ID, error) {
 	return statID(&st), err
 }
 
-func (d *rawDir) statDir(name, _ string) (ID, error) {
-	return d.statAt(name, unix.S_IFDIR, unix.ENOTDIR)
-}
-
-// id returns ENOENT if name is no longer a socket, as if it were gone.
-func (d *rawDir) id(name, _ string) (ID, error) {
-	return d.statAt(name, unix.S_IFSOCK, unix.ENOENT)
-}
-
-// statAt is osDir.statAt with a raw fstatat.
-func (d *rawDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
-	var st unix.Stat_t
-	switch err := lstatAtRaw(d.fd, name, &st); {
-	case err != nil:
-		return ID{}, err
-	case st.Mode&unix.S_IFMT != typ:
-		return ID{}, wrongType
-	}
-	return statID(&st), nil
-}
-
 // sub opens the subdirectory name as osDir.sub does, with a raw openat. A
 // subdirectory on another device than the plugin dir (a file system
 // mounted below it) is an osDir: the calls below it are not raw, as an
@@ -128,10 +107,8 @@ func (d *rawDir) sub(name, path string) (dir, error) {
 	if uint64(st.Dev) != d.dev {
 		return &osDir{fd: fd, path: path}, nil
 	}
-	return &rawDir{fd: fd, path: path, dev: d.dev}, nil
+	return &rawDir{osDir: osDir{fd: fd, path: path, raw: true}, dev: d.dev}, nil
 }
-
-func (d *rawDir) isSocket(e fs.DirEntry) bool { return isSocket(e) }
 
 func (d *rawDir) close() error { return closeRaw(d.fd) }
 

@@ -20,6 +20,7 @@ type osDir struct {
 	fd   int
 	path string
 	f    *os.File // owns fd once made, for ReadDir; made only when needed, as most ticks only stat
+	raw  bool     // stat with raw system calls (lstatAtRaw): a rawDir's
 }
 
 func (*osFS) openRoot(path string, raw bool) (dir, error) {
@@ -94,7 +95,11 @@ func (d *osDir) id(name, _ string) (ID, error) {
 // wrongType if it is not of type typ (S_IFDIR, S_IFSOCK).
 func (d *osDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
 	var st unix.Stat_t
-	switch err := lstatAt(d.fd, name, &st); {
+	lstat := lstatAt
+	if d.raw {
+		lstat = lstatAtRaw
+	}
+	switch err := lstat(d.fd, name, &st); {
 	case err != nil:
 		return ID{}, err
 	case uint32(st.Mode)&unix.S_IFMT != typ:
