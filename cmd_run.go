@@ -68,6 +68,10 @@ type runConfig struct {
 	allowUIDs         uidList
 	apiRegisterUIDs   uidList       // besides the agent's own uid and root
 	publish           publishConfig // --publish and the fleet flags
+
+	// trim drops the pages of the program the agent no longer uses
+	// (programTrimmer); nil where there is none.
+	trim func()
 }
 
 // parseRun parses the flags of `plugreg run`. The flag values check their
@@ -218,6 +222,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		// overrides it.
 		debug.SetGCPercent(50)
 	}
+	c.trim = programTrimmer()
+	if c.trim != nil {
+		// The package inits touched most of the binary; the start that
+		// follows touches what it needs again (see programTrimmer).
+		c.trim()
+	}
 	return c.start(ctx, newLogger(stderr, c.logFormat, c.logLevel))
 }
 
@@ -362,6 +372,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		ProbeFailures:     int(c.probeFailures),
 		ProbeRate:         float64(c.probeRate),
 		Types:             handlers.Types(),
+		Idle:              c.trim,
 		Log:               log,
 	}
 	client.Pace = rec.Beat

@@ -135,6 +135,13 @@ type Reconciler struct {
 	// Durable (see guard). Nil: no state file, nothing to wait for.
 	Durable func(ctx context.Context) error
 
+	// Idle, when not nil, is called on the scanner's goroutine each time
+	// the scans come back to one per interval (after the first scan, and
+	// after each burst of changes once it has stopped: see the package
+	// doc), and every idleEvery while they stay so. The agent hands back
+	// there the pages of its program that it no longer uses.
+	Idle func()
+
 	Log *slog.Logger // nil: discard
 
 	// applied, when not nil, is called in tests on Run's goroutine after

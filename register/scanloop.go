@@ -40,6 +40,10 @@ func busyFor(interval time.Duration) time.Duration {
 	return max(minBusy, interval/2)
 }
 
+// idleEvery is how often Reconciler.Idle is called while the scans stay
+// at one per interval.
+const idleEvery = time.Minute
+
 // scanPace is the scanner's schedule: it scans at start plus every
 // multiple of interval while nothing changes (idle), and followUp(interval)
 // after each scan while the last scan that found changes started less than
@@ -93,6 +97,8 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 	var prev scan.Snapshot
 	var failed bool
+	wasBusy := true // the start ends with the first scan, as a burst does
+	var lastIdle time.Time
 	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
@@ -131,6 +137,11 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			runtime.Gosched()
 		}
 		next, busy := pace.next(t0, time.Now(), changed)
+		if !busy && r.Idle != nil && (wasBusy || t0.Sub(lastIdle) >= idleEvery) {
+			r.Idle()
+			lastIdle = t0
+		}
+		wasBusy = busy
 		sleep := napUntil
 		if busy {
 			sleep = timerNap

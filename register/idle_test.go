@@ -1,0 +1,49 @@
+package register_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/register"
+	"github.com/plugreg/plugreg/scan"
+)
+
+// TestIdleCalls: Reconciler.Idle is called at the first scan, and then
+// once a minute while the scans stay at one per interval.
+func TestIdleCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var calls []time.Duration
+		rec := &register.Reconciler{
+			Scan:      func() (scan.Snapshot, error) { return scan.Snapshot{}, nil },
+			Registrar: chanRegistrar{calls: make(chan chan error)},
+			Registry:  plugins.NewRegistry(),
+			Interval:  time.Second,
+			Idle: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, time.Since(start))
+			},
+		}
+		register.SetTimerNap(rec)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+		time.Sleep(150 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if d := cmp.Diff([]time.Duration{0, time.Minute, 2 * time.Minute}, calls); d != "" {
+			t.Errorf("Idle called at (-want +got):\n%s", d)
+		}
+	})
+}
