@@ -53,6 +53,13 @@ file without registering them again. The agent runs Go code on one thread
 at a time (GOMAXPROCS=1), which keeps its idle cost low, and collects
 garbage when its heap has grown by half (GOGC=50), which keeps its peak
 memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
+On Linux it also hands back the pages of its own program that it no
+longer uses (madvise MADV_DONTNEED on its code and read-only data): once
+its package inits are done, which touch most of the binary, whenever its
+scans come back to one per interval after a burst of changes, and every
+minute while idle. The pages stay in the page cache, so using them again
+costs a minor fault, not a read from disk, and the agent's resident set
+is what it does rather than what its start did.
 
 	--dir DIR
 		Plugin directory to scan, recursively. Repeatable. Default: see
