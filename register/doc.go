@@ -417,10 +417,11 @@
 //     connect_paced_unix.go connect a non-blocking socket outside Go's
 //     poller on every unix; connect_linux.go adds the raw connect check and
 //     a socket made non-blocking and close-on-exec in one call;
-//     connect_bsd.go (the BSDs, Solaris) makes the socket the same way and
-//     has no raw check; connect_darwin.go sets the flags after socket(2),
-//     under syscall.ForkLock; connect_other.go (Windows) dials with package
-//     net, unpaced;
+//     connect_bsd.go (the BSDs, Solaris) makes the socket the same way;
+//     connect_darwin.go sets the flags after socket(2), under
+//     syscall.ForkLock; connect_noraw_unix.go gives both the usual system
+//     calls where Linux has raw ones; connect_other.go (Windows) dials with
+//     package net, unpaced;
 //   - socketfile (realDir: a directory of a socket's path is no symlink):
 //     socketfile_unix.go lstats it, socketfile_other.go (Windows) refuses a
 //     junction too; socketfile.go takes the socket's identity with
