@@ -197,7 +197,7 @@ func (r *apiRig) quiet(n int, kind statecache.Kind) {
 	r.t.Helper()
 	for range n {
 		select {
-		case <-r.rec.Beat():
+		case <-beatOf(r.rec):
 		case <-time.After(eventTimeout):
 			r.t.Fatal("the reconciler does not scan")
 		}
@@ -434,7 +434,7 @@ func TestRegisterPluginHandlerUnavailable(t *testing.T) {
 			break
 		}
 		select {
-		case <-r.rec.Beat():
+		case <-beatOf(r.rec):
 		case <-time.After(eventTimeout):
 			t.Fatal("the reconciler does not scan")
 		}

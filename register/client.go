@@ -59,12 +59,14 @@ type Client struct {
 	// Pace, when not nil, paces the liveness GetInfo checks (InfoCheck): the
 	// request is sent at once, and the reply is read when a channel Pace
 	// returned is closed, instead of when the plugin sends it (unix only).
-	// A check then costs the agent no wake-up of its own: Reconciler.Beat,
-	// the reconciler's scans, is the pace of the agent. A beat slower than
-	// half the GetInfo timeout is not waited for: the reply is read
-	// halfway to the timeout then. Registrations and verifications are
-	// never paced.
-	Pace func() <-chan struct{}
+	// Pace also returns when that beat is due (zero: unknown). A check then
+	// costs the agent no wake-up of its own: Reconciler.Beat, the
+	// reconciler's scans, is the pace of the agent. A beat due by the
+	// check's deadline is waited for alone; one that is due later, overdue
+	// or of unknown time is not waited for past half the GetInfo timeout:
+	// the reply is read halfway to the timeout then. Registrations and
+	// verifications are never paced.
+	Pace func() (<-chan struct{}, time.Time)
 
 	// Dirs are the plugin directories, as the scanner resolved them
 	// (scan.Scanner.Dirs). The scan follows no symlink below them, and
@@ -202,7 +204,7 @@ func (c *Client) callRegister(hctx context.Context, h handler.Handler, p plugins
 // allowed is rejected here, before any call but the rejection itself:
 // GetInfo is never sent to an untrusted process. want and pace are
 // dial's.
-func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, pluginregistration.RegistrationClient, error) {
+func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace func() (<-chan struct{}, time.Time)) (net.Conn, pluginregistration.RegistrationClient, error) {
 	conn, file, err := c.dial(ctx, path, want, pace)
 	if err != nil {
 		return nil, nil, err
@@ -233,7 +235,7 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 // Where a lookup of path may hang (not Settled), the checks and the connect
 // run on a goroutine of their own (stalls), waited for at most the dial
 // timeout.
-func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() <-chan struct{}) (net.Conn, socketStat, error) {
+func (c *Client) dial(ctx context.Context, path string, want scan.ID, pace func() (<-chan struct{}, time.Time)) (net.Conn, socketStat, error) {
 	var conn net.Conn
 	var file socketStat
 	timeout := orDefault(c.DialTimeout, DefaultDialTimeout)
@@ -451,7 +453,7 @@ func (c *Client) InfoCheck(ctx context.Context, old plugins.Plugin) error {
 // in an *OpError of op. A GetInfo that timed out once connected (the
 // plugin accepted the connection, but did not answer in time) wraps
 // statecache.ErrBusy. With pace, the call is paced by it.
-func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, pace func() <-chan struct{}) (plugins.Plugin, error) {
+func (c *Client) infoAgain(ctx context.Context, old plugins.Plugin, op string, pace func() (<-chan struct{}, time.Time)) (plugins.Plugin, error) {
 	conn, rc, err := c.connect(ctx, old.SocketPath, old.SocketID, pace)
 	if err != nil {
 		return plugins.Plugin{}, err

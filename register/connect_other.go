@@ -19,7 +19,7 @@ func connectOnce(path string) error {
 
 // dialPaced connects to the unix socket at path, once. The connection is
 // an ordinary one: on this OS the liveness GetInfo checks are not paced.
-func dialPaced(path string, _ func() <-chan struct{}, _ bool) (net.Conn, error) {
+func dialPaced(path string, _ func() (<-chan struct{}, time.Time), _ bool) (net.Conn, error) {
 	return net.DialTimeout("unix", path, time.Second)
 }
 

@@ -16,7 +16,7 @@ import (
 // plugin that refuses is gone), and returns a pacedConn. With raw, the
 // connect is made of raw system calls (connectNonblockingRaw), for a path
 // where no lookup can hang.
-func dialPaced(path string, pace func() <-chan struct{}, raw bool) (net.Conn, error) {
+func dialPaced(path string, pace func() (<-chan struct{}, time.Time), raw bool) (net.Conn, error) {
 	connect := connectNonblocking
 	if raw {
 		connect = connectNonblockingRaw
@@ -36,16 +36,19 @@ func dialPaced(path string, pace func() <-chan struct{}, raw bool) (net.Conn, er
 // (or the deadline) and tries again, instead of waiting on the socket: a
 // plugin's reply is read in the same wake-up of the agent as the beat,
 // however many steps it came in. A read right after a write waits for the
-// beat first, as the plugin cannot have answered yet. A wait also ends
-// halfway to the deadline: that timer is the backstop for a beat slower
-// than the deadline, or stopped, and costs a wake-up only then.
+// beat first, as the plugin cannot have answered yet. A beat due by the
+// deadline is waited for alone, with no timer: a Go timer costs a wake-up
+// at its time even when stopped before, as long as it stays in the
+// runtime's heap. A wait for any other beat (due after the deadline,
+// overdue, or of unknown time) also ends halfway to the deadline: that
+// timer is the backstop for a beat slower than the deadline, or stopped.
 //
 // Reads and writes are not safe for concurrent use with each other;
 // SetDeadline is safe with either.
 type pacedConn struct {
 	fd    int
 	path  string
-	pace  func() <-chan struct{}
+	pace  func() (<-chan struct{}, time.Time)
 	wrote bool // the last read or write was a write
 
 	mu       sync.Mutex
@@ -107,9 +110,9 @@ func (c *pacedConn) Write(b []byte) (int, error) {
 }
 
 // wait returns at the next beat, halfway to the deadline (at it, within
-// the last millisecond), or when the deadline is set again; a deadline
-// that has passed is an error wrapping os.ErrDeadlineExceeded, as from a
-// net.Conn.
+// the last millisecond) unless the beat is due by then, or when the
+// deadline is set again; a deadline that has passed is an error wrapping
+// os.ErrDeadlineExceeded, as from a net.Conn.
 func (c *pacedConn) wait(op string) error {
 	c.mu.Lock()
 	deadline := c.deadline
@@ -118,25 +121,35 @@ func (c *pacedConn) wait(op string) error {
 	}
 	moved := c.moved
 	c.mu.Unlock()
+	beat, due := c.pace()
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
-		d := time.Until(deadline)
+		now := time.Now()
+		d := deadline.Sub(now)
 		if d <= 0 {
 			return c.opError(op, os.ErrDeadlineExceeded)
 		}
-		if d > 2*time.Millisecond {
-			d /= 2
+		if !beatInTime(now, due, deadline) {
+			if d > 2*time.Millisecond {
+				d /= 2
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			expired = t.C
 		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		expired = t.C
 	}
 	select {
-	case <-c.pace():
+	case <-beat:
 	case <-moved:
 	case <-expired:
 	}
 	return nil
+}
+
+// beatInTime reports whether a beat due at due, seen at now, comes by
+// deadline: it is due after now and not after deadline.
+func beatInTime(now, due, deadline time.Time) bool {
+	return due.After(now) && !due.After(deadline)
 }
 
 func (c *pacedConn) opError(op string, err error) error {

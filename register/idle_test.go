@@ -47,3 +47,42 @@ func TestIdleCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestBeatDue: Reconciler.Beat says when the scan whose end it marks
+// starts, so a paced check knows whether that beat comes by its deadline.
+func TestBeatDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		scans := make(chan time.Duration, 10)
+		rec := &register.Reconciler{
+			Scan: func() (scan.Snapshot, error) {
+				scans <- time.Since(start)
+				return scan.Snapshot{}, nil
+			},
+			Registrar: chanRegistrar{calls: make(chan chan error)},
+			Registry:  plugins.NewRegistry(),
+			Interval:  time.Second,
+		}
+		register.SetTimerNap(rec)
+		if _, due := rec.Beat(); !due.IsZero() {
+			t.Errorf("before the first scan, Beat is due at %v, want unknown", due.Sub(start))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+		<-scans
+		synctest.Wait()
+		for i := 1; i <= 3; i++ {
+			beat, due := rec.Beat()
+			if want := time.Duration(i) * time.Second; due.Sub(start) != want {
+				t.Errorf("beat %d due at %v, want %v", i, due.Sub(start), want)
+			}
+			<-beat
+			if got := <-scans; got != due.Sub(start) {
+				t.Errorf("beat %d came with the scan started at %v, due at %v", i, got, due.Sub(start))
+			}
+		}
+		cancel()
+		<-done
+	})
+}

@@ -190,7 +190,7 @@ func (r *rig) tick() {
 	r.t.Helper()
 	for range 2 {
 		select {
-		case <-r.rec.Beat():
+		case <-beatOf(r.rec):
 		case <-time.After(eventTimeout):
 			r.t.Fatal("the reconciler does not scan")
 		}

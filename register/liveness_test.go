@@ -162,7 +162,7 @@ func TestProbesKeepTheReconcilersBeat(t *testing.T) {
 		Interval: 100 * time.Millisecond, InfoProbeInterval: 100 * time.Millisecond,
 		applied: func(res Result) { applied <- res }}
 	waiting := make(chan struct{}, 1)
-	client.Pace = func() <-chan struct{} {
+	client.Pace = func() (<-chan struct{}, time.Time) {
 		select {
 		case waiting <- struct{}{}:
 		default:
@@ -220,14 +220,20 @@ func newBeat() *beat {
 	return &beat{ch: make(chan struct{}), waiting: make(chan struct{}, 1)}
 }
 
-func (b *beat) next() <-chan struct{} {
+func (b *beat) next() (<-chan struct{}, time.Time) {
 	select {
 	case b.waiting <- struct{}{}:
 	default: // the test has not heard the last one yet
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ch
+	return b.ch, time.Time{} // due: unknown
+}
+
+// beatOf is the channel of r's next beat.
+func beatOf(r *Reconciler) <-chan struct{} {
+	ch, _ := r.Beat()
+	return ch
 }
 
 // start ticks every millisecond until the test ends.

@@ -155,23 +155,26 @@ type Reconciler struct {
 	mu    sync.Mutex
 	st    Status              // see Status
 	types map[string]struct{} // plugin types counted apart in st, at most maxTypes
-	beat  chan struct{}       // closed at the next tick; nil until Beat is called
+	beat  chan struct{}       // closed at the next scan; nil until Beat is called
+	due   time.Time           // when the next scan starts; zero until the first scan
 
 	apiReqs chan apiRequest // RegisterPlugin and DeregisterPlugin calls, for Run
 	apiDone chan struct{}   // closed when Run returns
 }
 
-// Beat returns a channel that is closed at the next scan of Run: the pace of the agent's liveness
-// GetInfo checks (Client.Pace), which read their replies within a wake-up
-// the agent has anyway. Beat is safe for
-// concurrent use; before Run and after it returned, the channel stays open.
-func (r *Reconciler) Beat() <-chan struct{} {
+// Beat returns a channel that is closed at the end of the next scan of
+// Run, and when that scan is due to start (zero before the first scan):
+// the pace of the agent's liveness GetInfo checks (Client.Pace), which
+// read their replies within a wake-up the agent has anyway. Beat is safe
+// for concurrent use; before Run and after it returned, the channel stays
+// open.
+func (r *Reconciler) Beat() (<-chan struct{}, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.beat == nil {
 		r.beat = make(chan struct{})
 	}
-	return r.beat
+	return r.beat, r.due
 }
 
 // heartbeat records a tick of the loop in the status.
@@ -181,11 +184,13 @@ func (r *Reconciler) heartbeat(now time.Time) {
 	r.st.LastTick = now
 }
 
-// pulse closes the channel of Beat, and reports whether there was one:
-// whether a check may have been waiting for it.
-func (r *Reconciler) pulse() bool {
+// pulse closes the channel of Beat, records that the next scan is due at
+// next, and reports whether there was a channel: whether a check may have
+// been waiting for it.
+func (r *Reconciler) pulse(next time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.due = next
 	if r.beat == nil {
 		return false
 	}

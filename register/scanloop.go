@@ -129,14 +129,14 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			out <- scanned{snap, err} // only this goroutine sends, and out has room now
 		}
 		failed = err != nil
-		if r.pulse() || sent {
+		next, busy := pace.next(t0, time.Now(), changed)
+		if r.pulse(next) || sent {
 			// The goroutines just woken run before the nap: a goroutine
 			// in a system call keeps its P until the runtime's sysmon
 			// takes it back, up to 10 ms later when the agent was idle,
 			// and the agent has one P.
 			runtime.Gosched()
 		}
-		next, busy := pace.next(t0, time.Now(), changed)
 		if !busy && r.Idle != nil && (wasBusy || t0.Sub(lastIdle) >= idleEvery) {
 			r.Idle()
 			lastIdle = t0
