@@ -218,9 +218,14 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		// MB at least, before a collection. Collecting once it has grown
 		// by half keeps the peak RSS of a burst of 1,000 registrations
 		// about 1.3 MB lower, for a few more collections (the README's
-		// performance table has the figures). GOGC in the environment
-		// overrides it.
-		debug.SetGCPercent(50)
+		// performance table has the figures). Without GOMEMLIMIT, the
+		// memory limit paces them so, and the runtime forces none (see
+		// gcPacer). GOGC in the environment overrides it.
+		if os.Getenv("GOMEMLIMIT") == "" {
+			startGCPacer(gcPercent)
+		} else {
+			debug.SetGCPercent(gcPercent)
+		}
 	}
 	c.trim = programTrimmer()
 	if c.trim != nil {

@@ -51,8 +51,11 @@ status 0 within 2 s. Plugins stay registered: stopping the agent is no
 reason to deregister them, and the next run takes them over from the state
 file without registering them again. The agent runs Go code on one thread
 at a time (GOMAXPROCS=1), which keeps its idle cost low, and collects
-garbage when its heap has grown by half (GOGC=50), which keeps its peak
-memory low; set GOMAXPROCS or GOGC in its environment to choose otherwise.
+garbage when its heap has grown by half (as GOGC=50 does), which keeps its
+peak memory low; it paces those collections by the memory limit, with
+GOGC off, so that the Go runtime does not force one every 2 minutes (about
+14 wake-ups each for an idle agent). Set GOMAXPROCS, GOGC or GOMEMLIMIT in
+its environment to choose otherwise.
 On Linux it also hands back the pages of its own program that it no
 longer uses (madvise MADV_DONTNEED on its code and read-only data): once
 its package inits are done, which touch most of the binary, whenever its

@@ -39,9 +39,11 @@ func dialPaced(path string, pace func() (<-chan struct{}, time.Time), raw bool) 
 // beat first, as the plugin cannot have answered yet. A beat due by the
 // deadline is waited for alone, with no timer: a Go timer costs a wake-up
 // at its time even when stopped before, as long as it stays in the
-// runtime's heap. A wait for any other beat (due after the deadline,
-// overdue, or of unknown time) also ends halfway to the deadline: that
-// timer is the backstop for a beat slower than the deadline, or stopped.
+// runtime's heap. That includes a beat overdue, whose scan is under way
+// and ends within its bound (scan.Scanner waits at most a second for a
+// directory). A wait for any other beat (due after the deadline, or of
+// unknown time) also ends halfway to the deadline: that timer is the
+// backstop for a beat slower than the deadline, or stopped.
 //
 // Reads and writes are not safe for concurrent use with each other;
 // SetDeadline is safe with either.
@@ -124,12 +126,11 @@ func (c *pacedConn) wait(op string) error {
 	beat, due := c.pace()
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
-		now := time.Now()
-		d := deadline.Sub(now)
+		d := time.Until(deadline)
 		if d <= 0 {
 			return c.opError(op, os.ErrDeadlineExceeded)
 		}
-		if !beatInTime(now, due, deadline) {
+		if !beatInTime(due, deadline) {
 			if d > 2*time.Millisecond {
 				d /= 2
 			}
@@ -146,10 +147,10 @@ func (c *pacedConn) wait(op string) error {
 	return nil
 }
 
-// beatInTime reports whether a beat due at due, seen at now, comes by
-// deadline: it is due after now and not after deadline.
-func beatInTime(now, due, deadline time.Time) bool {
-	return due.After(now) && !due.After(deadline)
+// beatInTime reports whether a beat due at due (zero: unknown) comes by
+// deadline, or with a scan already under way.
+func beatInTime(due, deadline time.Time) bool {
+	return !due.IsZero() && !due.After(deadline)
 }
 
 func (c *pacedConn) opError(op string, err error) error {

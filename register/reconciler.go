@@ -163,7 +163,8 @@ type Reconciler struct {
 }
 
 // Beat returns a channel that is closed at the end of the next scan of
-// Run, and when that scan is due to start (zero before the first scan):
+// Run, and when that scan is due to start (zero before the first scan; in
+// the past while it runs):
 // the pace of the agent's liveness GetInfo checks (Client.Pace), which
 // read their replies within a wake-up the agent has anyway. Beat is safe
 // for concurrent use; before Run and after it returned, the channel stays

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+)
+
+var gcSink []byte
+
+// TestGCPacer: with the agent's pacer, GOGC is off, so the Go runtime
+// forces no collection; garbage is still collected once it has grown by
+// gcPercent of the live heap, and the limit follows a live heap that
+// grows, so that it is not collected over and over at the limit of its
+// start.
+func TestGCPacer(t *testing.T) {
+	stop := startGCPacer(gcPercent)
+	defer stop()
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GOGC = %d with the pacer, want off (-1): the runtime would force a collection every 2 minutes", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+		t.Fatal("the pacer set no memory limit")
+	}
+	cycles := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	const piece, pieces = 16 << 10, 4096 // 64 MiB in all
+	c0 := cycles()
+	for range pieces {
+		gcSink = make([]byte, piece)
+	}
+	if got := cycles() - c0; got == 0 {
+		t.Errorf("no collection while %d MiB of garbage were allocated", piece*pieces>>20)
+	}
+	var live [][]byte
+	for range pieces {
+		live = append(live, make([]byte, piece))
+	}
+	// The limit follows the live heap: set again after each collection of
+	// the growth, it is above half of it by now. A limit left where it
+	// started would collect at nearly every allocation.
+	if got := debug.SetMemoryLimit(-1); got < piece*pieces/2 {
+		t.Errorf("memory limit %d MiB with a live heap of %d MiB: it does not follow the heap", got>>20, piece*pieces>>20)
+	}
+	runtime.KeepAlive(live)
+}
