@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins/fleet"
@@ -126,7 +125,7 @@ func sayOversized(stderr io.Writer, what string, n int) {
 type entryWriter struct {
 	w    io.Writer
 	json bool
-	tw   *tabwriter.Writer
+	t    table // the rows of this page
 	n    int
 }
 
@@ -150,9 +149,8 @@ func (e *entryWriter) write(en fleet.Entry) error {
 		if err := e.flush(); err != nil {
 			return err
 		}
-		e.tw = tabwriter.NewWriter(e.w, 0, 8, 2, ' ', 0)
 		if e.n == 0 {
-			fmt.Fprintln(e.tw, "NODE\tTYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOCKET")
+			e.t.row("NODE", "TYPE", "NAME", "ENDPOINT", "VERSIONS", "REGISTERED", "SOCKET")
 		}
 	}
 	e.n++
@@ -160,16 +158,13 @@ func (e *entryWriter) write(en fleet.Entry) error {
 	if t, err := time.Parse(time.RFC3339Nano, en.RegisteredAt); err == nil {
 		registered = t.Local().Format(time.RFC3339)
 	}
-	_, err := fmt.Fprintf(e.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(en.Node), printable(en.Type), printable(en.Name),
+	e.t.row(printable(en.Node), printable(en.Type), printable(en.Name),
 		printable(en.Endpoint), printable(strings.Join(en.Versions, ",")), printable(registered), printable(en.SocketPath))
-	return err
+	return nil
 }
 
 func (e *entryWriter) flush() error {
-	if e.tw == nil {
-		return nil
-	}
-	return e.tw.Flush()
+	return e.t.flush(e.w)
 }
 
 func (e *entryWriter) close() error {

@@ -11,7 +11,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -96,13 +95,13 @@ func writeJSONValue(w io.Writer, v any) error {
 }
 
 func writeTable(w io.Writer, ps []plugins.Plugin) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tNAME\tENDPOINT\tVERSIONS\tREGISTERED\tSOURCE")
+	var t table
+	t.row("TYPE", "NAME", "ENDPOINT", "VERSIONS", "REGISTERED", "SOURCE")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(p.Type), printable(p.Name), printable(p.Endpoint),
+		t.row(printable(p.Type), printable(p.Name), printable(p.Endpoint),
 			printable(strings.Join(p.Versions, ",")), p.RegisteredAt.Local().Format(time.RFC3339), source(p))
 	}
-	return tw.Flush()
+	return t.flush(w)
 }
 
 // source returns where p came from, for the table and text outputs: the

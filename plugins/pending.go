@@ -3,7 +3,7 @@ package plugins
 import (
 	"cmp"
 	"fmt"
-	"slices"
+	"sort"
 	"strings"
 
 	"github.com/plugreg/plugreg/scan"
@@ -116,14 +116,14 @@ func (r *Registry) pendingLocked() []PendingDeregistration {
 	for _, pd := range r.pending {
 		list = append(list, pd.clone())
 	}
-	slices.SortFunc(list, comparePending)
+	sort.Slice(list, func(i, j int) bool { return comparePending(&list[i], &list[j]) < 0 })
 	return list
 }
 
 // comparePending orders pending deregistrations by plugin type, name,
 // socket path and SocketID, then (API plugins) owner and endpoint.
-func comparePending(a, b PendingDeregistration) int {
-	x, y := a.Plugin, b.Plugin
+func comparePending(a, b *PendingDeregistration) int {
+	x, y := &a.Plugin, &b.Plugin
 	return cmp.Or(strings.Compare(x.Type, y.Type), strings.Compare(x.Name, y.Name), strings.Compare(x.SocketPath, y.SocketPath),
 		cmp.Compare(x.SocketID.Dev, y.SocketID.Dev), cmp.Compare(x.SocketID.Ino, y.SocketID.Ino),
 		cmp.Compare(x.SocketID.Mtime, y.SocketID.Mtime), cmp.Compare(x.SocketID.Ctime, y.SocketID.Ctime),

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -242,7 +242,7 @@ func (r *Registry) sharedLocked(typ string) []Plugin {
 		for _, p := range r.plugins {
 			r.snap = append(r.snap, p)
 		}
-		slices.SortFunc(r.snap, comparePlugins)
+		sort.Slice(r.snap, func(i, j int) bool { return comparePlugins(&r.snap[i], &r.snap[j]) < 0 })
 	}
 	all := r.snap
 	r.snapMu.Unlock()
@@ -283,13 +283,13 @@ func (r *Registry) listLocked(typ string) []Plugin {
 			list = append(list, p)
 		}
 	}
-	slices.SortFunc(list, comparePlugins)
+	sort.Slice(list, func(i, j int) bool { return comparePlugins(&list[i], &list[j]) < 0 })
 	return list
 }
 
 // comparePlugins orders plugins by Type, Name and SocketPath, then (API
 // plugins, which have no SocketPath) Owner and Endpoint.
-func comparePlugins(a, b Plugin) int {
+func comparePlugins(a, b *Plugin) int {
 	return cmp.Or(
 		strings.Compare(a.Type, b.Type),
 		strings.Compare(a.Name, b.Name),
@@ -337,7 +337,7 @@ func Newer(a, b Plugin) bool {
 	if c := a.RegisteredAt.Compare(b.RegisteredAt); c != 0 {
 		return c > 0
 	}
-	return comparePlugins(a, b) < 0
+	return comparePlugins(&a, &b) < 0
 }
 
 // State returns the registry's contents and revision, read at one instant,

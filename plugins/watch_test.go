@@ -351,7 +351,7 @@ func TestWatchStuckAlone(t *testing.T) {
 		for _, a := range applied[:ev.Revision] {
 			want = append(want, a.Plugin)
 		}
-		slices.SortFunc(want, comparePlugins)
+		slices.SortFunc(want, func(a, b Plugin) int { return comparePlugins(&a, &b) })
 		if diff := cmp.Diff(want, ev.Plugins); diff != "" {
 			t.Errorf("resync at revision %d (-want +got):\n%s", ev.Revision, diff)
 		}

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -309,15 +309,21 @@ func (s *apiSet) count(p plugins.Plugin, n int) {
 // mayUse returns an error wrapping rules.ErrDenied, naming both uids,
 // when by may not register, replace or deregister the instances of owner:
 // another uid registered one of those desired, and by is not privileged.
+// Of several such uids it names the first in compareRegistrants' order.
 func (s *apiSet) mayUse(owner string, by api.Caller) error {
 	if by.Privileged {
 		return nil
 	}
 	caller := registrant{by.UID, by.HasUID}
-	for _, u := range slices.SortedFunc(maps.Keys(s.owners[owner]), compareRegistrants) {
-		if u != caller || !u.known {
-			return ownedError(owner, u, caller)
+	var other registrant
+	found := false
+	for u := range s.owners[owner] {
+		if (u != caller || !u.known) && (!found || compareRegistrants(u, other) < 0) {
+			other, found = u, true
 		}
+	}
+	if found {
+		return ownedError(owner, other, caller)
 	}
 	return nil
 }
@@ -481,7 +487,7 @@ func (dw *deregWait) done() {
 	if dw.left--; dw.left > 0 {
 		return
 	}
-	slices.SortFunc(dw.removed, func(a, b plugins.Plugin) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
+	sort.Slice(dw.removed, func(i, j int) bool { return dw.removed[i].Endpoint < dw.removed[j].Endpoint })
 	dw.reply <- apiReply{list: dw.removed}
 }
 

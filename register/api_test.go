@@ -623,6 +623,40 @@ func TestOwnerBelongsToUID(t *testing.T) {
 	}
 }
 
+// TestOwnerDeniedNamesFirst: when uids other than the caller's hold
+// instances of an owner (root may register under any owner), the denial
+// names the first of them: an unknown uid, else the lowest.
+func TestOwnerDeniedNamesFirst(t *testing.T) {
+	unknown := registrant{}
+	uid := func(n uint32) registrant { return registrant{n, true} }
+	for _, tc := range []struct {
+		name   string
+		owners []registrant // who holds instances of the owner
+		caller registrant
+		want   string // "": allowed
+	}{
+		{"the caller alone", []registrant{uid(1001)}, uid(1001), ""},
+		{"the lowest other uid", []registrant{uid(1003), uid(0), uid(1001), uid(1002)}, uid(1004), "belongs to uid 0, not to uid 1004"},
+		{"another beside the caller", []registrant{uid(1001), uid(1002), uid(1000)}, uid(1001), "belongs to uid 1000, not to uid 1001"},
+		{"an unknown uid first", []registrant{uid(1001), unknown, uid(0)}, uid(1001), "belongs to an unknown uid, not to uid 1001"},
+		{"an unknown caller is never the owner", []registrant{unknown}, unknown, "belongs to an unknown uid, not to an unknown uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newAPISet(&Reconciler{})
+			for _, u := range tc.owners {
+				s.count(plugins.Plugin{Owner: "o", UID: u.uid, HasUID: u.known}, 1)
+			}
+			err := s.mayUse("o", api.Caller{UID: tc.caller.uid, HasUID: tc.caller.known})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("mayUse = %v, want nil", err)
+			case tc.want != "" && (!errors.Is(err, rules.ErrDenied) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("mayUse = %v, want ErrDenied: %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestAPIPluginLiveness: the endpoint of an API plugin is checked with a
 // connect every ProbeInterval; after ProbeFailures failures the plugin is
 // unhealthy (deregistered, reason "unhealthy"), and once the endpoint is

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -451,15 +452,7 @@ func (l *loop) restore() {
 	}
 	l.cache.PendingChanges() // the Registry holds them already
 	restored := l.unowed(l.r.Registry.List(""))
-	slices.SortFunc(restored, func(a, b plugins.Plugin) int {
-		switch {
-		case plugins.Newer(a, b):
-			return 1
-		case plugins.Newer(b, a):
-			return -1
-		}
-		return 0
-	})
+	sort.Slice(restored, func(i, j int) bool { return plugins.Newer(restored[j], restored[i]) })
 	for _, p := range restored {
 		l.cache.Restore(p.Instance(), idOf(p), p)
 		if p.RegisteredAt.After(l.lastRegistered) {

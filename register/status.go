@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -229,8 +230,9 @@ func (l *loop) unhealthyNow() []UnhealthyPlugin {
 		}
 		list = append(list, u)
 	}
-	slices.SortFunc(list, func(a, b UnhealthyPlugin) int {
-		return cmp.Or(cmp.Compare(a.Plugin.Type, b.Plugin.Type), cmp.Compare(a.Plugin.Name, b.Plugin.Name), cmp.Compare(a.Plugin.Instance(), b.Plugin.Instance()))
+	sort.Slice(list, func(i, j int) bool {
+		a, b := &list[i].Plugin, &list[j].Plugin
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Instance(), b.Instance())) < 0
 	})
 	return list
 }

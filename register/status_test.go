@@ -161,3 +161,40 @@ func TestStatusUnhealthy(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusUnhealthyOrder: Status.Unhealthy is sorted by type, name and
+// instance (a socket path, or an API instance's key), whatever order the
+// plugins went unhealthy in; one no longer wanted is left out.
+func TestStatusUnhealthyOrder(t *testing.T) {
+	sock := func(typ, name, path string) plugins.Plugin {
+		return plugins.Plugin{Type: typ, Name: name, SocketPath: path, Endpoint: path}
+	}
+	apiPlugin := func(typ, name, owner string) plugins.Plugin {
+		return plugins.Plugin{Type: typ, Name: name, Owner: owner, Endpoint: "/run/" + owner + ".sock", Source: plugins.SourceAPI}
+	}
+	want := []plugins.Plugin{
+		sock("CSIPlugin", "a.example.com", "/p/z.sock"),
+		sock("CSIPlugin", "b.example.com", "/p/a.sock"),
+		sock("CSIPlugin", "b.example.com", "/p/b.sock"),
+		apiPlugin("CSIPlugin", "b.example.com", "x"),
+		apiPlugin("CSIPlugin", "b.example.com", "y"),
+		sock("DRAPlugin", "a.example.com", "/p/c.sock"),
+		apiPlugin("DevicePlugin", "a.example.com", "x"),
+	}
+	r := &Reconciler{Registry: plugins.NewRegistry()}
+	l := r.newLoop()
+	for _, i := range []int{6, 2, 4, 0, 5, 1, 3} {
+		p := want[i]
+		l.cache.Want(p.Instance(), idOf(p), p, statecache.NoRetry)
+		l.unhealthy[p.Instance()] = UnhealthyPlugin{Plugin: p}
+	}
+	gone := sock("AAA", "a.example.com", "/p/gone.sock") // first in order, but not wanted
+	l.unhealthy[gone.Instance()] = UnhealthyPlugin{Plugin: gone}
+	var got []plugins.Plugin
+	for _, u := range l.unhealthyNow() {
+		got = append(got, u.Plugin)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unhealthyNow (-want +got):\n%s", diff)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -147,7 +148,7 @@ type walk struct {
 	start   int64    // the clock (ns) at the start of the read; see racy
 	raw     bool     // the root is settled: raw stats allowed (see same)
 	changed bool     // the root's entries may differ from its last ones
-	names   []name   // scratch for read
+	names   []string // scratch for read: kid keys
 	kids    []kid    // scratch for read
 }
 
@@ -423,7 +424,7 @@ func (s *Scanner) Scan() (Snapshot, error) {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+		sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 		out = slices.CompactFunc(out, func(a, b Entry) bool { return a.Path == b.Path })
 	}
 	if len(out) == 0 {

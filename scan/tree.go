@@ -37,13 +37,6 @@ type kid struct {
 	warned bool   // a problem with the socket (its stat failed, its path is too long) was logged and persists
 }
 
-// name is a directory entry worth keeping, as read: a socket or a
-// subdirectory, its name made a key.
-type name struct {
-	key string
-	dir bool
-}
-
 // stale reports whether n must be read because the directory's stat is now
 // cur.
 func (n *node) stale(cur ID, full bool) bool {
@@ -127,30 +120,30 @@ func (w *walk) read(n *node, d dir, cur ID) error {
 		switch {
 		case strings.HasPrefix(nm, "."):
 		case e.Type().IsDir():
-			names = append(names, name{key: nm + sep, dir: true})
+			names = append(names, nm+sep)
 		case d.isSocket(e):
-			names = append(names, name{key: nm})
+			names = append(names, nm)
 		}
 	}
-	slices.SortFunc(names, func(a, b name) int { return strings.Compare(a.key, b.key) })
+	slices.Sort(names)
 
 	// Merge the sorted names with the sorted kids of the last read.
 	kids, old := w.kids[:0], n.kids
 	n.nsub = 0
-	for _, nm := range names {
-		for len(old) > 0 && old[0].key < nm.key {
+	for _, key := range names {
+		for len(old) > 0 && old[0].key < key {
 			old = old[1:]
 		}
 		var k kid
 		switch {
-		case len(old) > 0 && old[0].key == nm.key: // the same name, and so the same type
+		case len(old) > 0 && old[0].key == key: // the same name, and so the same type
 			k = old[0]
 			old = old[1:]
-		case nm.dir:
-			k.sub = &node{prefix: n.prefix + nm.key}
+		case strings.HasSuffix(key, sep): // a subdirectory's
+			k.sub = &node{prefix: n.prefix + key}
 			k.key = k.sub.prefix[len(n.prefix):]
 		default:
-			k.e.Path = n.prefix + nm.key
+			k.e.Path = n.prefix + key
 			k.key = k.e.Path[len(n.prefix):]
 		}
 		if k.sub != nil {

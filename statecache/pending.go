@@ -3,6 +3,7 @@ package statecache
 import (
 	"cmp"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -235,7 +236,7 @@ func (c *Cache[P, I]) PendingList() []Pending[P, I] {
 			}
 		}
 	}
-	slices.SortFunc(list, func(a, b Pending[P, I]) int { return compareKeys(a.Key, b.Key) })
+	sort.Slice(list, func(i, j int) bool { return compareKeys(&list[i].Key, &list[j].Key) < 0 })
 	return list
 }
 
@@ -252,13 +253,13 @@ func (c *Cache[P, I]) PendingChanges() (put []Pending[P, I], gone []PendingKey[I
 		}
 	}
 	clear(c.pendChanged)
-	slices.SortFunc(put, func(a, b Pending[P, I]) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(gone, compareKeys[I])
+	sort.Slice(put, func(i, j int) bool { return compareKeys(&put[i].Key, &put[j].Key) < 0 })
+	sort.Slice(gone, func(i, j int) bool { return compareKeys(&gone[i], &gone[j]) < 0 })
 	return put, gone
 }
 
 // compareKeys orders pending keys by type, name and identity.
-func compareKeys[I Identity[I]](a, b PendingKey[I]) int {
+func compareKeys[I Identity[I]](a, b *PendingKey[I]) int {
 	return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Name, b.Name), a.ID.Compare(b.ID))
 }
 

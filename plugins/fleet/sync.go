@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/plugreg/plugreg/plugins"
@@ -195,15 +196,7 @@ func (r *run) diff(want map[string]string) []change {
 			cs = append(cs, change{key: k, del: true})
 		}
 	}
-	slices.SortFunc(cs, func(a, b change) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	sort.Slice(cs, func(i, j int) bool { return cs[i].key < cs[j].key })
 	return cs
 }
 

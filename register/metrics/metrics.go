@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -235,7 +236,7 @@ func expose(src Sources) []byte {
 		fams = append(fams, kubeletPlugins(desired, actual))
 	}
 
-	slices.SortFunc(fams, func(a, b family) int { return strings.Compare(a.name, b.name) })
+	sort.Slice(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
 	var b bytes.Buffer
 	for _, f := range fams {
 		f.write(&b)
@@ -292,9 +293,18 @@ func vec2[K comparable](name, help, typ, label0, label1 string, values map[K]uin
 // sortSeries orders the series of one family, which share their label
 // names, by their label values.
 func sortSeries(s []series) {
-	slices.SortFunc(s, func(a, b series) int {
-		return slices.CompareFunc(a.labels, b.labels, func(x, y [2]string) int { return strings.Compare(x[1], y[1]) })
-	})
+	sort.Sort(byLabelValues(s))
+}
+
+// byLabelValues sorts the series of one family by their label values,
+// swapping them field by field (faster than sort.Slice's whole-value
+// copies, and no generic sort code of its own).
+type byLabelValues []series
+
+func (s byLabelValues) Len() int      { return len(s) }
+func (s byLabelValues) Swap(i, j int) { s[i], s[j] = s[j], s[i] }
+func (s byLabelValues) Less(i, j int) bool {
+	return slices.CompareFunc(s[i].labels, s[j].labels, func(x, y [2]string) int { return strings.Compare(x[1], y[1]) }) < 0
 }
 
 func (f family) write(b *bytes.Buffer) {
