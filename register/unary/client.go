@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -21,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/plugreg/plugreg/internal/grpcwire"
 )
 
 // New returns a client for unary calls over conn, a fresh connection to a
@@ -214,7 +213,7 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 		c.henc.WriteField(f)
 	}
 	if hasDeadline {
-		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(time.Until(deadline)), Sensitive: true})
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.Timeout(time.Until(deadline)), Sensitive: true})
 	}
 	if c.hbuf.Len() > int(c.peerMaxFrame) {
 		return status.Error(codes.Internal, "grpc: request headers larger than the plugin's frame size")
@@ -274,10 +273,10 @@ func (c *clientConn) readReply() ([]byte, error) {
 			}
 			if !headers {
 				headers = true
-				if err := checkResponseHeaders(f); err != nil {
+				if err := grpcwire.CheckResponseHeaders(f); err != nil {
 					return nil, err
 				}
-				if field(f, "grpc-status") == "" { // not a trailers-only reply
+				if grpcwire.Field(f, "grpc-status") == "" { // not a trailers-only reply
 					if f.StreamEnded() {
 						return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
 					}
@@ -288,7 +287,7 @@ func (c *clientConn) readReply() ([]byte, error) {
 			if !f.StreamEnded() {
 				return nil, status.Error(codes.Internal, "grpc: trailers without END_STREAM")
 			}
-			if err := trailerStatus(f); err != nil {
+			if err := grpcwire.TrailerStatus(f); err != nil {
 				return nil, &callError{st: status.Convert(err)}
 			}
 			if !got {
@@ -353,7 +352,7 @@ func (c *clientConn) connFrame(f http2.Frame) error {
 		}
 	case *http2.RSTStreamFrame:
 		if f.StreamID == c.stream {
-			return status.Errorf(c.resetCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+			return status.Errorf(grpcwire.ResetCode(f.ErrCode, c.due), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
 		}
 	}
 	return nil
@@ -455,124 +454,6 @@ func (c *clientConn) applySetting(s http2.Setting) error {
 		c.peerWindow = int64(s.Val)
 	}
 	return nil
-}
-
-// checkResponseHeaders checks the first HEADERS of a reply: HTTP status 200
-// and a gRPC content type, or else the status gRPC maps the HTTP status to.
-func checkResponseHeaders(f *http2.MetaHeadersFrame) error {
-	code := f.PseudoValue("status")
-	if code != "200" {
-		return status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", code)
-	}
-	if ct := field(f, "content-type"); ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
-		return status.Errorf(codes.Unknown, "unexpected content-type %q in the reply", ct)
-	}
-	return nil
-}
-
-// trailerStatus returns the call's status from its trailers: nil for OK.
-func trailerStatus(f *http2.MetaHeadersFrame) error {
-	v := field(f, "grpc-status")
-	if v == "" {
-		return status.Error(codes.Internal, "grpc: the reply's trailers lack grpc-status")
-	}
-	n, err := strconv.ParseUint(v, 10, 32)
-	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: malformed grpc-status %q", v)
-	}
-	if n == 0 {
-		return nil
-	}
-	return status.Error(codes.Code(n), decodeGRPCMessage(field(f, "grpc-message")))
-}
-
-// field returns the value of the regular header field name, or "".
-func field(f *http2.MetaHeadersFrame, name string) string {
-	for _, hf := range f.RegularFields() {
-		if hf.Name == name {
-			return hf.Value
-		}
-	}
-	return ""
-}
-
-// decodeGRPCMessage undoes the percent-encoding of grpc-message; a malformed
-// one is kept as it came.
-func decodeGRPCMessage(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	if d, err := url.PathUnescape(s); err == nil {
-		return d
-	}
-	return s
-}
-
-// grpcTimeout formats d as a grpc-timeout header value: at most 8 digits
-// and a unit.
-func grpcTimeout(d time.Duration) string {
-	if d <= 0 {
-		return "1n"
-	}
-	for _, u := range []struct {
-		d    time.Duration
-		unit string
-	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
-		if v := (d + u.d - 1) / u.d; v < 1e8 {
-			return strconv.FormatInt(int64(v), 10) + u.unit
-		}
-	}
-	return "99999999H"
-}
-
-// httpCode maps an HTTP status to a gRPC code as grpc-go does.
-func httpCode(s string) codes.Code {
-	switch s {
-	case "400":
-		return codes.Internal
-	case "401":
-		return codes.Unauthenticated
-	case "403":
-		return codes.PermissionDenied
-	case "404":
-		return codes.Unimplemented
-	case "429", "502", "503", "504":
-		return codes.Unavailable
-	}
-	return codes.Unknown
-}
-
-// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go's
-// http2ErrConvTab does: a code HTTP/2 does not define is Unknown.
-func rstCode(e http2.ErrCode) codes.Code {
-	switch e {
-	case http2.ErrCodeRefusedStream:
-		return codes.Unavailable
-	case http2.ErrCodeCancel:
-		return codes.Canceled
-	case http2.ErrCodeFlowControl, http2.ErrCodeEnhanceYourCalm:
-		return codes.ResourceExhausted
-	case http2.ErrCodeInadequateSecurity:
-		return codes.PermissionDenied
-	}
-	if e > http2.ErrCodeHTTP11Required {
-		return codes.Unknown
-	}
-	return codes.Internal
-}
-
-// resetCode returns the code of a call whose stream the server reset with
-// e: rstCode's, except that a CANCEL that comes once the call's deadline
-// has passed is DeadlineExceeded, as grpc-go's client has it. A grpc-go
-// server cancels a call so when the deadline the client sent it
-// (grpc-timeout, never less than the time left) passes, and its reset can
-// come in before the client's own deadline ends the read.
-func (c *clientConn) resetCode(e http2.ErrCode) codes.Code {
-	code := rstCode(e)
-	if code == codes.Canceled && !c.due.IsZero() && !time.Now().Before(c.due) {
-		return codes.DeadlineExceeded
-	}
-	return code
 }
 
 // ioStatus makes an I/O error a status error: a connection the caller
