@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -60,7 +61,7 @@ func TestWaitForReady(t *testing.T) {
 			// Backoff long enough that the waiting call finds the
 			// endpoint in backoff, as a fail-fast call would.
 			c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(path)}, WaitForReady: tc.cfg,
-				Backoff: Backoff{Base: 300 * time.Millisecond, Max: time.Second, Multiplier: 1.6}})
+				Backoff: backoff.Config{BaseDelay: 300 * time.Millisecond, MaxDelay: time.Second, Multiplier: 1.6}})
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			if _, err := call(ctx, c, nil, grpc.WaitForReady(false)); status.Code(err) != codes.Unavailable || ctx.Err() != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -31,18 +32,11 @@ type Endpoint struct {
 	TLS bool
 }
 
-// Backoff spaces the connection attempts to an endpoint whose last attempt
-// failed, as grpc-go's backoff.Config: the first wait is Base, each next
-// one Multiplier times longer, up to Max, each moved by up to Jitter of
-// itself at random either way.
-type Backoff struct {
-	Base, Max          time.Duration
-	Multiplier, Jitter float64
-}
-
-// delay is the wait after the failed attempt that followed fails others.
-func (b Backoff) delay(fails int) time.Duration {
-	d := min(float64(b.Base)*math.Pow(b.Multiplier, float64(fails)), float64(b.Max))
+// delay is the wait after the failed attempt that followed fails others,
+// by b as grpc-go reads it: BaseDelay, Multiplier times longer each time,
+// up to MaxDelay, moved by up to Jitter of itself at random either way.
+func delay(b backoff.Config, fails int) time.Duration {
+	d := min(float64(b.BaseDelay)*math.Pow(b.Multiplier, float64(fails)), float64(b.MaxDelay))
 	d *= 1 + b.Jitter*(rand.Float64()*2-1)
 	return time.Duration(d)
 }
@@ -52,8 +46,9 @@ type Config struct {
 	// Endpoints are the servers, which serve the same methods: each call
 	// goes to the next of those connected (round robin).
 	Endpoints []Endpoint
-	// Backoff spaces the attempts to an endpoint that failed.
-	Backoff Backoff
+	// Backoff spaces the attempts to an endpoint whose last attempt
+	// failed (zero: backoff.DefaultConfig).
+	Backoff backoff.Config
 	// ConnectTimeout bounds one connection attempt, from the dial to the
 	// server's SETTINGS (0: [defaultConnectTimeout]).
 	ConnectTimeout time.Duration
@@ -117,6 +112,9 @@ func New(cfg Config) *Conn {
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, defaultConnectTimeout)
 	cfg.MaxReply = cmp.Or(cfg.MaxReply, defaultMaxReply)
 	cfg.MaxHeaderList = cmp.Or(cfg.MaxHeaderList, defaultMaxHeaderList)
+	if cfg.Backoff == (backoff.Config{}) {
+		cfg.Backoff = backoff.DefaultConfig
+	}
 	c := &Conn{cfg: cfg, changed: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, e := range cfg.Endpoints {
@@ -317,7 +315,7 @@ func (c *Conn) dial(e *endpoint) {
 	switch {
 	case err != nil:
 		c.lastErr = err
-		e.retryAt = time.Now().Add(c.cfg.Backoff.delay(e.fails))
+		e.retryAt = time.Now().Add(delay(c.cfg.Backoff, e.fails))
 		e.fails++
 	case c.closed:
 		defer t.closeWith(errClosing)

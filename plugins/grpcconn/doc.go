@@ -23,9 +23,9 @@
 //     DeadlineExceeded or Canceled.
 //   - Connections: New connects nothing; the first call connects to every
 //     endpoint, and calls go round robin over those connected. An attempt
-//     that fails puts its endpoint in backoff ([Backoff], grpc-go's
-//     backoff.Config) while the others serve; one bounded by
-//     Config.ConnectTimeout ends at the server's SETTINGS. A connection
+//     that fails puts its endpoint in backoff (Config.Backoff, grpc-go's
+//     backoff.Config) while the others serve. An attempt, bounded by
+//     Config.ConnectTimeout, succeeds at the server's first SETTINGS. A connection
 //     that breaks fails its streams with Unavailable, and the next call
 //     connects again.
 //   - Wait for ready: a call that waits for ready waits, within its

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/plugreg/plugreg/plugins/api/sockettest"
@@ -120,13 +121,13 @@ func unixEndpoint(path string) Endpoint {
 }
 
 // testBackoff retries soon: tests wait for reconnection.
-var testBackoff = Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2}
+var testBackoff = backoff.Config{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2}
 
 // newConn returns a Conn of cfg with the tests' backoff, closed when the
 // test ends.
 func newConn(t *testing.T, cfg Config) *Conn {
 	t.Helper()
-	if cfg.Backoff == (Backoff{}) {
+	if cfg.Backoff == (backoff.Config{}) {
 		cfg.Backoff = testBackoff
 	}
 	c := New(cfg)
