@@ -154,5 +154,5 @@ func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 		}}},
 		MaxReply: math.MaxInt32,
 	})
-	return plugregv1.NewRegistryClient(cc), func() { cc.Close() }, nil
+	return apiClient{cc}, func() { cc.Close() }, nil
 }

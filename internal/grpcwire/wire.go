@@ -16,7 +16,7 @@ import (
 func CheckResponseHeaders(f *http2.MetaHeadersFrame) error {
 	code := f.PseudoValue("status")
 	if code != "200" {
-		return status.Errorf(HTTPCode(code), "unexpected HTTP status code received from server: %s", code)
+		return status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", code)
 	}
 	if ct := Field(f, "content-type"); ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
 		return status.Errorf(codes.Unknown, "unexpected content-type %q in the reply", ct)
@@ -37,7 +37,7 @@ func TrailerStatus(f *http2.MetaHeadersFrame) error {
 	if n == 0 {
 		return nil
 	}
-	return status.Error(codes.Code(n), DecodeMessage(Field(f, "grpc-message")))
+	return status.Error(codes.Code(n), decodeMessage(Field(f, "grpc-message")))
 }
 
 // Field returns the value of the regular header field name, or "".
@@ -50,9 +50,9 @@ func Field(f *http2.MetaHeadersFrame, name string) string {
 	return ""
 }
 
-// DecodeMessage undoes the percent-encoding of grpc-message; a malformed
+// decodeMessage undoes the percent-encoding of grpc-message; a malformed
 // one is kept as it came.
-func DecodeMessage(s string) string {
+func decodeMessage(s string) string {
 	if !strings.Contains(s, "%") {
 		return s
 	}
@@ -79,8 +79,8 @@ func Timeout(d time.Duration) string {
 	return "99999999H"
 }
 
-// HTTPCode maps an HTTP status to a gRPC code as grpc-go does.
-func HTTPCode(s string) codes.Code {
+// httpCode maps an HTTP status to a gRPC code as grpc-go does.
+func httpCode(s string) codes.Code {
 	switch s {
 	case "400":
 		return codes.Internal
@@ -96,9 +96,9 @@ func HTTPCode(s string) codes.Code {
 	return codes.Unknown
 }
 
-// RSTCode maps an RST_STREAM error code to a gRPC code as grpc-go's
+// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go's
 // http2ErrConvTab does: a code HTTP/2 does not define is Unknown.
-func RSTCode(e http2.ErrCode) codes.Code {
+func rstCode(e http2.ErrCode) codes.Code {
 	switch e {
 	case http2.ErrCodeRefusedStream:
 		return codes.Unavailable
@@ -116,13 +116,13 @@ func RSTCode(e http2.ErrCode) codes.Code {
 }
 
 // ResetCode returns the code of a call whose stream the server reset with
-// e: RSTCode's, except that a CANCEL that comes once the call's deadline
+// e: rstCode's, except that a CANCEL that comes once the call's deadline
 // due (zero: none) has passed is DeadlineExceeded, as grpc-go's client has
 // it. A grpc-go server cancels a call so when the deadline the client sent
 // it (grpc-timeout, never less than the time left) passes, and its reset
 // can come in before the client's own deadline ends the call.
 func ResetCode(e http2.ErrCode, due time.Time) codes.Code {
-	code := RSTCode(e)
+	code := rstCode(e)
 	if code == codes.Canceled && !due.IsZero() && !time.Now().Before(due) {
 		return codes.DeadlineExceeded
 	}

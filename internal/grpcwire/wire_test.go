@@ -30,8 +30,8 @@ func TestRSTCode(t *testing.T) {
 		{http2.ErrCodeHTTP11Required + 1, codes.Unknown},
 		{0xffffffff, codes.Unknown},
 	} {
-		if got := RSTCode(tc.e); got != tc.want {
-			t.Errorf("RSTCode(%v) = %v, want %v", tc.e, got, tc.want)
+		if got := rstCode(tc.e); got != tc.want {
+			t.Errorf("rstCode(%v) = %v, want %v", tc.e, got, tc.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/plugreg/plugreg/plugins/grpcconn"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
@@ -73,7 +74,7 @@ const (
 // forgot it, auth was enabled since), then retries the call once. It is
 // safe for concurrent use.
 type Client struct {
-	conn           *grpc.ClientConn
+	conn           *grpcconn.Conn
 	user, password string
 	log            *slog.Logger
 

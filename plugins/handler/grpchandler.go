@@ -60,8 +60,7 @@ type GRPC struct {
 	Type   string // the plugin type handled, e.g. "CSIPlugin"
 	Socket string // absolute path of the handler's unix socket
 
-	cc *grpcconn.Conn
-	hc plugregv1.HandlerClient
+	cc *grpcconn.Conn // called directly, not through a generated client (see package grpcconn)
 }
 
 // NewGRPC returns a GRPC handler for plugins of type typ that calls the
@@ -80,7 +79,7 @@ func NewGRPC(typ, socket string) (*GRPC, error) {
 		MaxReply:       MaxGRPCReply,
 		MaxHeaderList:  MaxGRPCReply,
 	})
-	return &GRPC{Type: typ, Socket: socket, cc: cc, hc: plugregv1.NewHandlerClient(cc)}, nil
+	return &GRPC{Type: typ, Socket: socket, cc: cc}, nil
 }
 
 // Close closes the connection to the handler. Calls after Close fail.
@@ -88,15 +87,15 @@ func (g *GRPC) Close() error { return g.cc.Close() }
 
 // Validate calls the handler's Validate.
 func (g *GRPC) Validate(ctx context.Context, p plugins.Plugin) error {
-	_, err := g.hc.Validate(ctx, &plugregv1.ValidateRequest{Plugin: handlerPlugin(p, false)})
+	err := g.cc.Invoke(ctx, plugregv1.Handler_Validate_FullMethodName, &plugregv1.ValidateRequest{Plugin: handlerPlugin(p, false)}, new(plugregv1.ValidateResponse))
 	return g.callErr(err)
 }
 
 // Register calls the handler's Register and returns the annotations of its
 // reply (nil: none).
 func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, error) {
-	resp, err := g.hc.Register(ctx, &plugregv1.RegisterRequest{Plugin: handlerPlugin(p, false)})
-	if err != nil {
+	resp := new(plugregv1.RegisterResponse)
+	if err := g.cc.Invoke(ctx, plugregv1.Handler_Register_FullMethodName, &plugregv1.RegisterRequest{Plugin: handlerPlugin(p, false)}, resp); err != nil {
 		return nil, g.callErr(err)
 	}
 	a := resp.GetAnnotations()
@@ -109,7 +108,7 @@ func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, err
 // DeRegister calls the handler's DeRegister with reason, as its text
 // ("removed", ...).
 func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
-	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()})
+	err := g.cc.Invoke(ctx, plugregv1.Handler_DeRegister_FullMethodName, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()}, new(plugregv1.DeRegisterResponse))
 	return g.callErr(err)
 }
 

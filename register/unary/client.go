@@ -33,13 +33,13 @@ import (
 // with codes.ResourceExhausted, as grpc.MaxCallRecvMsgSize does. A reply
 // has to fit in the stream window the client announces, which it never
 // enlarges, so New panics if maxReply is negative or over 1 MiB - 5.
-func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
+func New(conn net.Conn, maxReply int) *Client {
 	if maxReply < 0 || maxReply > recvWindow-5 {
 		panic(fmt.Sprintf("unary: maxReply %d out of range [0, %d]", maxReply, recvWindow-5))
 	}
 	bw := bufio.NewWriterSize(conn, bufferSize)
 	br := bufio.NewReaderSize(conn, bufferSize)
-	c := &clientConn{
+	c := &Client{
 		conn:         conn,
 		bw:           bw,
 		br:           br,
@@ -56,10 +56,12 @@ func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
 	return c
 }
 
-// clientConn is the grpc.ClientConnInterface that New returns: one
+// Client is the grpc.ClientConnInterface that New returns: one
 // connection, its buffers and HTTP/2 state, and no goroutine. It is not
-// safe for concurrent use.
-type clientConn struct {
+// safe for concurrent use. Callers in the agent call its Invoke directly:
+// a call through grpc.ClientConnInterface (a generated client) links
+// grpc-go's client, grpc.ClientConn's Invoke, into the binary.
+type Client struct {
 	conn    net.Conn
 	bw      *bufio.Writer // under fr, flushed once per request, and before a read that waits (readFrame)
 	br      *bufio.Reader // under fr
@@ -93,7 +95,7 @@ const (
 
 // NewStream fails with codes.Unimplemented: the client makes unary calls
 // only.
-func (c *clientConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+func (c *Client) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Unimplemented, "streaming calls are not supported on a registration connection")
 }
 
@@ -105,7 +107,7 @@ func (c *clientConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 // reply was over the size limit; after any other, and after ctx ends during
 // a call, the connection is retired and every later call fails with the
 // same error.
-func (c *clientConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+func (c *Client) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -152,7 +154,7 @@ type callError struct{ st *status.Status }
 
 func (e *callError) Error() string { return e.st.Err().Error() }
 
-func (c *clientConn) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
+func (c *Client) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
 	msg, err := proto.Marshal(in)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
@@ -182,7 +184,7 @@ func (c *clientConn) invoke(method string, deadline time.Time, hasDeadline bool,
 // writePreface writes the client connection preface, SETTINGS and a
 // connection window large enough for any reply; they go out with the first
 // request.
-func (c *clientConn) writePreface() error {
+func (c *Client) writePreface() error {
 	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
 		return ioStatus(err)
 	}
@@ -198,7 +200,7 @@ func (c *clientConn) writePreface() error {
 }
 
 // writeRequest writes the HEADERS and DATA of one call and flushes them.
-func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
+func (c *Client) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
 	c.hbuf.Reset()
 	for _, f := range [...]hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
@@ -249,7 +251,7 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 // updates, GOAWAY, a reset of the call's stream) go to connFrame; what a
 // HEADERS or DATA frame of the stream means depends on what came before it
 // (headers, message, trailers), which this loop keeps.
-func (c *clientConn) readReply() ([]byte, error) {
+func (c *Client) readReply() ([]byte, error) {
 	var (
 		data    []byte
 		headers bool // the response headers were seen
@@ -327,7 +329,7 @@ func (c *clientConn) readReply() ([]byte, error) {
 // connection's send window, and turns a GOAWAY that excludes the call, or a
 // reset of its stream, into the call's error. Other frames are left to
 // readReply.
-func (c *clientConn) connFrame(f http2.Frame) error {
+func (c *Client) connFrame(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -363,7 +365,7 @@ func (c *clientConn) connFrame(f http2.Frame) error {
 // until the next request: a plugin may wait for them, but only once it has
 // sent what the client has not read yet. A reply read in one go costs no
 // write, and the connection's answers ride with the next request.
-func (c *clientConn) readFrame() (http2.Frame, error) {
+func (c *Client) readFrame() (http2.Frame, error) {
 	if c.bw.Buffered() > 0 && !c.frameBuffered() {
 		if err := c.bw.Flush(); err != nil {
 			return nil, ioStatus(err)
@@ -378,7 +380,7 @@ func (c *clientConn) readFrame() (http2.Frame, error) {
 
 // frameBuffered reports whether the read buffer holds the whole next
 // frame, which reading takes no read from the connection.
-func (c *clientConn) frameBuffered() bool {
+func (c *Client) frameBuffered() bool {
 	n := c.br.Buffered()
 	if n < frameHeaderLen {
 		return false
@@ -395,7 +397,7 @@ const frameHeaderLen = 9
 // appendData adds a DATA payload to the message read so far. A unary reply
 // is exactly one message; its declared length is checked against maxRecv
 // before the bytes arrive.
-func (c *clientConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
+func (c *Client) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
 	if got && len(p) > 0 {
 		return nil, false, status.Error(codes.Internal, "grpc: more than one reply message in a unary call")
 	}
@@ -424,7 +426,7 @@ func (c *clientConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, 
 // window and gives them back once half the window is used, so that the
 // replies of later calls, and the frames of a refused reply still on their
 // way, never stall.
-func (c *clientConn) received(n uint32) error {
+func (c *Client) received(n uint32) error {
 	c.recvd += n
 	if c.recvd < recvWindow/2 {
 		return nil
@@ -436,14 +438,14 @@ func (c *clientConn) received(n uint32) error {
 
 // flushed sends the frame the Framer just wrote to the buffer, with err the
 // error of that write, and makes a failure of either a status error.
-func (c *clientConn) flushed(err error) error {
+func (c *Client) flushed(err error) error {
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	return ioStatus(err)
 }
 
-func (c *clientConn) applySetting(s http2.Setting) error {
+func (c *Client) applySetting(s http2.Setting) error {
 	if err := s.Valid(); err != nil {
 		return status.Errorf(codes.Unavailable, "the plugin sent an invalid setting: %v", err)
 	}

@@ -179,7 +179,7 @@ func TestUnaryDeadlineAndCancel(t *testing.T) {
 			}
 			// The connection is retired: a later call fails at once, with
 			// the same error.
-			if c.(*clientConn).err == nil {
+			if c.(*Client).err == nil {
 				t.Fatalf("connection not retired after %v", err)
 			}
 			_, err2 := pluginregistration.NewRegistrationClient(c).GetInfo(context.Background(), &pluginregistration.InfoRequest{})
