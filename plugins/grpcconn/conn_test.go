@@ -66,8 +66,10 @@ func TestUnary(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range tc.calls {
 				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a stalled window fails, not hangs
+					defer cancel()
 					in := bytes.Repeat([]byte{byte(i + 1)}, tc.size)
-					out, err := call(t.Context(), c, in)
+					out, err := call(ctx, c, in)
 					if err != nil || !bytes.Equal(out, in) {
 						t.Errorf("call %d of %d bytes = %d bytes, %v; want them echoed", i, tc.size, len(out), err)
 					}
@@ -133,7 +135,9 @@ func TestReplyOverLimit(t *testing.T) {
 func TestServerStream(t *testing.T) {
 	_, path := serve(t, &echo{})
 	c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(path)}})
-	s, err := c.NewStream(t.Context(), streamDesc, methodStream)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := c.NewStream(ctx, streamDesc, methodStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +163,9 @@ func TestServerStream(t *testing.T) {
 func TestBidi(t *testing.T) {
 	_, path := serve(t, &echo{})
 	c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(path)}})
-	s, err := c.NewStream(t.Context(), bidiDesc, methodBidi)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := c.NewStream(ctx, bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +221,13 @@ func TestDeadlineAndCancel(t *testing.T) {
 			if status.Code(err) != tc.want {
 				t.Errorf("call = %v, want %v", err, tc.want)
 			}
-			if err := <-ended; err == nil || tc.wantServer != nil && !errors.Is(err, tc.wantServer) {
-				t.Errorf("the server's call ended with %v, want %v", err, tc.wantServer)
+			select {
+			case err := <-ended:
+				if err == nil || tc.wantServer != nil && !errors.Is(err, tc.wantServer) {
+					t.Errorf("the server's call ended with %v, want %v", err, tc.wantServer)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the server's call did not end: the stream was not reset")
 			}
 			<-started
 		})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,6 +118,37 @@ func TestGoAway(t *testing.T) {
 	}
 	if n := rs.accepted.Load(); n != 2 {
 		t.Errorf("%d connections, want 2", n)
+	}
+}
+
+// TestHeaderListBound: a reply whose headers exceed Config.MaxHeaderList
+// fails with ResourceExhausted, and the connection serves the next call.
+// (Headers far over the bound close the connection: x/net/http2's framer
+// does not decode them.)
+func TestHeaderListBound(t *testing.T) {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	for i := range 17 { // 17 KiB, in two frames: within what the framer decodes before it gives up on the connection
+		enc.WriteField(hpack.HeaderField{Name: "big-" + strconv.Itoa(i), Value: string(bytes.Repeat([]byte("x"), 1<<10)), Sensitive: true})
+	}
+	big := bytes.Clone(hb.Bytes())
+	rs := startRaw(t, func(_ int64, fr *http2.Framer, f http2.Frame) {
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 1 {
+			writeHeaders(fr, 1, big, 9<<10)
+		} else if ok {
+			replyOK(fr, h.StreamID)
+		}
+	})
+	c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(rs.path)}, MaxHeaderList: 16 << 10})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := call(ctx, c, nil); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("call with 17 KiB of reply headers over a 16 KiB bound = %v, want ResourceExhausted", err)
+	}
+	if _, err := call(ctx, c, nil); err != nil {
+		t.Errorf("next call = %v, want it answered", err)
 	}
 }
 
