@@ -66,7 +66,7 @@ func TestUnary(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range tc.calls {
 				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a stalled window fails, not hangs
+					ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a stalled window fails, not hangs
 					defer cancel()
 					in := bytes.Repeat([]byte{byte(i + 1)}, tc.size)
 					out, err := call(ctx, c, in)
@@ -226,7 +226,7 @@ func TestDeadlineAndCancel(t *testing.T) {
 				if err == nil || tc.wantServer != nil && !errors.Is(err, tc.wantServer) {
 					t.Errorf("the server's call ended with %v, want %v", err, tc.wantServer)
 				}
-			case <-time.After(time.Minute):
+			case <-time.After(30 * time.Second):
 				t.Fatal("the server's call did not end: the stream was not reset")
 			}
 			<-started

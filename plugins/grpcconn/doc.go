@@ -49,7 +49,9 @@
 //     reply message, decided from its length prefix before the bytes
 //     arrive (ResourceExhausted; the stream is reset). Config.MaxHeaderList
 //     is announced as SETTINGS_MAX_HEADER_LIST_SIZE, and a reply whose
-//     headers or trailers exceed it fails with ResourceExhausted.
+//     headers or trailers exceed it fails with ResourceExhausted (one far
+//     over it, which x/net/http2's framer does not decode, closes the
+//     connection).
 //   - Streams: SendMsg, RecvMsg (io.EOF after an OK status), CloseSend,
 //     Header, Trailer and Context behave as grpc.ClientStream's; SendMsg
 //     on a stream the server ended returns io.EOF, and RecvMsg the status.

@@ -22,7 +22,7 @@ import (
 )
 
 // rawServer is an HTTP/2 server scripted by a test: it accepts
-// connections on a unix socket, sends its SETTINGS, and hands each frame
+// connections on a unix socket, sends its SETTINGS (settings), and hands each frame
 // the client sends to onFrame with the connection's number (from 1).
 type rawServer struct {
 	path     string
@@ -30,7 +30,7 @@ type rawServer struct {
 }
 
 // startRaw starts a rawServer; it stops when the test ends.
-func startRaw(t *testing.T, onFrame func(n int64, fr *http2.Framer, f http2.Frame)) *rawServer {
+func startRaw(t *testing.T, settings []http2.Setting, onFrame func(n int64, fr *http2.Framer, f http2.Frame)) *rawServer {
 	t.Helper()
 	rs := &rawServer{path: filepath.Join(sockettest.Dir(t), "raw.sock")}
 	l := sockettest.Listen(t, rs.path)
@@ -50,7 +50,7 @@ func startRaw(t *testing.T, onFrame func(n int64, fr *http2.Framer, f http2.Fram
 				}
 				fr := http2.NewFramer(conn, br)
 				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-				fr.WriteSettings()
+				fr.WriteSettings(settings...)
 				for {
 					f, err := fr.ReadFrame()
 					if err != nil {
@@ -85,7 +85,7 @@ func replyOK(fr *http2.Framer, id uint32) {
 // new connection.
 func TestGoAway(t *testing.T) {
 	first := make(chan struct{})
-	rs := startRaw(t, func(n int64, fr *http2.Framer, f http2.Frame) {
+	rs := startRaw(t, nil, func(n int64, fr *http2.Framer, f http2.Frame) {
 		h, ok := f.(*http2.MetaHeadersFrame)
 		switch {
 		case !ok:
@@ -134,7 +134,7 @@ func TestHeaderListBound(t *testing.T) {
 		enc.WriteField(hpack.HeaderField{Name: "big-" + strconv.Itoa(i), Value: string(bytes.Repeat([]byte("x"), 1<<10)), Sensitive: true})
 	}
 	big := bytes.Clone(hb.Bytes())
-	rs := startRaw(t, func(_ int64, fr *http2.Framer, f http2.Frame) {
+	rs := startRaw(t, nil, func(_ int64, fr *http2.Framer, f http2.Frame) {
 		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 1 {
 			writeHeaders(fr, 1, big, 9<<10)
 		} else if ok {
@@ -142,13 +142,57 @@ func TestHeaderListBound(t *testing.T) {
 		}
 	})
 	c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(rs.path)}, MaxHeaderList: 16 << 10})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := call(ctx, c, nil); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("call with 17 KiB of reply headers over a 16 KiB bound = %v, want ResourceExhausted", err)
 	}
 	if _, err := call(ctx, c, nil); err != nil {
 		t.Errorf("next call = %v, want it answered", err)
+	}
+}
+
+// TestSendWindow: a request larger than the server's windows is sent
+// within them: the client waits for each WINDOW_UPDATE. This server sends
+// one once a window is used up, after a PING round trip: any DATA that
+// comes before the PING's acknowledgement was sent beyond the window.
+func TestSendWindow(t *testing.T) {
+	const window = 16 << 10
+	var (
+		id                 uint32
+		streamWin, connWin int64 = window, 65535 // what the client may send
+		blocked            bool                  // the window is used up and no WINDOW_UPDATE sent
+	)
+	rs := startRaw(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: window}}, func(_ int64, fr *http2.Framer, f http2.Frame) {
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if f.IsAck() && blocked {
+				blocked = false
+				streamWin += window
+				connWin += window
+				fr.WriteWindowUpdate(id, window)
+				fr.WriteWindowUpdate(0, window)
+			}
+		case *http2.DataFrame:
+			id = f.StreamID
+			streamWin -= int64(f.Length)
+			connWin -= int64(f.Length)
+			switch {
+			case blocked || streamWin < 0 || connWin < 0:
+				fr.WriteRSTStream(id, http2.ErrCodeFlowControl)
+			case f.StreamEnded():
+				replyOK(fr, id)
+			case streamWin == 0:
+				blocked = true
+				fr.WritePing(false, [8]byte{1})
+			}
+		}
+	})
+	c := newConn(t, Config{Endpoints: []Endpoint{unixEndpoint(rs.path)}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := call(ctx, c, make([]byte, 100<<10)); err != nil {
+		t.Errorf("call of 100 KiB over 16 KiB windows = %v", err)
 	}
 }
 
