@@ -238,13 +238,13 @@ func (c ClientConfig) tlsConfig() (*tls.Config, error) {
 }
 
 // UnreachableError is the error of an etcd call whose context ended
-// while no endpoint could be reached: the context's error, and grpc's
-// last connection error, which says why (a refused connection, a
-// certificate etcd or the client does not trust); grpc alone returns
-// only the context's error.
+// while no endpoint could be reached: the context's error, and the last
+// connection error, which says why (a refused connection, a certificate
+// etcd or the client does not trust), which the status of the call holds
+// after "latest balancer error: ", as grpc-go words it.
 type UnreachableError struct {
 	Err    error  // the context's error: context.DeadlineExceeded or context.Canceled
-	Reason string // grpc's last connection error, as text
+	Reason string // the last connection error, as text
 }
 
 func (e *UnreachableError) Error() string {
@@ -254,7 +254,7 @@ func (e *UnreachableError) Error() string {
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // explain turns the error of a call that timed out while waiting for a
-// connection into an UnreachableError with grpc's reason.
+// connection into an UnreachableError with the connection's reason.
 func explain(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err

@@ -67,7 +67,7 @@ const (
 	retryPause         = 50 * time.Millisecond
 )
 
-// Client speaks etcd's v3 API over one gRPC connection to all the
+// Client speaks etcd's v3 API over one grpcconn.Conn to all the
 // endpoints of a ClientConfig (round robin over those that are up). With
 // a user, it authenticates on its first call, and again when etcd
 // answers that the token is invalid or missing (a restarted member
