@@ -91,7 +91,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # (`go version -m`): etcd is spoken through plugins/fleet's own client.
 AGENT_MODULES := golang.org/x/sys|golang.org/x/net|golang.org/x/text|google.golang.org/grpc|google.golang.org/protobuf|google.golang.org/genproto/googleapis/rpc|github.com/lmittmann/tint
 
-lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS (statecache on the standard library alone), the exported names per package within .ci/exported-limits, functions of at most 80 lines (.ci/funclen-allow), go mod tidy, no text/template in the agent built with TAGS, no module beyond AGENT_MODULES in it, and no net/http server in it (register/metrics serves HTTP itself)
+lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.md §1 per OS (statecache on the standard library alone), the exported names per package within .ci/exported-limits, functions of at most 80 lines (.ci/funclen-allow), go mod tidy, no text/template in the agent built with TAGS, no module beyond AGENT_MODULES in it, no net/http server in it (register/metrics serves HTTP itself), and no grpc-go client (plugins/grpcconn)
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -s -l .; exit 1; }
 	@set -e; for os in $(OSES); do CGO_ENABLED=0 GOOS=$$os $(GO) vet ./...; done
 	$(GO) run $(STATICCHECK) ./...
@@ -105,6 +105,8 @@ lint: ## gofmt, vet for every target OS, staticcheck, the import rules of STYLE.
 	  test -z "$$extra" || { echo "the agent links modules beyond AGENT_MODULES:" $$extra; exit 1; }
 	@set -e; bin=$$(mktemp); trap 'rm -f $$bin' EXIT; CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -o $$bin .; \
 	  ! $(GO) tool nm $$bin | grep -E 'net/http\.\(\*conn\)\.serve$$|net/http\.\(\*http2serverConn\)' | head -1 | grep . || { echo "the agent links net/http's server: register/metrics serves HTTP itself"; exit 1; }
+	@set -e; bin=$$(mktemp); trap 'rm -f $$bin' EXIT; CGO_ENABLED=0 $(GO) build -tags '$(TAGS)' -o $$bin .; \
+	  ! $(GO) tool nm $$bin | grep -E 'google\.golang\.org/grpc\.(\(\*ClientConn\)\.Invoke|NewClient)$$' | head -1 | grep . || { echo "the agent links grpc-go's client: call a plugins/grpcconn.Conn or a register/unary.Client directly, not through grpc.ClientConnInterface"; exit 1; }
 
 mutate: ## the named mutations of .ci/mutations.txt, one at a time in a copy of the tree, each against its package's tests (no -race), then the score per package and the survivors; BASE=REV scores that commit too, ONLY=REGEXP picks mutations by name
 	$(GO) run .ci/mutate.go $(if $(BASE),-base '$(BASE)') $(if $(ONLY),-only '$(ONLY)')

@@ -15,11 +15,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
-
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/api"
 	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/grpcconn"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 )
 
@@ -147,9 +146,12 @@ func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
 	// watch snapshot, of --max-plugins plugins of the largest size is
 	// about 7 KB a plugin), and the API socket is the agent's: take what
 	// it sends, rather than gRPC's default of 4 MiB.
-	cc, err := api.Dial(path, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
-	}
-	return plugregv1.NewRegistryClient(cc), func() { cc.Close() }, nil
+	cc := grpcconn.New(grpcconn.Config{
+		Endpoints: []grpcconn.Endpoint{{Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}}},
+		MaxReply: math.MaxInt32,
+	})
+	return apiClient{cc}, func() { cc.Close() }, nil
 }

@@ -204,7 +204,7 @@ func (c *Client) callRegister(hctx context.Context, h handler.Handler, p plugins
 // allowed is rejected here, before any call but the rejection itself:
 // GetInfo is never sent to an untrusted process. want and pace are
 // dial's.
-func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace func() (<-chan struct{}, time.Time)) (net.Conn, pluginregistration.RegistrationClient, error) {
+func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace func() (<-chan struct{}, time.Time)) (net.Conn, *unary.Client, error) {
 	conn, file, err := c.dial(ctx, path, want, pace)
 	if err != nil {
 		return nil, nil, err
@@ -218,7 +218,7 @@ func (c *Client) connect(ctx context.Context, path string, want scan.ID, pace fu
 			return nil, nil, &OpError{"authorize", path, err}
 		}
 	}
-	rc := pluginregistration.NewRegistrationClient(unary.New(conn, MaxInfoBytes))
+	rc := unary.New(conn, MaxInfoBytes)
 	if refused != nil {
 		defer conn.Close()
 		msg := validationFailedMsg(refused.Error())
@@ -348,7 +348,7 @@ func pathChanged(err error) bool {
 // client gives it: a context with a timer would leave one behind at every
 // check, and the Go runtime wakes for a stopped timer that is still in its
 // heap when its time comes.
-func (c *Client) getInfo(ctx context.Context, rc pluginregistration.RegistrationClient, path string, paced bool) (plugins.Plugin, error) {
+func (c *Client) getInfo(ctx context.Context, rc *unary.Client, path string, paced bool) (plugins.Plugin, error) {
 	timeout := orDefault(c.GetInfoTimeout, DefaultGetInfoTimeout)
 	if paced {
 		ctx = deadlineOnly{ctx, time.Now().Add(timeout)}
@@ -357,8 +357,8 @@ func (c *Client) getInfo(ctx context.Context, rc pluginregistration.Registration
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	info, err := rc.GetInfo(ctx, &pluginregistration.InfoRequest{})
-	if err != nil {
+	info := new(pluginregistration.PluginInfo)
+	if err := rc.Invoke(ctx, pluginregistration.Registration_GetInfo_FullMethodName, &pluginregistration.InfoRequest{}, info); err != nil {
 		return plugins.Plugin{SocketPath: path}, &OpError{"get info", path, err}
 	}
 	p := plugins.Plugin{
@@ -556,7 +556,7 @@ func validate(ctx context.Context, h handler.Handler, p plugins.Plugin) error {
 // reject tells the plugin it was refused. A plugin may exit or stop serving
 // when told so (node-driver-registrar does, before it replies), so a failed
 // notification is only logged at debug level.
-func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationClient, path, op, msg string, cause error) error {
+func (c *Client) reject(ctx context.Context, rc *unary.Client, path, op, msg string, cause error) error {
 	msg = rules.BoundText(msg)
 	if err := c.notify(ctx, rc, false, msg); err != nil {
 		c.log().Debug("rejection not acknowledged", "path", path, "err", err)
@@ -564,11 +564,11 @@ func (c *Client) reject(ctx context.Context, rc pluginregistration.RegistrationC
 	return &OpError{op, path, &RejectError{Msg: msg, Err: cause}}
 }
 
-func (c *Client) notify(ctx context.Context, rc pluginregistration.RegistrationClient, ok bool, msg string) error {
+func (c *Client) notify(ctx context.Context, rc *unary.Client, ok bool, msg string) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(c.NotifyTimeout, DefaultNotifyTimeout))
 	defer cancel()
-	_, err := rc.NotifyRegistrationStatus(ctx, &pluginregistration.RegistrationStatus{PluginRegistered: ok, Error: msg})
-	return err
+	return rc.Invoke(ctx, pluginregistration.Registration_NotifyRegistrationStatus_FullMethodName,
+		&pluginregistration.RegistrationStatus{PluginRegistered: ok, Error: msg}, new(pluginregistration.RegistrationStatusResponse))
 }
 
 // DeRegister calls the DeRegister of p's handler with reason (see

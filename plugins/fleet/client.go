@@ -15,14 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
+
+	"github.com/plugreg/plugreg/plugins/grpcconn"
 )
 
 // ClientConfig is how to reach etcd: the endpoints, TLS and a user.
@@ -154,26 +151,19 @@ func (c ClientConfig) New(log *slog.Logger) (*Client, error) {
 	} else if c.User != "" && c.Password == "" {
 		return nil, &ConfigError{"User", errors.New("an etcd user needs a password file")}
 	}
-	creds := insecure.NewCredentials()
+	var tlsCfg *tls.Config
 	if useTLS {
-		tlsCfg, err := c.tlsConfig()
-		if err != nil {
+		if tlsCfg, err = c.tlsConfig(); err != nil {
 			return nil, err
 		}
-		creds = credentials.NewTLS(tlsCfg)
 	}
-	r := manual.NewBuilderWithScheme("plugreg-etcd")
-	r.InitialState(resolver.State{Addresses: addresses(c.Endpoints)})
-	cl.conn, err = grpc.NewClient(r.Scheme()+":///etcd",
-		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
-		grpc.WithDefaultCallOptions(grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(maxRecvMsg)),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: c.dialTimeout()}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
+	cl.conn = grpcconn.New(grpcconn.Config{
+		Endpoints:      endpoints(c.Endpoints, tlsCfg),
+		Backoff:        backoff.DefaultConfig,
+		ConnectTimeout: c.dialTimeout(),
+		WaitForReady:   true,
+		MaxReply:       maxRecvMsg,
+	})
 	return cl, nil
 }
 
@@ -186,21 +176,35 @@ func (c ClientConfig) dialTimeout() time.Duration {
 	return cmp.Or(c.DialTimeout, 5*time.Second)
 }
 
-// addresses returns the endpoints as gRPC addresses, each with its host as
-// the name its TLS certificate must have.
-func addresses(endpoints []string) []resolver.Address {
-	as := make([]resolver.Address, len(endpoints))
-	for i, e := range endpoints {
+// endpoints returns the endpoints to dial: over TLS with tlsCfg unless it
+// is nil, each with its host as the name its certificate must have, and
+// ALPN "h2", which etcd's gRPC server requires.
+func endpoints(eps []string, tlsCfg *tls.Config) []grpcconn.Endpoint {
+	out := make([]grpcconn.Endpoint, len(eps))
+	for i, e := range eps {
 		if _, rest, ok := strings.Cut(e, "://"); ok {
 			e = rest
+		}
+		out[i] = grpcconn.Endpoint{Authority: e, TLS: tlsCfg != nil}
+		if tlsCfg == nil {
+			out[i].Dial = func(ctx context.Context) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", e)
+			}
+			continue
 		}
 		host, _, err := net.SplitHostPort(e)
 		if err != nil {
 			host = e
 		}
-		as[i] = resolver.Address{Addr: e, ServerName: host}
+		cfg := tlsCfg.Clone()
+		cfg.ServerName, cfg.NextProtos = host, []string{"h2"}
+		out[i].Dial = func(ctx context.Context) (net.Conn, error) {
+			d := tls.Dialer{Config: cfg}
+			return d.DialContext(ctx, "tcp", e)
+		}
 	}
-	return as
+	return out
 }
 
 // tlsConfig returns the TLS configuration from the files.
@@ -234,13 +238,13 @@ func (c ClientConfig) tlsConfig() (*tls.Config, error) {
 }
 
 // UnreachableError is the error of an etcd call whose context ended
-// while no endpoint could be reached: the context's error, and grpc's
-// last connection error, which says why (a refused connection, a
-// certificate etcd or the client does not trust); grpc alone returns
-// only the context's error.
+// while no endpoint could be reached: the context's error, and the last
+// connection error, which says why (a refused connection, a certificate
+// etcd or the client does not trust), which the status of the call holds
+// after "latest balancer error: ", as grpc-go words it.
 type UnreachableError struct {
 	Err    error  // the context's error: context.DeadlineExceeded or context.Canceled
-	Reason string // grpc's last connection error, as text
+	Reason string // the last connection error, as text
 }
 
 func (e *UnreachableError) Error() string {
@@ -250,7 +254,7 @@ func (e *UnreachableError) Error() string {
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // explain turns the error of a call that timed out while waiting for a
-// connection into an UnreachableError with grpc's reason.
+// connection into an UnreachableError with the connection's reason.
 func explain(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err

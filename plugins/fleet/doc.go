@@ -2,9 +2,10 @@
 Package fleet publishes a node's registry to etcd and reads the fleet of
 nodes back: `plugreg run --publish` runs a [Publisher], and `plugreg
 fleet list|watch|forget` call [List], [Watch] and [Forget]. It speaks
-etcd's v3 wire protocol through a [Client] of its own, over grpc and
-protobuf only (messages in proto/etcd/v3, called by etcd's method names),
-not through etcd's client library.
+etcd's v3 wire protocol through a [Client] of its own, over the module's
+gRPC client channel (package grpcconn) and protobuf only (messages in
+proto/etcd/v3, called by etcd's method names), not through etcd's client
+library.
 
 # Key layout
 
@@ -77,7 +78,7 @@ each other.
 
 # Client
 
-A [Client] of [ClientConfig.New] holds one gRPC connection to all the
+A [Client] of [ClientConfig.New] holds one grpcconn.Conn to all the
 endpoints (round robin over those that are up: a dead member costs no
 timeout) and connects on its first call. Every call asks for a member
 with a leader (metadata hasleader): a member that lost its leader
@@ -97,7 +98,7 @@ with a leader, from the revision after the last one delivered when its
 stream ends; a compacted revision ends it
 ([WatchCanceledError], [ErrCompacted] from [Watch]). A call that timed
 out while no endpoint could be reached returns an [UnreachableError]
-(of any call but a watch), with grpc's last connection error: a refused
+(of any call but a watch), with the last connection error: a refused
 connection, or a certificate that the client does not trust ("x509:
 certificate signed by unknown authority" for a wrong --etcd-cacert).
 Settings that can never work are a [ConfigError] from New: a malformed

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/plugreg/plugreg/plugins/grpcconn"
 	etcdv3 "github.com/plugreg/plugreg/proto/etcd/v3"
 )
 
@@ -66,14 +67,14 @@ const (
 	retryPause         = 50 * time.Millisecond
 )
 
-// Client speaks etcd's v3 API over one gRPC connection to all the
+// Client speaks etcd's v3 API over one grpcconn.Conn to all the
 // endpoints of a ClientConfig (round robin over those that are up). With
 // a user, it authenticates on its first call, and again when etcd
 // answers that the token is invalid or missing (a restarted member
 // forgot it, auth was enabled since), then retries the call once. It is
 // safe for concurrent use.
 type Client struct {
-	conn           *grpc.ClientConn
+	conn           *grpcconn.Conn
 	user, password string
 	log            *slog.Logger
 

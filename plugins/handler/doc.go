@@ -45,9 +45,9 @@ per-OS code is in exec_unix.go and exec_other.go.
 
 [GRPC], configured by --handler TYPE=grpc:SOCKET (see [ParseHandler]),
 calls the plugreg.v1.Handler service that another program serves on the
-unix socket SOCKET, over one connection ([NewGRPC]; the first call
-connects, and gRPC reconnects on its own, at most about a second apart
-while nobody listens). A call that cannot reach the handler fails at once
+unix socket SOCKET, over one connection of package grpcconn ([NewGRPC];
+the first call connects, and a call after the connection broke connects
+again, attempts at most about a second apart while nobody listens). A call that cannot reach the handler fails at once
 with an error wrapping [ErrUnavailable], "handler for TYPE
 unavailable: CAUSE", and so does a call the handler answers with
 UNAVAILABLE: the caller retries it, it is no refusal. Any other status

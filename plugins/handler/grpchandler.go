@@ -3,18 +3,16 @@ package handler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/plugreg/plugreg/plugins"
 	"github.com/plugreg/plugreg/plugins/codec"
+	"github.com/plugreg/plugreg/plugins/grpcconn"
 	plugregv1 "github.com/plugreg/plugreg/proto/plugreg/v1"
 	"github.com/plugreg/plugreg/statecache"
 )
@@ -44,8 +42,9 @@ const (
 //
 // It keeps one connection to Socket for all its calls, made by the first
 // call, not by NewGRPC: the handler need not be up when the agent starts.
-// When the connection fails or the handler goes away, gRPC reconnects on
-// its own, at most about a second apart while the handler is unreachable.
+// When the connection fails or the handler goes away, the next call
+// connects again; while the handler is unreachable, attempts are at most
+// about a second apart (grpcReconnectMax).
 // A call never waits for the connection: while the handler is unreachable
 // it fails at once, with an error that wraps [ErrUnavailable] and
 // reads "handler for TYPE unavailable: CAUSE". An UNAVAILABLE status that
@@ -61,35 +60,26 @@ type GRPC struct {
 	Type   string // the plugin type handled, e.g. "CSIPlugin"
 	Socket string // absolute path of the handler's unix socket
 
-	cc *grpc.ClientConn
-	hc plugregv1.HandlerClient
+	cc *grpcconn.Conn // called directly, not through a generated client (see package grpcconn)
 }
 
 // NewGRPC returns a GRPC handler for plugins of type typ that calls the
 // handler on the unix socket at socket. It does not connect: the first
 // call does. Close it when done.
 func NewGRPC(typ, socket string) (*GRPC, error) {
-	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}
-	// The target names no path: the dialer holds it, so the path is never
-	// parsed as a URI (Windows paths included).
-	cc, err := grpc.NewClient("passthrough:///handler",
-		grpc.WithContextDialer(dialer),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: grpcReconnectMax},
-			MinConnectTimeout: 20 * time.Second,
-		}),
-		grpc.WithMaxHeaderListSize(MaxGRPCReply),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxGRPCReply)),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("handler for %s at %s: %w", typ, socket, err)
-	}
-	return &GRPC{Type: typ, Socket: socket, cc: cc, hc: plugregv1.NewHandlerClient(cc)}, nil
+	// The dialer holds the path, which is never parsed as a URI (Windows
+	// paths included).
+	cc := grpcconn.New(grpcconn.Config{
+		Endpoints: []grpcconn.Endpoint{{Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}},
+		Backoff:        backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: grpcReconnectMax},
+		ConnectTimeout: 20 * time.Second,
+		MaxReply:       MaxGRPCReply,
+		MaxHeaderList:  MaxGRPCReply,
+	})
+	return &GRPC{Type: typ, Socket: socket, cc: cc}, nil
 }
 
 // Close closes the connection to the handler. Calls after Close fail.
@@ -97,15 +87,15 @@ func (g *GRPC) Close() error { return g.cc.Close() }
 
 // Validate calls the handler's Validate.
 func (g *GRPC) Validate(ctx context.Context, p plugins.Plugin) error {
-	_, err := g.hc.Validate(ctx, &plugregv1.ValidateRequest{Plugin: handlerPlugin(p, false)})
+	err := g.cc.Invoke(ctx, plugregv1.Handler_Validate_FullMethodName, &plugregv1.ValidateRequest{Plugin: handlerPlugin(p, false)}, new(plugregv1.ValidateResponse))
 	return g.callErr(err)
 }
 
 // Register calls the handler's Register and returns the annotations of its
 // reply (nil: none).
 func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, error) {
-	resp, err := g.hc.Register(ctx, &plugregv1.RegisterRequest{Plugin: handlerPlugin(p, false)})
-	if err != nil {
+	resp := new(plugregv1.RegisterResponse)
+	if err := g.cc.Invoke(ctx, plugregv1.Handler_Register_FullMethodName, &plugregv1.RegisterRequest{Plugin: handlerPlugin(p, false)}, resp); err != nil {
 		return nil, g.callErr(err)
 	}
 	a := resp.GetAnnotations()
@@ -118,7 +108,7 @@ func (g *GRPC) Register(ctx context.Context, p plugins.Plugin) (Annotations, err
 // DeRegister calls the handler's DeRegister with reason, as its text
 // ("removed", ...).
 func (g *GRPC) DeRegister(ctx context.Context, p plugins.Plugin, reason statecache.Reason) error {
-	_, err := g.hc.DeRegister(ctx, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()})
+	err := g.cc.Invoke(ctx, plugregv1.Handler_DeRegister_FullMethodName, &plugregv1.DeRegisterRequest{Plugin: handlerPlugin(p, true), Reason: reason.String()}, new(plugregv1.DeRegisterResponse))
 	return g.callErr(err)
 }
 

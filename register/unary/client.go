@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -21,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/plugreg/plugreg/internal/grpcwire"
 )
 
 // New returns a client for unary calls over conn, a fresh connection to a
@@ -34,13 +33,13 @@ import (
 // with codes.ResourceExhausted, as grpc.MaxCallRecvMsgSize does. A reply
 // has to fit in the stream window the client announces, which it never
 // enlarges, so New panics if maxReply is negative or over 1 MiB - 5.
-func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
+func New(conn net.Conn, maxReply int) *Client {
 	if maxReply < 0 || maxReply > recvWindow-5 {
 		panic(fmt.Sprintf("unary: maxReply %d out of range [0, %d]", maxReply, recvWindow-5))
 	}
 	bw := bufio.NewWriterSize(conn, bufferSize)
 	br := bufio.NewReaderSize(conn, bufferSize)
-	c := &clientConn{
+	c := &Client{
 		conn:         conn,
 		bw:           bw,
 		br:           br,
@@ -57,10 +56,12 @@ func New(conn net.Conn, maxReply int) grpc.ClientConnInterface {
 	return c
 }
 
-// clientConn is the grpc.ClientConnInterface that New returns: one
+// Client is the grpc.ClientConnInterface that New returns: one
 // connection, its buffers and HTTP/2 state, and no goroutine. It is not
-// safe for concurrent use.
-type clientConn struct {
+// safe for concurrent use. Callers in the agent call its Invoke directly:
+// a call through grpc.ClientConnInterface (a generated client) links
+// grpc-go's client, grpc.ClientConn's Invoke, into the binary.
+type Client struct {
 	conn    net.Conn
 	bw      *bufio.Writer // under fr, flushed once per request, and before a read that waits (readFrame)
 	br      *bufio.Reader // under fr
@@ -94,7 +95,7 @@ const (
 
 // NewStream fails with codes.Unimplemented: the client makes unary calls
 // only.
-func (c *clientConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+func (c *Client) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Unimplemented, "streaming calls are not supported on a registration connection")
 }
 
@@ -106,7 +107,7 @@ func (c *clientConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 // reply was over the size limit; after any other, and after ctx ends during
 // a call, the connection is retired and every later call fails with the
 // same error.
-func (c *clientConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+func (c *Client) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -153,7 +154,7 @@ type callError struct{ st *status.Status }
 
 func (e *callError) Error() string { return e.st.Err().Error() }
 
-func (c *clientConn) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
+func (c *Client) invoke(method string, deadline time.Time, hasDeadline bool, in, out proto.Message) error {
 	msg, err := proto.Marshal(in)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
@@ -183,7 +184,7 @@ func (c *clientConn) invoke(method string, deadline time.Time, hasDeadline bool,
 // writePreface writes the client connection preface, SETTINGS and a
 // connection window large enough for any reply; they go out with the first
 // request.
-func (c *clientConn) writePreface() error {
+func (c *Client) writePreface() error {
 	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
 		return ioStatus(err)
 	}
@@ -199,7 +200,7 @@ func (c *clientConn) writePreface() error {
 }
 
 // writeRequest writes the HEADERS and DATA of one call and flushes them.
-func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
+func (c *Client) writeRequest(method string, deadline time.Time, hasDeadline bool, msg []byte) error {
 	c.hbuf.Reset()
 	for _, f := range [...]hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
@@ -214,7 +215,7 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 		c.henc.WriteField(f)
 	}
 	if hasDeadline {
-		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(time.Until(deadline)), Sensitive: true})
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.Timeout(time.Until(deadline)), Sensitive: true})
 	}
 	if c.hbuf.Len() > int(c.peerMaxFrame) {
 		return status.Error(codes.Internal, "grpc: request headers larger than the plugin's frame size")
@@ -250,7 +251,7 @@ func (c *clientConn) writeRequest(method string, deadline time.Time, hasDeadline
 // updates, GOAWAY, a reset of the call's stream) go to connFrame; what a
 // HEADERS or DATA frame of the stream means depends on what came before it
 // (headers, message, trailers), which this loop keeps.
-func (c *clientConn) readReply() ([]byte, error) {
+func (c *Client) readReply() ([]byte, error) {
 	var (
 		data    []byte
 		headers bool // the response headers were seen
@@ -274,10 +275,10 @@ func (c *clientConn) readReply() ([]byte, error) {
 			}
 			if !headers {
 				headers = true
-				if err := checkResponseHeaders(f); err != nil {
+				if err := grpcwire.CheckResponseHeaders(f); err != nil {
 					return nil, err
 				}
-				if field(f, "grpc-status") == "" { // not a trailers-only reply
+				if grpcwire.Field(f, "grpc-status") == "" { // not a trailers-only reply
 					if f.StreamEnded() {
 						return nil, status.Error(codes.Internal, "server closed the stream without sending trailers")
 					}
@@ -288,7 +289,7 @@ func (c *clientConn) readReply() ([]byte, error) {
 			if !f.StreamEnded() {
 				return nil, status.Error(codes.Internal, "grpc: trailers without END_STREAM")
 			}
-			if err := trailerStatus(f); err != nil {
+			if err := grpcwire.TrailerStatus(f); err != nil {
 				return nil, &callError{st: status.Convert(err)}
 			}
 			if !got {
@@ -328,7 +329,7 @@ func (c *clientConn) readReply() ([]byte, error) {
 // connection's send window, and turns a GOAWAY that excludes the call, or a
 // reset of its stream, into the call's error. Other frames are left to
 // readReply.
-func (c *clientConn) connFrame(f http2.Frame) error {
+func (c *Client) connFrame(f http2.Frame) error {
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -353,7 +354,7 @@ func (c *clientConn) connFrame(f http2.Frame) error {
 		}
 	case *http2.RSTStreamFrame:
 		if f.StreamID == c.stream {
-			return status.Errorf(c.resetCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
+			return status.Errorf(grpcwire.ResetCode(f.ErrCode, c.due), "stream terminated by RST_STREAM with error code: %v", f.ErrCode)
 		}
 	}
 	return nil
@@ -364,7 +365,7 @@ func (c *clientConn) connFrame(f http2.Frame) error {
 // until the next request: a plugin may wait for them, but only once it has
 // sent what the client has not read yet. A reply read in one go costs no
 // write, and the connection's answers ride with the next request.
-func (c *clientConn) readFrame() (http2.Frame, error) {
+func (c *Client) readFrame() (http2.Frame, error) {
 	if c.bw.Buffered() > 0 && !c.frameBuffered() {
 		if err := c.bw.Flush(); err != nil {
 			return nil, ioStatus(err)
@@ -379,7 +380,7 @@ func (c *clientConn) readFrame() (http2.Frame, error) {
 
 // frameBuffered reports whether the read buffer holds the whole next
 // frame, which reading takes no read from the connection.
-func (c *clientConn) frameBuffered() bool {
+func (c *Client) frameBuffered() bool {
 	n := c.br.Buffered()
 	if n < frameHeaderLen {
 		return false
@@ -396,7 +397,7 @@ const frameHeaderLen = 9
 // appendData adds a DATA payload to the message read so far. A unary reply
 // is exactly one message; its declared length is checked against maxRecv
 // before the bytes arrive.
-func (c *clientConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
+func (c *Client) appendData(data []byte, got bool, p []byte) ([]byte, bool, error) {
 	if got && len(p) > 0 {
 		return nil, false, status.Error(codes.Internal, "grpc: more than one reply message in a unary call")
 	}
@@ -425,7 +426,7 @@ func (c *clientConn) appendData(data []byte, got bool, p []byte) ([]byte, bool, 
 // window and gives them back once half the window is used, so that the
 // replies of later calls, and the frames of a refused reply still on their
 // way, never stall.
-func (c *clientConn) received(n uint32) error {
+func (c *Client) received(n uint32) error {
 	c.recvd += n
 	if c.recvd < recvWindow/2 {
 		return nil
@@ -437,14 +438,14 @@ func (c *clientConn) received(n uint32) error {
 
 // flushed sends the frame the Framer just wrote to the buffer, with err the
 // error of that write, and makes a failure of either a status error.
-func (c *clientConn) flushed(err error) error {
+func (c *Client) flushed(err error) error {
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	return ioStatus(err)
 }
 
-func (c *clientConn) applySetting(s http2.Setting) error {
+func (c *Client) applySetting(s http2.Setting) error {
 	if err := s.Valid(); err != nil {
 		return status.Errorf(codes.Unavailable, "the plugin sent an invalid setting: %v", err)
 	}
@@ -455,124 +456,6 @@ func (c *clientConn) applySetting(s http2.Setting) error {
 		c.peerWindow = int64(s.Val)
 	}
 	return nil
-}
-
-// checkResponseHeaders checks the first HEADERS of a reply: HTTP status 200
-// and a gRPC content type, or else the status gRPC maps the HTTP status to.
-func checkResponseHeaders(f *http2.MetaHeadersFrame) error {
-	code := f.PseudoValue("status")
-	if code != "200" {
-		return status.Errorf(httpCode(code), "unexpected HTTP status code received from server: %s", code)
-	}
-	if ct := field(f, "content-type"); ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
-		return status.Errorf(codes.Unknown, "unexpected content-type %q in the reply", ct)
-	}
-	return nil
-}
-
-// trailerStatus returns the call's status from its trailers: nil for OK.
-func trailerStatus(f *http2.MetaHeadersFrame) error {
-	v := field(f, "grpc-status")
-	if v == "" {
-		return status.Error(codes.Internal, "grpc: the reply's trailers lack grpc-status")
-	}
-	n, err := strconv.ParseUint(v, 10, 32)
-	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: malformed grpc-status %q", v)
-	}
-	if n == 0 {
-		return nil
-	}
-	return status.Error(codes.Code(n), decodeGRPCMessage(field(f, "grpc-message")))
-}
-
-// field returns the value of the regular header field name, or "".
-func field(f *http2.MetaHeadersFrame, name string) string {
-	for _, hf := range f.RegularFields() {
-		if hf.Name == name {
-			return hf.Value
-		}
-	}
-	return ""
-}
-
-// decodeGRPCMessage undoes the percent-encoding of grpc-message; a malformed
-// one is kept as it came.
-func decodeGRPCMessage(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	if d, err := url.PathUnescape(s); err == nil {
-		return d
-	}
-	return s
-}
-
-// grpcTimeout formats d as a grpc-timeout header value: at most 8 digits
-// and a unit.
-func grpcTimeout(d time.Duration) string {
-	if d <= 0 {
-		return "1n"
-	}
-	for _, u := range []struct {
-		d    time.Duration
-		unit string
-	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
-		if v := (d + u.d - 1) / u.d; v < 1e8 {
-			return strconv.FormatInt(int64(v), 10) + u.unit
-		}
-	}
-	return "99999999H"
-}
-
-// httpCode maps an HTTP status to a gRPC code as grpc-go does.
-func httpCode(s string) codes.Code {
-	switch s {
-	case "400":
-		return codes.Internal
-	case "401":
-		return codes.Unauthenticated
-	case "403":
-		return codes.PermissionDenied
-	case "404":
-		return codes.Unimplemented
-	case "429", "502", "503", "504":
-		return codes.Unavailable
-	}
-	return codes.Unknown
-}
-
-// rstCode maps an RST_STREAM error code to a gRPC code as grpc-go's
-// http2ErrConvTab does: a code HTTP/2 does not define is Unknown.
-func rstCode(e http2.ErrCode) codes.Code {
-	switch e {
-	case http2.ErrCodeRefusedStream:
-		return codes.Unavailable
-	case http2.ErrCodeCancel:
-		return codes.Canceled
-	case http2.ErrCodeFlowControl, http2.ErrCodeEnhanceYourCalm:
-		return codes.ResourceExhausted
-	case http2.ErrCodeInadequateSecurity:
-		return codes.PermissionDenied
-	}
-	if e > http2.ErrCodeHTTP11Required {
-		return codes.Unknown
-	}
-	return codes.Internal
-}
-
-// resetCode returns the code of a call whose stream the server reset with
-// e: rstCode's, except that a CANCEL that comes once the call's deadline
-// has passed is DeadlineExceeded, as grpc-go's client has it. A grpc-go
-// server cancels a call so when the deadline the client sent it
-// (grpc-timeout, never less than the time left) passes, and its reset can
-// come in before the client's own deadline ends the read.
-func (c *clientConn) resetCode(e http2.ErrCode) codes.Code {
-	code := rstCode(e)
-	if code == codes.Canceled && !c.due.IsZero() && !time.Now().Before(c.due) {
-		return codes.DeadlineExceeded
-	}
-	return code
 }
 
 // ioStatus makes an I/O error a status error: a connection the caller

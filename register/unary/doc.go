@@ -14,10 +14,12 @@
 // connection per registration and per liveness probe, so that cost, not
 // the plugin's, set its throughput and most of its idle CPU.
 //
-// New is the whole API. What it returns is a grpc.ClientConnInterface, so
-// generated client stubs work over it, and so does a grpc.ClientConn in its
-// place: for long-lived connections, streams, or if this client ever falls
-// short,
+// New is the whole API. What it returns, a [Client], is a
+// grpc.ClientConnInterface, so generated client stubs work over it (the
+// agent calls Client.Invoke directly: a call through the interface links
+// grpc-go's client), and so does a grpc.ClientConn in its place, or a
+// grpcconn.Conn (plugins/grpcconn): for long-lived connections, streams,
+// or if this client ever falls short,
 //
 //	grpc.NewClient("passthrough:///plugin",
 //		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
