@@ -18,7 +18,6 @@ import (
 // client.
 type apiClient struct{ cc *grpcconn.Conn }
 
-
 func (c apiClient) List(ctx context.Context, in *plugregv1.ListRequest, opts ...grpc.CallOption) (*plugregv1.ListResponse, error) {
 	return invoke(ctx, c.cc, plugregv1.Registry_List_FullMethodName, in, new(plugregv1.ListResponse), opts)
 }
