@@ -13,9 +13,10 @@ import (
 // grpcconn.Conn directly rather than through the generated client, whose
 // calls through grpc.ClientConnInterface would link grpc-go's client
 // (grpc.ClientConn's Invoke and NewStream) into the agent.
+// Its methods are those of plugregv1.RegistryClient; callers hold it as
+// itself, not as that interface, which would link more of grpc-go's
+// client.
 type apiClient struct{ cc *grpcconn.Conn }
-
-var _ plugregv1.RegistryClient = apiClient{}
 
 func (c apiClient) List(ctx context.Context, in *plugregv1.ListRequest, opts ...grpc.CallOption) (*plugregv1.ListResponse, error) {
 	return invoke(ctx, c.cc, plugregv1.Registry_List_FullMethodName, in, new(plugregv1.ListResponse), opts)

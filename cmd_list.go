@@ -133,13 +133,13 @@ func printable(s string) string {
 
 // dialAPI connects to the agent's API socket. When nobody listens there,
 // the error says so in one line instead of a stack of gRPC text.
-func dialAPI(path string) (plugregv1.RegistryClient, func(), error) {
+func dialAPI(path string) (apiClient, func(), error) {
 	conn, err := net.DialTimeout("unix", path, apiTimeout)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || api.IsRefused(err) {
-			return nil, nil, fmt.Errorf("no agent is listening on %s (is 'plugreg run' running, with the same --api?)", path)
+			return apiClient{}, nil, fmt.Errorf("no agent is listening on %s (is 'plugreg run' running, with the same --api?)", path)
 		}
-		return nil, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
+		return apiClient{}, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}
 	conn.Close()
 	// The agent's messages have no limit but gRPC's own (a List, or a

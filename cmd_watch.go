@@ -99,7 +99,7 @@ func checkTextOrJSON(output string) error {
 // watchOnce streams the events of plugins of type typ ("": all) until the
 // stream ends; *rev follows the last revision printed, so a reconnect
 // resumes right after it. got reports whether at least one event arrived.
-func watchOnce(ctx context.Context, client plugregv1.RegistryClient, typ string, rev *uint64, output string, w io.Writer) (got bool, err error) {
+func watchOnce(ctx context.Context, client apiClient, typ string, rev *uint64, output string, w io.Writer) (got bool, err error) {
 	stream, err := client.Watch(ctx, &plugregv1.WatchRequest{SinceRevision: *rev, Type: typ})
 	if err != nil {
 		return false, fmt.Errorf("watch: %s", status.Convert(err).Message())
