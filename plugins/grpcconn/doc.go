@@ -15,7 +15,7 @@
 //   - Every error is a gRPC status error. The status comes from the
 //     trailers or a trailers-only reply; an HTTP status other than 200 and
 //     RST_STREAM codes map to gRPC codes by grpc-go's tables
-//     (internal/grpcwire, shared with register/unary).
+//     (plugins/grpcwire, shared with register/unary).
 //   - The context's deadline goes to the server as grpc-timeout, and its
 //     outgoing metadata as headers (binary "-bin" values in base64). A
 //     context that ends resets the stream with CANCEL, which the server

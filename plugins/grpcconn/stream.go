@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/plugreg/plugreg/internal/grpcwire"
+	"github.com/plugreg/plugreg/plugins/grpcwire"
 )
 
 // stream is one call on a transport: a grpc.ClientStream. SendMsg and

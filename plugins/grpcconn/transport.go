@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/plugreg/plugreg/internal/grpcwire"
+	"github.com/plugreg/plugreg/plugins/grpcwire"
 )
 
 // Windows and sizes of a connection.
