@@ -33,8 +33,11 @@ func TestPacedReadWaitsForBeatInTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 				if err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.SetNonblock(fds[0], true); err != nil {
 					t.Fatal(err)
 				}
 				defer unix.Close(fds[1])
