@@ -21,7 +21,8 @@ func TestGCPacer(t *testing.T) {
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("GOGC = %d with the pacer, want off (-1): the runtime would force a collection every 2 minutes", got)
 	}
-	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+	limit0 := debug.SetMemoryLimit(-1)
+	if limit0 == math.MaxInt64 {
 		t.Fatal("the pacer set no memory limit")
 	}
 	cycles := func() uint64 {
@@ -30,22 +31,23 @@ func TestGCPacer(t *testing.T) {
 		return s[0].Value.Uint64()
 	}
 	const piece, pieces = 16 << 10, 4096 // 64 MiB in all
+	// Garbage: twice the limit is more than it allows to grow.
 	c0 := cycles()
-	for range pieces {
+	for n := int64(0); cycles() == c0 && n < 2*limit0; n += piece {
 		gcSink = make([]byte, piece)
 	}
-	if got := cycles() - c0; got == 0 {
-		t.Errorf("no collection while %d MiB of garbage were allocated", piece*pieces>>20)
+	if cycles() == c0 {
+		t.Errorf("no collection while %d MiB of garbage were allocated", 2*limit0>>20)
 	}
 	var live [][]byte
 	for range pieces {
 		live = append(live, make([]byte, piece))
 	}
 	// The limit follows the live heap: set again after each collection of
-	// the growth, it is above half of it by now. A limit left where it
-	// started would collect at nearly every allocation.
-	if got := debug.SetMemoryLimit(-1); got < piece*pieces/2 {
-		t.Errorf("memory limit %d MiB with a live heap of %d MiB: it does not follow the heap", got>>20, piece*pieces>>20)
+	// the growth, it has risen by more than half of it by now. A limit left
+	// where it started would collect at nearly every allocation.
+	if got := debug.SetMemoryLimit(-1); got < limit0+piece*pieces/2 {
+		t.Errorf("memory limit %d MiB, %d MiB at the start, with a live heap grown by %d MiB: it does not follow the heap", got>>20, limit0>>20, piece*pieces>>20)
 	}
 	runtime.KeepAlive(live)
 }
