@@ -25,7 +25,7 @@ const minHeapGoal = 4 << 20 * gcPercent / 100
 // about 14 wake-ups (the runtime's sysmon thread polls every 20 µs while
 // it runs). So GOGC is off and the soft memory limit is the trigger: after
 // each collection, a cleanup of an object that it freed sets the limit
-// again, to the memory then in use plus the growth allowed. The limit
+// again, to the memory then in use (but free heap pages) plus the growth allowed. The limit
 // moves with the live heap, so a heap that grows is not collected over and
 // over at a fixed limit.
 type gcPacer struct {
@@ -44,6 +44,7 @@ func startGCPacer(percent int) (stop func()) {
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
 	}}
 	debug.SetGCPercent(-1)
 	p.arm()
@@ -63,7 +64,9 @@ func (p *gcPacer) arm() {
 	}
 	metrics.Read(p.samples)
 	live := p.samples[0].Value.Uint64()
-	inUse := p.samples[1].Value.Uint64() - p.samples[2].Value.Uint64()
+	// Free heap pages count in the limit but not in the heap's goal: the
+	// limit is what is in use but them, plus the growth allowed.
+	inUse := p.samples[1].Value.Uint64() - p.samples[2].Value.Uint64() - p.samples[3].Value.Uint64()
 	growth := live * gcPercent / 100
 	if live < minHeapGoal {
 		growth = max(growth, minHeapGoal-live)
