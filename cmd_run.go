@@ -72,6 +72,9 @@ type runConfig struct {
 	// trim drops the pages of the program the agent no longer uses
 	// (programTrimmer); nil where there is none.
 	trim func()
+	// gc paces the collections of an idle agent (gcPacer); nil when
+	// GOGC or GOMEMLIMIT is in the environment.
+	gc *gcPacer
 }
 
 // parseRun parses the flags of `plugreg run`. The flag values check their
@@ -218,11 +221,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		// MB at least, before a collection. Collecting once it has grown
 		// by half keeps the peak RSS of a burst of 1,000 registrations
 		// about 1.3 MB lower, for a few more collections (the README's
-		// performance table has the figures). Without GOMEMLIMIT, the
-		// memory limit paces them so, and the runtime forces none (see
-		// gcPacer). GOGC in the environment overrides it.
+		// performance table has the figures). Without GOMEMLIMIT, an idle
+		// agent's collections are paced by the memory limit, so that the
+		// runtime forces none (see gcPacer). GOGC in the environment
+		// overrides it.
 		if os.Getenv("GOMEMLIMIT") == "" {
-			startGCPacer(gcPercent)
+			c.gc = newGCPacer(gcPercent)
 		} else {
 			debug.SetGCPercent(gcPercent)
 		}
@@ -377,7 +381,8 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		ProbeFailures:     int(c.probeFailures),
 		ProbeRate:         float64(c.probeRate),
 		Types:             handlers.Types(),
-		Idle:              c.trim,
+		Idle:              c.idle,
+		Busy:              c.busy,
 		Log:               log,
 	}
 	client.Pace = rec.Beat
@@ -536,4 +541,22 @@ func fullScansEvery(interval time.Duration) int {
 func checkRunArgs(args []string) error {
 	_, err := parseRun(args, io.Discard)
 	return err
+}
+
+// idle is the reconciler's Idle hook: the program's pages handed back, an
+// idle agent's collections paced.
+func (c *runConfig) idle() {
+	if c.trim != nil {
+		c.trim()
+	}
+	if c.gc != nil {
+		c.gc.Idle()
+	}
+}
+
+// busy is the reconciler's Busy hook: collections at GOGC again.
+func (c *runConfig) busy() {
+	if c.gc != nil {
+		c.gc.Busy()
+	}
 }

@@ -52,10 +52,11 @@ reason to deregister them, and the next run takes them over from the state
 file without registering them again. The agent runs Go code on one thread
 at a time (GOMAXPROCS=1), which keeps its idle cost low, and collects
 garbage when its heap has grown by half (as GOGC=50 does), which keeps its
-peak memory low; it paces those collections by the memory limit, with
-GOGC off, so that the Go runtime does not force one every 2 minutes (about
-14 wake-ups each for an idle agent). Set GOMAXPROCS, GOGC or GOMEMLIMIT in
-its environment to choose otherwise.
+peak memory low. While idle (its scans at one per interval) it turns GOGC
+off and paces its collections by the memory limit instead, to the same
+goal, so that the Go runtime does not force one every 2 minutes (about 14
+wake-ups each); the first change turns GOGC back on. Set GOMAXPROCS, GOGC
+or GOMEMLIMIT in its environment to choose otherwise.
 On Linux it also hands back the pages of its own program that it no
 longer uses (madvise MADV_DONTNEED on its code and read-only data): once
 its package inits are done, which touch most of the binary, whenever its

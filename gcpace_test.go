@@ -10,16 +10,22 @@ import (
 
 var gcSink []byte
 
-// TestGCPacer: with the agent's pacer, GOGC is off, so the Go runtime
-// forces no collection; garbage is still collected once it has grown by
-// gcPercent of the live heap, and the limit follows a live heap that
+// TestGCPacer: busy, the agent collects at gcPercent. Idle, GOGC is off,
+// so the Go runtime forces no collection; garbage is still collected once
+// it has grown past the limit, and the limit follows a live heap that
 // grows, so that it is not collected over and over at the limit of its
-// start.
+// start. Busy again, GOGC is back and the limit gone.
 func TestGCPacer(t *testing.T) {
-	stop := startGCPacer(gcPercent)
-	defer stop()
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	p := newGCPacer(gcPercent)
+	defer p.Busy()
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Errorf("GOGC = %d busy, want %d", got, gcPercent)
+	}
+	p.Idle()
 	if got := debug.SetGCPercent(-1); got != -1 {
-		t.Errorf("GOGC = %d with the pacer, want off (-1): the runtime would force a collection every 2 minutes", got)
+		t.Errorf("GOGC = %d idle, want off (-1): the runtime would force a collection every 2 minutes", got)
 	}
 	limit0 := debug.SetMemoryLimit(-1)
 	if limit0 == math.MaxInt64 {
@@ -50,4 +56,11 @@ func TestGCPacer(t *testing.T) {
 		t.Errorf("memory limit %d MiB, %d MiB at the start, with a live heap grown by %d MiB: it does not follow the heap", got>>20, limit0>>20, piece*pieces>>20)
 	}
 	runtime.KeepAlive(live)
+	p.Busy()
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Errorf("GOGC = %d busy again, want %d", got, gcPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit %d MiB busy again, want none", got>>20)
+	}
 }

@@ -86,3 +86,62 @@ func TestBeatDue(t *testing.T) {
 		<-done
 	})
 }
+
+// TestBusyCalls: Reconciler.Busy is called when a scan finds changes after
+// the scans were at one per interval, once per burst; Idle follows once
+// the burst is over.
+func TestBusyCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var busy, idle []time.Duration
+		record := func(to *[]time.Duration) func() {
+			return func() {
+				mu.Lock()
+				defer mu.Unlock()
+				*to = append(*to, time.Since(start))
+			}
+		}
+		seen := scan.Snapshot{Entries: []scan.Entry{{Path: "/p/a.sock", ID: scan.ID{Ino: 1}}}}
+		calls := make(chan chan error)
+		rec := &register.Reconciler{
+			Scan: func() (scan.Snapshot, error) {
+				if time.Since(start) >= 5*time.Second {
+					return seen, nil // a socket appears at 5 s
+				}
+				return scan.Snapshot{}, nil
+			},
+			Registrar: chanRegistrar{calls: calls},
+			Registry:  plugins.NewRegistry(),
+			Interval:  time.Second,
+			Idle:      record(&idle),
+			Busy:      record(&busy),
+		}
+		register.SetTimerNap(rec)
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			for {
+				select {
+				case reply := <-calls:
+					reply <- nil
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if d := cmp.Diff([]time.Duration{5 * time.Second}, busy); d != "" {
+			t.Errorf("Busy called at (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff([]time.Duration{0, 7 * time.Second}, idle); d != "" {
+			t.Errorf("Idle called at (-want +got):\n%s", d)
+		}
+	})
+}

@@ -140,8 +140,13 @@ type Reconciler struct {
 	// the scans come back to one per interval (after the first scan, and
 	// after each burst of changes once it has stopped: see the package
 	// doc), and every idleEvery while they stay so. The agent hands back
-	// there the pages of its program that it no longer uses.
+	// there the pages of its program that it no longer uses, and stops the
+	// Go runtime's forced collections.
 	Idle func()
+	// Busy, when not nil, is called on the scanner's goroutine when a scan
+	// finds changes after the scans were at one per interval: a burst
+	// starts. The agent collects garbage at its GOGC again there.
+	Busy func()
 
 	Log *slog.Logger // nil: discard
 

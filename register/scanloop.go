@@ -68,13 +68,21 @@ func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
 		p.lastChange = t0
 	}
 	tick := p.start.Add((now.Sub(p.start)/p.interval + 1) * p.interval)
-	if p.lastChange.IsZero() || t0.Sub(p.lastChange) >= busyFor(p.interval) {
+	if !p.inBurst(t0) {
 		return tick, false
 	}
 	if soon := now.Add(followUp(p.interval)); soon.Before(tick) {
 		return soon, true
 	}
 	return tick, false
+}
+
+// inBurst reports whether the scan that started at t0 is within
+// busyFor(interval) of the last scan that found changes, whether or not the
+// next scan is a follow-up (it is not when the next multiple of the
+// interval comes first).
+func (p *scanPace) inBurst(t0 time.Time) bool {
+	return !p.lastChange.IsZero() && t0.Sub(p.lastChange) < busyFor(p.interval)
 }
 
 // scanLoop runs the scans, on its own goroutine, until ctx is done: one at
@@ -130,6 +138,10 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		}
 		failed = err != nil
 		next, busy := pace.next(t0, time.Now(), changed)
+		burst := pace.inBurst(t0)
+		if burst && !wasBusy && r.Busy != nil {
+			r.Busy()
+		}
 		if r.pulse(next) || sent {
 			// The goroutines just woken run before the nap: a goroutine
 			// in a system call keeps its P until the runtime's sysmon
@@ -137,11 +149,11 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			// and the agent has one P.
 			runtime.Gosched()
 		}
-		if !busy && r.Idle != nil && (wasBusy || t0.Sub(lastIdle) >= idleEvery) {
+		if !burst && r.Idle != nil && (wasBusy || t0.Sub(lastIdle) >= idleEvery) {
 			r.Idle()
 			lastIdle = t0
 		}
-		wasBusy = busy
+		wasBusy = burst
 		sleep := napUntil
 		if busy {
 			sleep = timerNap
