@@ -554,9 +554,13 @@ func (c *runConfig) idle() {
 	}
 }
 
-// busy is the reconciler's Busy hook: collections at GOGC again.
+// busy is the reconciler's Busy hook: collections at GOGC again, the
+// program's pages handed back.
 func (c *runConfig) busy() {
 	if c.gc != nil {
 		c.gc.Busy()
+	}
+	if c.trim != nil {
+		c.trim()
 	}
 }

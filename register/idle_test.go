@@ -88,8 +88,10 @@ func TestBeatDue(t *testing.T) {
 }
 
 // TestBusyCalls: Reconciler.Busy is called when a scan finds changes after
-// the scans were at one per interval, once per burst; Idle follows once
-// the burst is over.
+// the scans were at one per interval, and every busyEvery while the burst
+// lasts; Idle follows once it is over. The socket appears at 5 s and is
+// replaced at every scan until 9 s; the scans follow each change at an
+// eighth of the interval and stay fast for 2 s after the last one (8.875 s).
 func TestBusyCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -102,14 +104,17 @@ func TestBusyCalls(t *testing.T) {
 				*to = append(*to, time.Since(start))
 			}
 		}
-		seen := scan.Snapshot{Entries: []scan.Entry{{Path: "/p/a.sock", ID: scan.ID{Ino: 1}}}}
+		var last scan.Snapshot
 		calls := make(chan chan error)
 		rec := &register.Reconciler{
 			Scan: func() (scan.Snapshot, error) {
-				if time.Since(start) >= 5*time.Second {
-					return seen, nil // a socket appears at 5 s
+				switch at := time.Since(start); {
+				case at < 5*time.Second:
+					return scan.Snapshot{}, nil
+				case at < 9*time.Second: // a new socket at each scan
+					last = scan.Snapshot{Entries: []scan.Entry{{Path: "/p/a.sock", ID: scan.ID{Ino: uint64(at)}}}}
 				}
-				return scan.Snapshot{}, nil
+				return last, nil
 			},
 			Registrar: chanRegistrar{calls: calls},
 			Registry:  plugins.NewRegistry(),
@@ -137,10 +142,10 @@ func TestBusyCalls(t *testing.T) {
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		if d := cmp.Diff([]time.Duration{5 * time.Second}, busy); d != "" {
+		if d := cmp.Diff([]time.Duration{5 * time.Second, 7 * time.Second, 9 * time.Second}, busy); d != "" {
 			t.Errorf("Busy called at (-want +got):\n%s", d)
 		}
-		if d := cmp.Diff([]time.Duration{0, 7 * time.Second}, idle); d != "" {
+		if d := cmp.Diff([]time.Duration{0, 10875 * time.Millisecond}, idle); d != "" {
 			t.Errorf("Idle called at (-want +got):\n%s", d)
 		}
 	})

@@ -144,8 +144,11 @@ type Reconciler struct {
 	// Go runtime's forced collections.
 	Idle func()
 	// Busy, when not nil, is called on the scanner's goroutine when a scan
-	// finds changes after the scans were at one per interval: a burst
-	// starts. The agent collects garbage at its GOGC again there.
+	// finds changes after the scans were at one per interval (a burst
+	// starts), and every busyEvery while the burst lasts. The agent
+	// collects garbage at its GOGC again there, and hands back the pages of
+	// its program, so that a long burst does not hold every page it ever
+	// touched.
 	Busy func()
 
 	Log *slog.Logger // nil: discard

@@ -44,6 +44,9 @@ func busyFor(interval time.Duration) time.Duration {
 // at one per interval.
 const idleEvery = time.Minute
 
+// busyEvery is how often Reconciler.Busy is called while a burst lasts.
+const busyEvery = 2 * time.Second
+
 // scanPace is the scanner's schedule: it scans at start plus every
 // multiple of interval while nothing changes (idle), and followUp(interval)
 // after each scan while the last scan that found changes started less than
@@ -106,7 +109,7 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	var prev scan.Snapshot
 	var failed bool
 	wasBusy := true // the start ends with the first scan, as a burst does
-	var lastIdle time.Time
+	var lastIdle, lastBusy time.Time
 	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
@@ -139,8 +142,9 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		failed = err != nil
 		next, busy := pace.next(t0, time.Now(), changed)
 		burst := pace.inBurst(t0)
-		if burst && !wasBusy && r.Busy != nil {
+		if burst && r.Busy != nil && (!wasBusy || t0.Sub(lastBusy) >= busyEvery) {
 			r.Busy()
+			lastBusy = t0
 		}
 		if r.pulse(next) || sent {
 			// The goroutines just woken run before the nap: a goroutine
