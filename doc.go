@@ -59,9 +59,10 @@ wake-ups each); the first change turns GOGC back on. Set GOMAXPROCS, GOGC
 or GOMEMLIMIT in its environment to choose otherwise.
 On Linux it also hands back the pages of its own program that it no
 longer uses (madvise MADV_DONTNEED on its code and read-only data): once
-its package inits are done, which touch most of the binary, whenever its
-scans come back to one per interval after a burst of changes, and every
-minute while idle. The pages stay in the page cache, so using them again
+its package inits are done, which touch most of the binary, every 2 s
+during a burst of changes, whenever its scans come back to one per
+interval after one, and every minute while idle. The pages stay in the
+page cache, so using them again
 costs a minor fault, not a read from disk, and the agent's resident set
 is what it does rather than what its start did.
 
