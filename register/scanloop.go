@@ -108,8 +108,8 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 	}
 	var prev scan.Snapshot
 	var failed bool
-	wasBusy := true // the start ends with the first scan, as a burst does
-	var lastIdle, lastBusy time.Time
+	wasBurst := true       // the start ends with the first scan, as a burst does
+	var lastHook time.Time // when Idle or Busy was last called
 	for first := true; ; first = false {
 		t0 := time.Now()
 		stopped := false
@@ -141,11 +141,6 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 		}
 		failed = err != nil
 		next, busy := pace.next(t0, time.Now(), changed)
-		burst := pace.inBurst(t0)
-		if burst && r.Busy != nil && (!wasBusy || t0.Sub(lastBusy) >= busyEvery) {
-			r.Busy()
-			lastBusy = t0
-		}
 		if r.pulse(next) || sent {
 			// The goroutines just woken run before the nap: a goroutine
 			// in a system call keeps its P until the runtime's sysmon
@@ -153,11 +148,17 @@ func (r *Reconciler) scanLoop(ctx context.Context, pace scanPace, out chan scann
 			// and the agent has one P.
 			runtime.Gosched()
 		}
-		if !burst && r.Idle != nil && (wasBusy || t0.Sub(lastIdle) >= idleEvery) {
-			r.Idle()
-			lastIdle = t0
+		// Idle or Busy: at the change of phase, and then every period.
+		burst := pace.inBurst(t0)
+		hook, every := r.Idle, idleEvery
+		if burst {
+			hook, every = r.Busy, busyEvery
 		}
-		wasBusy = burst
+		if hook != nil && (burst != wasBurst || t0.Sub(lastHook) >= every) {
+			hook()
+			lastHook = t0
+		}
+		wasBurst = burst
 		sleep := napUntil
 		if busy {
 			sleep = timerNap
