@@ -141,7 +141,7 @@ func (pr *publisher) addTo(src metrics.Sources) metrics.Sources {
 		h, _ := st.Health()
 		return metrics.Publish{
 			Health: h, InSync: st.InSync, Behind: st.Behind, LastSync: st.LastSync, LeaseAlive: st.LeaseAlive,
-			Syncs: st.Syncs, Errors: st.Errors, Writes: st.Writes,
+			Syncs: st.Syncs, Errors: st.Errors, Writes: st.Writes, KeepAlives: st.KeepAlives, IndexChecks: st.IndexChecks,
 		}
 	}
 	return src

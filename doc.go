@@ -868,7 +868,9 @@ restarted, the agent serves its registry and API, reports the fault once
 per change (log, /healthz body, plugreg_publish_* metrics) and publishes
 once it can. A password goes only over TLS or to a loopback endpoint. A
 node's role lets it write and delete other nodes' name index keys, which
-each node rewrites within a --publish-ttl; a node continues a saved lease
+each node rewrites within a --publish-ttl and a keepalive period (its
+check every TTL is skipped while etcd's revision has not moved, so an
+idle fleet sends keepalives only); a node continues a saved lease
 only if etcd shows its own node key on it (see package plugins/fleet).
 
 The metrics endpoint (--metrics) is off by default, loopback-only unless

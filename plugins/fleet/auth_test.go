@@ -159,7 +159,9 @@ func TestAuthEnabledLaterAndTokensLost(t *testing.T) {
 
 // TestIndexRepaired has node b, confined to its role, delete node a's
 // index key (the shared index lets it): node a writes it again within its
-// TTL, and `fleet list --name` finds node a's plugin again.
+// TTL and a keepalive period (the keepalive that shows etcd's new
+// revision, then the check), and `fleet list --name` finds node a's
+// plugin again.
 func TestIndexRepaired(t *testing.T) {
 	srv := etcdtest.Start(t)
 	root := enableAuth(t, srv, etcdtest.Client(t, srv, "", ""), "a", "b")
@@ -188,8 +190,8 @@ func TestIndexRepaired(t *testing.T) {
 			t.Fatalf("node a's index key not back %s after node b deleted it", 5*ttl)
 		}
 	}
-	if d := time.Since(deleted); d > ttl+time.Second {
-		t.Errorf("index key back %s after it was deleted, want within the TTL (%s)", d, ttl)
+	if d := time.Since(deleted); d > ttl+ttl/3+time.Second {
+		t.Errorf("index key back %s after it was deleted, want within the TTL and a keepalive period (%s)", d, ttl+ttl/3)
 	}
 	n := 0
 	if _, err := fleet.List(t.Context(), fleetClient(t, srv, "root", "root-pw"), layout, fleet.Filter{Name: "x"}, func(e fleet.Entry) error {
@@ -197,6 +199,38 @@ func TestIndexRepaired(t *testing.T) {
 		return nil
 	}); err != nil || n != 1 {
 		t.Errorf("fleet list --name x = %d plugins, %v; want node a's", n, err)
+	}
+}
+
+// TestIndexCheckIdle checks that an idle fleet costs etcd keepalives
+// only: while etcd's revision stays where node a's last check saw it, a
+// TTL brings no index check; a write anywhere in etcd brings one.
+func TestIndexCheckIdle(t *testing.T) {
+	srv := etcdtest.Start(t)
+	reg := plugins.NewRegistry()
+	reg.Apply(plugins.Registered, plugin("T", "x", "x.sock", time.Now()), "", time.Now())
+	const ttl = time.Second
+	p, _ := start(t, fleetClient(t, srv, "", ""), reg, "a", ttl)
+	synced := waitSynced(t, p, reg)
+	if synced.IndexChecks == 0 {
+		t.Fatalf("status %+v: no index check at the first sync's full read", synced)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	// Seven keepalives, one per TTL/3: two TTLs and more.
+	idle, err := p.Wait(ctx, func(s fleet.Status) bool { return s.KeepAlives >= synced.KeepAlives+7 })
+	if err != nil {
+		t.Fatalf("waiting for keepalives: %v; status %+v", err, idle)
+	}
+	if idle.IndexChecks != synced.IndexChecks || idle.Writes != synced.Writes {
+		t.Errorf("idle for %d keepalives: %d index checks and %d writes, want none", idle.KeepAlives-synced.KeepAlives,
+			idle.IndexChecks-synced.IndexChecks, idle.Writes-synced.Writes)
+	}
+	if _, err := etcdtest.Client(t, srv, "", "").Put(t.Context(), "elsewhere", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(ctx, func(s fleet.Status) bool { return s.IndexChecks > idle.IndexChecks }); err != nil {
+		t.Errorf("no index check after a write in etcd: %v; status %+v", err, st)
 	}
 }
 

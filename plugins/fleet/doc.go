@@ -159,8 +159,12 @@ plugins from `fleet list --name` until the node checks its index: each
 node rewrites its missing index keys after every full read of its keys
 (at start, after an outage) and every --publish-ttl while in sync (one
 transaction per 128 plugins that compares the keys' leases and writes
-only when one differs), so the cost to the node is at most one TTL of
-absence from --name, and one rewrite. A node's plugin and node keys are
+only when one differs), so the cost to the node is at most a TTL and a
+keepalive period of absence from --name (40 s at the default TTL), and
+one rewrite. The check every TTL is skipped while no response from etcd
+(a keepalive's included) showed a revision after the one the node's
+last check saw: nothing can delete or replace a key without a new
+revision, so an idle fleet sends etcd its keepalives and nothing else. A node's plugin and node keys are
 its own: no other node's role reaches them. etcd checks no
 permission on a lease keepalive, so a node that learns another's lease ID
 could keep it alive; a publisher continues a saved lease only if etcd

@@ -102,7 +102,9 @@ const syncGap = 50 * time.Millisecond
 // up to maxRetryDelay. An event that the last sync already covered (its
 // revision is not above the one the sync read) makes no sync. Between
 // syncs, indexCheck makes it check the node's name index (checkIndex),
-// which a sync that read the node's keys in full does too.
+// which a sync that read the node's keys in full does too, unless no
+// response from etcd showed a revision after the last check's: an idle
+// fleet sends keepalives only.
 func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck <-chan time.Time) error {
 	pace := &coalesce.Pacer{Gap: syncGapAfter, Retry: retryDelay}
 	defer pace.Stop()
@@ -142,6 +144,9 @@ func (r *run) loop(ctx context.Context, changes <-chan plugins.Event, indexCheck
 		case <-indexCheck:
 			if pace.Pending() || r.published == nil {
 				break // the next sync checks it
+			}
+			if r.checkedRev != 0 && r.seenRev == r.checkedRev {
+				break // etcd has not changed since the last check
 			}
 			if err := r.checkIndex(ctx); err != nil && ctx.Err() == nil {
 				r.failed(err)
@@ -196,8 +201,14 @@ type run struct {
 	// key: the digest of its JSON value, or otherLease for a key on another lease. Nil:
 	// not known, read it before the next write.
 	published map[string]valueDigest
-	down      bool   // the last sync failed
-	fault     string // the faultKind of the last failed sync
+	// seenRev is the highest etcd revision a response showed (keepalives
+	// included), and checkedRev the revision of the last checkIndex that
+	// found or made the index whole (0: none since published was read).
+	// While they are equal, nothing in etcd changed since that check: no
+	// key can be deleted, or put on another lease, without a revision.
+	seenRev, checkedRev int64
+	down                bool   // the last sync failed
+	fault               string // the faultKind of the last failed sync
 }
 
 // call returns a context for one etcd call.

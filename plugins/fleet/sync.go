@@ -103,10 +103,12 @@ func (r *run) kaEvery() time.Duration {
 // any sync's.
 func (r *run) keepAlive(ctx context.Context) bool {
 	c, cancel := r.call(ctx)
-	_, err := r.p.Store.KeepAliveOnce(c, r.lease)
+	resp, err := r.p.Store.KeepAliveOnce(c, r.lease)
 	cancel()
 	if err == nil {
+		r.saw(resp.GetHeader())
 		r.kaTimer.Reset(r.kaEvery())
+		r.p.update(func(s *Status) { s.KeepAlives++ })
 		return true
 	}
 	r.alive, r.published = false, nil
@@ -221,11 +223,12 @@ func (r *run) write(ctx context.Context, cs []change, count int) error {
 			node = ""
 		}
 		c, cancel := r.call(ctx)
-		_, err := r.p.Store.Txn(c, &etcdv3.TxnRequest{Success: ops})
+		resp, err := r.p.Store.Txn(c, &etcdv3.TxnRequest{Success: ops})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("write node's keys: %w", err)
 		}
+		r.saw(resp.GetHeader())
 		for _, c := range batch {
 			if c.del {
 				delete(r.published, c.key)
@@ -319,7 +322,10 @@ func (p *Publisher) Wait(ctx context.Context, ok func(Status) bool) (Status, err
 // transaction per maxTxnOps index keys that compares each key's lease and,
 // if any differs (a key deleted, or put on another lease), writes the
 // batch's index keys again. It runs after every full read of the node's
-// keys, and every TTL while the node is in sync.
+// keys, and every TTL while the node is in sync and etcd's revision moved
+// since the last check. It records the revision its first transaction
+// saw, so that a change during a check of several batches makes the next
+// tick check again.
 func (r *run) checkIndex(ctx context.Context) error {
 	var keys []string
 	for k, d := range r.published {
@@ -329,6 +335,7 @@ func (r *run) checkIndex(ctx context.Context) error {
 	}
 	slices.Sort(keys)
 	repaired := 0
+	var checked int64
 	for batch := range slices.Chunk(keys, maxTxnOps) {
 		txn := &etcdv3.TxnRequest{}
 		for _, k := range batch {
@@ -342,15 +349,27 @@ func (r *run) checkIndex(ctx context.Context) error {
 		resp, err := r.p.Store.Txn(c, txn)
 		cancel()
 		if err != nil {
+			r.checkedRev = 0
 			return fmt.Errorf("check name index: %w", err)
+		}
+		r.p.update(func(s *Status) { s.IndexChecks++ })
+		r.saw(resp.GetHeader())
+		if checked == 0 {
+			checked = resp.GetHeader().GetRevision()
 		}
 		if !resp.Succeeded {
 			repaired += len(batch)
 			r.p.update(func(s *Status) { s.Writes += uint64(len(batch)) })
 		}
 	}
+	r.checkedRev = checked
 	if repaired > 0 {
 		r.log.Info("fleet name index repaired: index keys of this node were missing or on another lease", "node", r.p.Node, "rewritten", repaired)
 	}
 	return nil
+}
+
+// saw records the revision of a response from etcd (see run.seenRev).
+func (r *run) saw(h *etcdv3.ResponseHeader) {
+	r.seenRev = max(r.seenRev, h.GetRevision())
 }

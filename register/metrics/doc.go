@@ -58,13 +58,15 @@
 //	plugreg_watch_resyncs_total                        counter    resync snapshots sent to watchers that fell
 //	                                                              behind or resumed from a revision no longer held
 //	plugreg_publish_in_sync                            gauge      1 when etcd holds the registry (this and the
-//	                                                              next six: with run --publish only)
+//	                                                              next eight: with run --publish only)
 //	plugreg_publish_lag_revisions                      gauge      registry revisions not yet in etcd
 //	plugreg_publish_last_sync_timestamp_seconds        gauge      Unix time of the last successful sync
 //	plugreg_publish_lease_alive                        gauge      1 while the node's lease is kept alive
 //	plugreg_publish_syncs_total                        counter    successful syncs to etcd
 //	plugreg_publish_errors_total                       counter    failed syncs and lease operations
 //	plugreg_publish_writes_total                       counter    keys written to or deleted from etcd
+//	plugreg_publish_keepalives_total                   counter    keepalives of the node's lease etcd answered
+//	plugreg_publish_index_checks_total                 counter    transactions that checked the node's name index
 //	go_goroutines                                      gauge      goroutines of the agent
 //	plugin_manager_total_plugins{socket_path,state}    gauge      the kubelet's: 1 per socket the scanner sees
 //	                                                              (state="desired_state_of_world") and per socket

@@ -21,9 +21,9 @@ func TestPublish(t *testing.T) {
 	}{
 		{
 			name:        "in sync",
-			pub:         Publish{Health: "fleet view in sync at revision 3", InSync: true, LeaseAlive: true, LastSync: time.Unix(990, 5e8), Syncs: 2, Writes: 7},
+			pub:         Publish{Health: "fleet view in sync at revision 3", InSync: true, LeaseAlive: true, LastSync: time.Unix(990, 5e8), Syncs: 2, Writes: 7, KeepAlives: 5, IndexChecks: 3},
 			wantHealth:  "ok; fleet view in sync at revision 3",
-			wantMetrics: []string{"plugreg_publish_in_sync 1\n", "plugreg_publish_last_sync_timestamp_seconds 990.500\n", "plugreg_publish_writes_total 7\n", "plugreg_publish_lease_alive 1\n"},
+			wantMetrics: []string{"plugreg_publish_in_sync 1\n", "plugreg_publish_last_sync_timestamp_seconds 990.500\n", "plugreg_publish_writes_total 7\n", "plugreg_publish_lease_alive 1\n", "plugreg_publish_keepalives_total 5\n", "plugreg_publish_index_checks_total 3\n"},
 		},
 		{
 			name:        "etcd down",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sort"
 	"strings"
 	"time"
 
@@ -48,20 +49,29 @@ func revision(cl *fleet.Client) int64 {
 	return resp.GetHeader().GetRevision()
 }
 
+// idleRate prints etcd's requests per second in two windows: the TTL
+// after the fleet was published, in which each node checks its name index
+// once (etcd's revision moved since its own last check), then -idle.
 func idleRate(cl *fleet.Client) {
+	window("settling", *ttl, cl)
+	window("idle", *idle, cl)
+}
+
+func window(name string, d time.Duration, cl *fleet.Client) {
 	before, rev := received(), revision(cl)
-	time.Sleep(*idle)
+	time.Sleep(d)
 	after, rev2 := received(), revision(cl)
 	var parts []string
 	total := 0.0
 	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.0f/s", k, d/idle.Seconds()))
-			total += d
+		if n := v - before[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f/s", k, n/d.Seconds()))
+			total += n
 		}
 	}
-	fmt.Printf("idle %s: %.0f etcd requests/s (%s); bound nodes/(TTL/3) = %.0f/s; revisions written %d\n",
-		*idle, total/idle.Seconds(), strings.Join(parts, ", "), float64(*nodes)/(ttl.Seconds()/3), rev2-rev)
+	sort.Strings(parts)
+	fmt.Printf("%s %s: %.0f etcd requests/s (%s); bound nodes/(TTL/3) = %.0f/s; revisions written %d\n",
+		name, d, total/d.Seconds(), strings.Join(parts, ", "), float64(*nodes)/(ttl.Seconds()/3), rev2-rev)
 }
 
 // errSeen ends a watch that saw what it waited for.
