@@ -54,7 +54,9 @@ var (
 // default: a small node and a large one), each with an agent of its own.
 // Each reports, for one burst of N plugins:
 //   - reg-p50-ms, reg-p99-ms, reg-max-ms: socket created → the plugin received NotifyRegistrationStatus(true),
-//     for a burst started at a random moment of the agent's tick;
+//     for a burst started at a random moment of the agent's tick, within its --quick-for of the start (a node's
+//     plugins coming up after its agent started: scans every half interval); with ARGS='--quick-for 0', at the
+//     pace of a quiet agent (one scan per interval);
 //   - all-registered-ms: the burst start → the last plugin registered;
 //   - after-last-ms: the last socket created → the last plugin registered;
 //   - first-reg-ms: the burst start → the first plugin registered: the wait for the agent's next scan,
@@ -66,7 +68,7 @@ var (
 //   - dereg-p50-ms, dereg-p99-ms: socket removed → the deregistered event on the agent's watch stream
 //     (for the first 100 plugins, removed at once);
 //   - idle-cpu-s/60s: the agent's CPU seconds (user+system) per 60 s, with all N registered, measured over
-//     -idle from the moment the agent scans at most once per interval again after the last change
+//     -idle from the moment the agent scans at most once per interval again after the last change (its --quick-for after it)
 //     -idle (60 s by default: each plugin's default 30 s connect check twice, and a fifth of the 5 min
 //     GetInfo checks, which are spread evenly; /proc counts CPU time in steps of 10 ms);
 //   - idle-ctxsw/s: the agent's context switches (voluntary and nonvoluntary) per second over the same
@@ -166,7 +168,7 @@ func benchAgent(b *testing.B, n int, perSize bool) {
 			b.ReportMetric(ms(percentile(follow, 99)), "follow-p99-ms")
 			waitSettled(b, addr, n)
 		}
-		waitIdleScans(b, addr, agentInterval(b, agent))
+		waitIdleScans(b, addr, agentInterval(b, agent), started(agent).QuickFor)
 		// The bench's last /metrics request costs the agent wake-ups of its
 		// own (its sysmon thread polls while the request is served, about
 		// 7): they are not idle costs, so the window starts after them.
@@ -338,10 +340,11 @@ func measureFollow(b *testing.B, host *pluginHost, k int) []time.Duration {
 }
 
 // waitIdleScans waits until the agent, whose interval is interval, scans
-// at most once per interval: the scans that follow a change are over.
-func waitIdleScans(b *testing.B, addr string, interval time.Duration) {
+// at most once per interval: the follow-ups of a change, and the quick
+// scans of the quickFor after it, are over.
+func waitIdleScans(b *testing.B, addr string, interval, quickFor time.Duration) {
 	const window = 4 // intervals
-	eventually(b, waitTimeout, "the agent's scans back to one per interval", func() bool {
+	eventually(b, quickFor+waitTimeout, "the agent's scans back to one per interval", func() bool {
 		s0 := metric(b, addr, "plugreg_scans_total")
 		time.Sleep(window * interval) // the window counted, not a wait for an event
 		return metric(b, addr, "plugreg_scans_total")-s0 <= window+1

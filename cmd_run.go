@@ -46,6 +46,7 @@ type runConfig struct {
 	accept            acceptList
 	handler           handlerList
 	interval          positiveDuration
+	quickFor          optionalDuration
 	api               string
 	apiGroup          string
 	state             string
@@ -98,6 +99,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	c := &runConfig{
 		interval:          positiveDuration(register.DefaultInterval),
+		quickFor:          optionalDuration(register.DefaultQuickFor),
 		probeInterval:     optionalDuration(defaultProbeInterval),
 		infoProbeInterval: optionalDuration(defaultInfoProbeInterval),
 		probeFailures:     register.DefaultProbeFailures,
@@ -122,6 +124,7 @@ func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	flags.Var(&c.accept, "accept", "accept plugins of `TYPE=PATTERNS`: a plugin of TYPE whose supported versions match one of the comma-separated path.Match patterns (repeatable; default "+defaultAcceptText()+")")
 	flags.Var(&c.handler, "handler", "handle plugins of `TYPE=exec:PATH|grpc:SOCKET`: exec runs the program PATH for each validate, register and deregister; grpc calls the plugreg.v1.Handler service served on the unix socket SOCKET (an absolute path; it may come up after the agent: until then registrations of TYPE fail and are retried). Repeatable, once per type. The version check of TYPE's --accept runs first; without one, the default check for CSIPlugin, DevicePlugin or DRAPlugin, and none for other types. Types with neither flag keep the --accept rules. See the package doc for the program's input, output and environment, and for the service")
 	flags.Var(&c.interval, "interval", "time between two scans: the longest a new or removed socket waits to be seen; each costs the idle agent one wake-up (one thread, on Linux) and a stat per plugin directory, so a longer one costs less CPU and fewer wake-ups and a shorter one sees sockets sooner (the README measures both); after a scan that found changes the scans come faster for a while, so a socket appearing near another change is seen sooner (go doc ./register)")
+	flags.Var(&c.quickFor, "quick-for", "after the start and after each change, scan every half --interval for this long, then every --interval (0: never): a node's plugins come up after its agent starts, and a stopped plugin usually comes back soon")
 	flags.StringVar(&c.api, "api", defaultAPI(), "unix socket `path` of the local API")
 	flags.StringVar(&c.apiGroup, "api-group", "", "make the API socket mode 0660 for this `group` (name or gid; unix only)")
 	flags.StringVar(&c.state, "state", defaultState(), "state `file` that keeps the registry across restarts (\"\": none)")
@@ -347,7 +350,7 @@ func (c *runConfig) serveAPI(a *agent, rec *register.Reconciler, lis net.Listene
 // HOST:0.
 func (c *runConfig) logStarted(log *slog.Logger, dirs []string, maxConns int, types []string, restored int, ml net.Listener) {
 	started := []any{"dirs", dirs, "api", c.api, "api_max_conns", maxConns, "state", c.state,
-		"interval", time.Duration(c.interval), "types", types, "restored", restored}
+		"interval", time.Duration(c.interval), "quick_for", time.Duration(c.quickFor), "types", types, "restored", restored}
 	if ml != nil {
 		started = append(started, "metrics", ml.Addr().String())
 	}
@@ -372,6 +375,7 @@ func (c *runConfig) reconciler(scanner *scan.Scanner, registry *plugins.Registry
 		Registrar:         client,
 		Registry:          registry,
 		Interval:          time.Duration(c.interval),
+		QuickFor:          time.Duration(c.quickFor),
 		MaxInFlight:       int(c.maxInFlight),
 		MaxBackoff:        time.Duration(c.maxBackoff),
 		MaxPlugins:        int(c.maxPlugins),

@@ -116,9 +116,15 @@ func TestParseRunDefaults(t *testing.T) {
 		t.Errorf("liveness: connect checks every %v, GetInfo checks every %v, %d failures, %g a second; want 30s, 5m0s, 3, 40",
 			rec.ProbeInterval, rec.InfoProbeInterval, rec.ProbeFailures, rec.ProbeRate)
 	}
-	c, err = parseRun([]string{"--interval", "1s"}, io.Discard)
+	if rec.QuickFor != time.Minute {
+		t.Errorf("quick scans for %v after the start and a change, want 1m0s", rec.QuickFor)
+	}
+	c, err = parseRun([]string{"--interval", "1s", "--quick-for", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rec := c.reconciler(&scan.Scanner{}, nil, h, nil); rec.QuickFor != 0 {
+		t.Errorf("--quick-for 0: quick scans for %v, want none", rec.QuickFor)
 	}
 	if c.fullScanEvery != 60 {
 		t.Errorf("--interval 1s: full scan every %d scans, want 60 (once a minute)", c.fullScanEvery)

@@ -81,8 +81,8 @@ func TestEndToEndFullScansWakeOncePerScan(t *testing.T) {
 
 // idleSwitchesPerScan runs the agent on the plugin dir dir, with the state
 // file and API socket in tmp and args added, once it has scanned idleScans
-// times and its scans are back to one per interval (past its start, and the
-// faster scans after the plugins were found), counts its threads'
+// times and its scans are past the follow-ups of the plugins found,
+// counts its threads'
 // voluntary context switches and its scans over a window of at least
 // idleScans scans, and returns both.
 func idleSwitchesPerScan(t *testing.T, bin, tmp, dir string, args ...string) (switches, scans float64) {
@@ -96,12 +96,14 @@ func idleSwitchesPerScan(t *testing.T, bin, tmp, dir string, args ...string) (sw
 	// Past the start, and past the racy window of the directories made
 	// just now, which the scans read again until then.
 	eventually(t, waitTimeout, fmt.Sprint(idleScans, " scans"), func() bool { return metric(t, addr, "plugreg_scans_total") >= idleScans })
-	// Past the faster scans that follow a change (the plugins found).
+	// Past the follow-ups of a change (the plugins found): back to the
+	// quick pace of the minute after the start (--quick-for), a scan per
+	// half interval, which naps as a quiet agent's scans do.
 	const quiet = 4 // intervals
-	eventually(t, waitTimeout, "scans back to one per interval", func() bool {
+	eventually(t, waitTimeout, "scans back to one per half interval", func() bool {
 		s0 := metric(t, addr, "plugreg_scans_total")
 		time.Sleep(quiet * register.DefaultInterval) // the window counted, not a wait for an event
-		return metric(t, addr, "plugreg_scans_total")-s0 <= quiet+1
+		return metric(t, addr, "plugreg_scans_total")-s0 <= 2*quiet+1
 	})
 	for window := idleWindow; ; window *= 2 {
 		scans0 := metric(t, addr, "plugreg_scans_total")

@@ -204,6 +204,7 @@ func logLines(p *proc, s string, also ...string) []string {
 // agentStarted is what the agent's "agent started" log line (JSON) says.
 type agentStarted struct {
 	Interval time.Duration `json:"interval"`
+	QuickFor time.Duration `json:"quick_for"`
 	Metrics  string        `json:"metrics"`
 }
 

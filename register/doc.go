@@ -41,10 +41,14 @@
 //
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms ([minFollowUp]) at least), and so on until the scans have found
-// nothing new for 2 s ([minBusy]; half an interval, if longer); then scans
-// come once per interval again. So the sockets of a rollout, created over
-// seconds by processes that stall now and then, are seen in a fraction of
-// the interval, and an idle interval still costs one scan.
+// nothing new for 2 s ([minBusy]; half an interval, if longer). With
+// QuickFor (plugreg run sets [DefaultQuickFor], a minute), scans then come
+// every half interval until QuickFor after the start or the last change,
+// and once per interval after that. So the sockets of a rollout, created
+// over seconds by processes that stall now and then, are seen in a
+// fraction of the interval; the plugins of a node that just started its
+// agent, and a plugin that stopped and comes back within the minute, wait
+// at most half an interval; and a quiet interval still costs one scan.
 //
 // The loop never waits on the file system. A plugin dir on a file system
 // that stops answering (a dead NFS server or FUSE daemon, mounted below the

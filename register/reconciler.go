@@ -89,7 +89,11 @@ type Reconciler struct {
 	// them, which the state file saves, up to date.
 	Registry *plugins.Registry
 
-	Interval    time.Duration // between scans; 0: DefaultInterval
+	Interval time.Duration // between scans of a quiet agent; 0: DefaultInterval
+	// QuickFor is how long after the start and after the last change the
+	// scans come every half Interval (see scanPace); 0: never, the scans
+	// of a burst aside.
+	QuickFor    time.Duration
 	MaxInFlight int           // operations at once, retried deregistrations included; 0: DefaultMaxInFlight
 	MaxBackoff  time.Duration // cap of the retry delay; 0: DefaultMaxBackoff
 	// MaxPlugins bounds the sockets the agent handles (0:
@@ -241,7 +245,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	scanDone := make(chan struct{})
 	go func() {
 		defer close(scanDone)
-		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval}, scans)
+		r.scanLoop(ctx, scanPace{start: l.start, interval: l.interval, quickFor: r.QuickFor}, scans)
 	}()
 	defer r.wait(cancel, &wg, scanDone)
 	reqs := r.openAPI()

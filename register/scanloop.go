@@ -47,16 +47,34 @@ const idleEvery = time.Minute
 // busyEvery is how often Reconciler.Busy is called while a burst lasts.
 const busyEvery = 2 * time.Second
 
-// scanPace is the scanner's schedule: it scans at start plus every
-// multiple of interval while nothing changes (idle), and followUp(interval)
-// after each scan while the last scan that found changes started less than
-// busyFor(interval) before (busy). So an idle agent costs one scan per
-// interval, and the scans speed up at the first change and slow down again
-// once the changes have stopped for busyFor. It is pure: the scanner passes
-// in the times of its clock.
+// DefaultQuickFor is how long the scans stay at quick(interval) after the
+// start and after the last change, unless configured (Reconciler.QuickFor).
+// A node's plugins come up in the minute after its agent starts (the node
+// booted, the agent was restarted), and a plugin that stopped (a driver
+// restarting, a rollout) usually comes back within that minute: it is
+// registered again within half an interval, while a node quiet for a
+// minute costs one scan per interval.
+const DefaultQuickFor = time.Minute
+
+// quick returns the time between two scans while they are quick: half
+// the interval, at least minFollowUp (and at most the interval).
+func quick(interval time.Duration) time.Duration {
+	return min(interval, max(interval/2, minFollowUp))
+}
+
+// scanPace is the scanner's schedule, in three paces. Quiet, it scans at
+// start plus every multiple of interval. Busy, while the last scan that
+// found changes started less than busyFor(interval) before, it scans
+// followUp(interval) after each scan. Quick, for quickFor after the start
+// and after the last change (0: never), it scans at start plus every
+// multiple of quick(interval). So a quiet agent costs one scan per
+// interval; the scans speed up at the first change, and slow down again
+// once the changes have stopped, first to the quick pace, then to the
+// interval. It is pure: the scanner passes in the times of its clock.
 type scanPace struct {
 	start    time.Time
 	interval time.Duration
+	quickFor time.Duration
 	// lastChange is the start of the last scan that found changes; zero
 	// while none has.
 	lastChange time.Time
@@ -65,12 +83,16 @@ type scanPace struct {
 // next records the scan that started at t0 and ended at now, which found
 // changes or not, and returns when the next scan starts, and whether the
 // scans are busy: then the next one is a follow-up of a change, sooner
-// than the next multiple of the interval.
+// than the next tick of the pace.
 func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
 	if changed {
 		p.lastChange = t0
 	}
-	tick := p.start.Add((now.Sub(p.start)/p.interval + 1) * p.interval)
+	period := p.interval
+	if p.quick(t0) {
+		period = quick(p.interval)
+	}
+	tick := p.start.Add((now.Sub(p.start)/period + 1) * period)
 	if !p.inBurst(t0) {
 		return tick, false
 	}
@@ -80,10 +102,20 @@ func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
 	return tick, false
 }
 
+// quick reports whether the scan that started at t0 is within quickFor of
+// the start or of the last scan that found changes.
+func (p *scanPace) quick(t0 time.Time) bool {
+	since := p.start
+	if p.lastChange.After(since) {
+		since = p.lastChange
+	}
+	return t0.Sub(since) < p.quickFor
+}
+
 // inBurst reports whether the scan that started at t0 is within
 // busyFor(interval) of the last scan that found changes, whether or not the
-// next scan is a follow-up (it is not when the next multiple of the
-// interval comes first).
+// next scan is a follow-up (it is not when the next tick of the pace
+// comes first).
 func (p *scanPace) inBurst(t0 time.Time) bool {
 	return !p.lastChange.IsZero() && t0.Sub(p.lastChange) < busyFor(p.interval)
 }

@@ -1,11 +1,15 @@
 package register
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/plugreg/plugreg/plugins"
+	"github.com/plugreg/plugreg/scan"
 )
 
 // TestScanPace: idle, the scans come at the multiples of the interval from
@@ -55,4 +59,84 @@ func TestScanPace(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scanPace.next (-want +got):\n%s", diff)
 	}
+}
+
+// TestScanPaceQuick: with quickFor, the scans come at the multiples of
+// half the interval for quickFor after the start and after the last scan
+// that found changes (follow-ups first while busy), then at the multiples
+// of the interval.
+func TestScanPaceQuick(t *testing.T) {
+	const interval = 250 * time.Millisecond // quick 125 ms, followUp 31.25 ms, busyFor 2 s
+	start := time.Unix(1000, 0)
+	ms := func(f float64) time.Time { return start.Add(time.Duration(f * float64(time.Millisecond))) }
+	p := scanPace{start: start, interval: interval, quickFor: time.Minute}
+	var got []string
+	scan := func(t0, end float64, changed bool) {
+		at, busy := p.next(ms(t0), ms(end), changed)
+		got = append(got, fmt.Sprintf("%v+%v changed=%v: next %v busy=%v", t0, end-t0, changed, at.Sub(start), busy))
+	}
+	scan(0, 1, false)           // quick after the start
+	scan(125, 126, false)       //
+	scan(59875, 59876, false)   // 59.875 s after the start: still quick
+	scan(60000, 60001, false)   // a minute after it: once per interval
+	scan(60250, 60251, false)   //
+	scan(60500, 60501, true)    // a change: follow-ups
+	scan(62490, 62491, false)   // busy, but the quick tick comes before a follow-up
+	scan(62500, 62501, false)   // 2 s after the change: quick
+	scan(120375, 120376, false) // 59.875 s after the change: still quick
+	scan(120500, 120501, false) // a minute after it: once per interval
+	want := []string{
+		"0+1 changed=false: next 125ms busy=false",
+		"125+1 changed=false: next 250ms busy=false",
+		"59875+1 changed=false: next 1m0s busy=false",
+		"60000+1 changed=false: next 1m0.25s busy=false",
+		"60250+1 changed=false: next 1m0.5s busy=false",
+		"60500+1 changed=true: next 1m0.53225s busy=true",
+		"62490+1 changed=false: next 1m2.5s busy=false",
+		"62500+1 changed=false: next 1m2.625s busy=false",
+		"120375+1 changed=false: next 2m0.5s busy=false",
+		"120500+1 changed=false: next 2m0.75s busy=false",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scanPace.next (-want +got):\n%s", diff)
+	}
+}
+
+// TestQuickScansAfterStart: Run passes QuickFor to the scanner: the scans
+// of an agent that found nothing come every half interval for QuickFor
+// after its start, then once per interval.
+func TestQuickScansAfterStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Second
+		dir := &fakeDir{entries: map[string]uint64{}}
+		t0 := time.Now()
+		var at []time.Duration // written by the scanner's goroutine, read once Run has returned
+		rec := &Reconciler{
+			Scan: func() (scan.Snapshot, error) {
+				at = append(at, time.Since(t0))
+				return dir.Scan()
+			},
+			Registrar: okRegistrar{},
+			Registry:  plugins.NewRegistry(),
+			Interval:  interval,
+			QuickFor:  3 * time.Second,
+			nap:       timerNap,
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx) }()
+		time.Sleep(5250 * time.Millisecond)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+		synctest.Wait()
+		var want []time.Duration
+		for _, d := range []float64{0, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5} {
+			want = append(want, time.Duration(d*float64(time.Second)))
+		}
+		if diff := cmp.Diff(want, at); diff != "" {
+			t.Errorf("scan times (-want +got):\n%s", diff)
+		}
+	})
 }
