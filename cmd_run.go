@@ -38,6 +38,11 @@ const (
 	defaultInfoProbeInterval = 5 * time.Minute
 	healthStale              = 10 // intervals without a heartbeat of the loop (at each batch of checks), or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin           = 10 * time.Second
+	// defaultQuickFor is --quick-for's default: a node's plugins come up
+	// in the minute after its agent starts (the node booted, the agent
+	// was restarted), and a plugin that stopped (a driver restarting, a
+	// rollout) usually comes back within it.
+	defaultQuickFor = time.Minute
 )
 
 // runConfig is a parsed `plugreg run` command line.
@@ -99,7 +104,7 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 func runFlags(stderr io.Writer) (*runConfig, *flag.FlagSet) {
 	c := &runConfig{
 		interval:          positiveDuration(register.DefaultInterval),
-		quickFor:          optionalDuration(register.DefaultQuickFor),
+		quickFor:          optionalDuration(defaultQuickFor),
 		probeInterval:     optionalDuration(defaultProbeInterval),
 		infoProbeInterval: optionalDuration(defaultInfoProbeInterval),
 		probeFailures:     register.DefaultProbeFailures,

@@ -42,7 +42,7 @@
 // A scan that found changes is followed by the next one an eighth of
 // Interval later (10 ms ([minFollowUp]) at least), and so on until the scans have found
 // nothing new for 2 s ([minBusy]; half an interval, if longer). With
-// QuickFor (plugreg run sets [DefaultQuickFor], a minute), scans then come
+// QuickFor (plugreg run sets a minute by default), scans then come
 // every half interval until QuickFor after the start or the last change,
 // and once per interval after that. So the sockets of a rollout, created
 // over seconds by processes that stall now and then, are seen in a

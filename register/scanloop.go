@@ -47,15 +47,6 @@ const idleEvery = time.Minute
 // busyEvery is how often Reconciler.Busy is called while a burst lasts.
 const busyEvery = 2 * time.Second
 
-// DefaultQuickFor is how long the scans stay at quick(interval) after the
-// start and after the last change, unless configured (Reconciler.QuickFor).
-// A node's plugins come up in the minute after its agent starts (the node
-// booted, the agent was restarted), and a plugin that stopped (a driver
-// restarting, a rollout) usually comes back within that minute: it is
-// registered again within half an interval, while a node quiet for a
-// minute costs one scan per interval.
-const DefaultQuickFor = time.Minute
-
 // quick returns the time between two scans while they are quick: half
 // the interval, at least minFollowUp (and at most the interval).
 func quick(interval time.Duration) time.Duration {
