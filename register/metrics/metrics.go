@@ -178,8 +178,10 @@ type series struct {
 	value  string
 }
 
-// expose renders every family, sorted by name.
-func expose(src Sources) []byte {
+// expose renders every family, sorted by name, into a buffer of size
+// bytes at first (the size of the last page: the page is written once,
+// not into buffers that double and are thrown away).
+func expose(src Sources, size int) []byte {
 	st := src.agent()
 	goroutines := runtime.NumGoroutine
 	if src.Goroutines != nil {
@@ -237,9 +239,9 @@ func expose(src Sources) []byte {
 	}
 
 	sort.Slice(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
-	var b bytes.Buffer
+	b := bytes.NewBuffer(make([]byte, 0, size))
 	for _, f := range fams {
-		f.write(&b)
+		f.write(b)
 	}
 	return b.Bytes()
 }
@@ -248,7 +250,10 @@ func expose(src Sources) []byte {
 // series of value 1 per socket path and state.
 func kubeletPlugins(desired, actual []string) family {
 	f := family{name: "plugin_manager_total_plugins", help: "Number of plugins in Plugin Manager", typ: "gauge"}
-	seen := make(map[[2]string]bool, len(desired)+len(actual))
+	n := len(desired) + len(actual)
+	seen := make(map[[2]string]bool, n)
+	f.series = make([]series, 0, n)
+	labels := make([][2]string, 0, 2*n) // one array for the labels of every series
 	add := func(paths []string, state string) {
 		for _, p := range paths {
 			k := [2]string{p, state}
@@ -256,7 +261,8 @@ func kubeletPlugins(desired, actual []string) family {
 				continue
 			}
 			seen[k] = true
-			f.series = append(f.series, series{labels: [][2]string{{"socket_path", p}, {"state", state}}, value: "1"})
+			labels = append(labels, [2]string{"socket_path", p}, [2]string{"state", state})
+			f.series = append(f.series, series{labels: labels[len(labels)-2 : len(labels) : len(labels)], value: "1"})
 		}
 	}
 	add(desired, "desired_state_of_world")

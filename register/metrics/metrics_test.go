@@ -832,3 +832,24 @@ func TestListen(t *testing.T) {
 		})
 	}
 }
+
+// TestExposeAllocationsPerSocket: the page's allocations do not grow with
+// the sockets (one series and its labels each would be 2 per socket and
+// state): a scrape of a large agent allocates its page and a few arrays,
+// not tens of thousands of small objects for the collector to chase.
+func TestExposeAllocationsPerSocket(t *testing.T) {
+	allocs := func(n int) float64 {
+		paths := make([]string, n)
+		for i := range paths {
+			paths[i] = fmt.Sprintf("/var/lib/kubelet/plugins_registry/csi-%05d.example.com-reg.sock", i)
+		}
+		src := allSources()
+		src.Sockets = func() (desired, actual []string) { return paths, paths }
+		size := len(expose(src, 0))
+		return testing.AllocsPerRun(5, func() { expose(src, size) })
+	}
+	small, large := allocs(100), allocs(5000)
+	if large-small > 100 {
+		t.Errorf("a page of 5,000 sockets makes %v allocations, of 100 sockets %v: want fewer than 100 more", large, small)
+	}
+}

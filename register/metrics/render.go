@@ -11,6 +11,7 @@ type pageRender struct {
 	src     Sources
 	mu      sync.Mutex
 	running *renderCall // nil when no render runs
+	size    int         // of the last page, with room to grow: the next page's first buffer
 }
 
 // renderCall is one render and the requests waiting for it.
@@ -30,13 +31,15 @@ func (p *pageRender) page() []byte {
 	}
 	c := &renderCall{done: make(chan struct{})}
 	p.running = c
+	size := p.size
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		p.running = nil
+		p.size = len(c.body) + len(c.body)/16
 		p.mu.Unlock()
 		close(c.done)
 	}()
-	c.body = expose(p.src)
+	c.body = expose(p.src, size)
 	return c.body
 }
