@@ -514,39 +514,25 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = 800 * time.Millisecond // a follow-up after 100 ms
 		dir := &fakeDir{entries: map[string]uint64{}}
-		t0 := time.Now()
-		var at []time.Duration // written by the scanner's goroutine, read once Run has returned
 		rec := &Reconciler{
-			Scan: func() (scan.Snapshot, error) {
-				at = append(at, time.Since(t0))
-				return dir.Scan()
-			},
 			Registrar: okRegistrar{},
 			Registry:  plugins.NewRegistry(),
 			Interval:  interval,
 			Log:       slog.New(slog.NewTextHandler(t.Output(), nil)),
-			nap:       timerNap,
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- rec.Run(ctx) }()
-
-		time.Sleep(700 * time.Millisecond)
-		dir.set("/p/a", 1) // seen by the scan of the tick at 800 ms
-		time.Sleep(150 * time.Millisecond)
-		dir.set("/p/b", 2) // at 850 ms: seen by the follow-up at 900 ms
-		time.Sleep(300 * time.Millisecond)
-		// At 1150 ms, after two follow-ups that found nothing: the
-		// follow-up at 1200 ms sees it, not the tick at 1600 ms.
-		dir.set("/p/c", 3)
-		time.Sleep(2150 * time.Millisecond)
-		dir.set("/p/a", 0) // at 3.3 s, 2.1 s after the last change: seen by the tick at 4 s
-		time.Sleep(950 * time.Millisecond)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-		synctest.Wait() // Run does not wait for a scan in progress: let the scanner end
+		at := scanTimes(t, rec, dir, func() {
+			time.Sleep(700 * time.Millisecond)
+			dir.set("/p/a", 1) // seen by the scan of the tick at 800 ms
+			time.Sleep(150 * time.Millisecond)
+			dir.set("/p/b", 2) // at 850 ms: seen by the follow-up at 900 ms
+			time.Sleep(300 * time.Millisecond)
+			// At 1150 ms, after two follow-ups that found nothing: the
+			// follow-up at 1200 ms sees it, not the tick at 1600 ms.
+			dir.set("/p/c", 3)
+			time.Sleep(2150 * time.Millisecond)
+			dir.set("/p/a", 0) // at 3.3 s, 2.1 s after the last change: seen by the tick at 4 s
+			time.Sleep(950 * time.Millisecond)
+		})
 
 		ms := func(d ...int) []time.Duration {
 			out := make([]time.Duration, len(d))
@@ -573,6 +559,30 @@ func TestReconcilerScansABurstSooner(t *testing.T) {
 			t.Errorf("registered %v, want [b c]", got)
 		}
 	})
+}
+
+// scanTimes runs rec, in a synctest bubble, with its scans reading dir
+// and timer naps, while steps runs (its sleeps are the bubble's), and
+// returns when each scan started, from Run's start.
+func scanTimes(t *testing.T, rec *Reconciler, dir *fakeDir, steps func()) []time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	var at []time.Duration // written by the scanner's goroutine, read once Run has returned
+	rec.Scan = func() (scan.Snapshot, error) {
+		at = append(at, time.Since(t0))
+		return dir.Scan()
+	}
+	rec.nap = timerNap
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	steps()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	synctest.Wait() // Run does not wait for a scan in progress: let the scanner end
+	return at
 }
 
 // pluginNames returns the names of the plugins reg holds, in its order.

@@ -80,7 +80,7 @@ func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
 		p.lastChange = t0
 	}
 	period := p.interval
-	if p.quick(t0) {
+	if p.inQuick(t0) {
 		period = quick(p.interval)
 	}
 	tick := p.start.Add((now.Sub(p.start)/period + 1) * period)
@@ -93,9 +93,9 @@ func (p *scanPace) next(t0, now time.Time, changed bool) (time.Time, bool) {
 	return tick, false
 }
 
-// quick reports whether the scan that started at t0 is within quickFor of
+// inQuick reports whether the scan that started at t0 is within quickFor of
 // the start or of the last scan that found changes.
-func (p *scanPace) quick(t0 time.Time) bool {
+func (p *scanPace) inQuick(t0 time.Time) bool {
 	since := p.start
 	if p.lastChange.After(since) {
 		since = p.lastChange

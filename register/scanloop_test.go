@@ -1,7 +1,6 @@
 package register
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/plugreg/plugreg/plugins"
-	"github.com/plugreg/plugreg/scan"
 )
 
 // TestScanPace: idle, the scans come at the multiples of the interval from
@@ -107,30 +105,13 @@ func TestScanPaceQuick(t *testing.T) {
 // after its start, then once per interval.
 func TestQuickScansAfterStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const interval = time.Second
-		dir := &fakeDir{entries: map[string]uint64{}}
-		t0 := time.Now()
-		var at []time.Duration // written by the scanner's goroutine, read once Run has returned
 		rec := &Reconciler{
-			Scan: func() (scan.Snapshot, error) {
-				at = append(at, time.Since(t0))
-				return dir.Scan()
-			},
 			Registrar: okRegistrar{},
 			Registry:  plugins.NewRegistry(),
-			Interval:  interval,
+			Interval:  time.Second,
 			QuickFor:  3 * time.Second,
-			nap:       timerNap,
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- rec.Run(ctx) }()
-		time.Sleep(5250 * time.Millisecond)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-		synctest.Wait()
+		at := scanTimes(t, rec, &fakeDir{entries: map[string]uint64{}}, func() { time.Sleep(5250 * time.Millisecond) })
 		var want []time.Duration
 		for _, d := range []float64{0, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5} {
 			want = append(want, time.Duration(d*float64(time.Second)))

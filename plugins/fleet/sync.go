@@ -349,7 +349,6 @@ func (r *run) checkIndex(ctx context.Context) error {
 		resp, err := r.p.Store.Txn(c, txn)
 		cancel()
 		if err != nil {
-			r.checkedRev = 0
 			return fmt.Errorf("check name index: %w", err)
 		}
 		r.p.update(func(s *Status) { s.IndexChecks++ })
