@@ -79,7 +79,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(2)
 	}
-	r := runner{timeout: *timeout, keep: *keep, flaky: make(map[string]bool)}
+	cache, err := boundedCache(cacheLimit)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
+	r := runner{timeout: *timeout, keep: *keep, flaky: make(map[string]bool), cache: cache}
 	var before map[string]result
 	if *base != "" {
 		if before, err = r.runTree(*base, muts); err != nil {
@@ -99,6 +104,39 @@ func main() {
 	if !report(os.Stdout, muts, before, after, *base, label) {
 		os.Exit(1)
 	}
+}
+
+// cacheLimit bounds the build cache of the mutation runs. Every mutation
+// compiles its package and the packages above it anew, and go never trims
+// an entry used in the last five days: in the shared cache, a day of runs
+// filled a 250 GB disk and failed CI on it.
+const cacheLimit = 4 << 30
+
+// boundedCache returns a build cache of the mutation runs' own, emptied
+// first when it has grown past limit bytes, so that it costs at most
+// limit plus one run.
+func boundedCache(limit int64) (string, error) {
+	root, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("build cache: %w", err)
+	}
+	dir := filepath.Join(root, "plugreg-mutate")
+	var size int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+		return nil
+	})
+	if size > limit {
+		fmt.Printf("== build cache %s: %d MB, over %d MB: emptied\n", dir, size>>20, limit>>20)
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("build cache: %w", err)
+		}
+	}
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 // filterMutations keeps the mutations whose name matches expr.
@@ -218,6 +256,7 @@ type runner struct {
 	timeout time.Duration
 	keep    bool
 	flaky   map[string]bool // tests that failed in a baseline that then passed
+	cache   string          // GOCACHE of the go test runs
 }
 
 // baselineRuns is how often an unmutated test command may run before it
@@ -370,6 +409,7 @@ func (r runner) goTest(dir string, args []string) (failure string, broken bool) 
 	cmdArgs := append([]string{"test", "-count=1", "-vet=off", "-timeout", r.timeout.String()}, args...)
 	cmd := exec.CommandContext(ctx, "go", cmdArgs...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOCACHE="+r.cache)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
