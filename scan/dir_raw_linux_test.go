@@ -125,3 +125,26 @@ func listing(t *testing.T, dir string, ents []fs.DirEntry) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestReadAllocsPerSocket: reading a settled directory again (a full scan
+// here; a read after a change is the same) allocates two objects per
+// socket, its name and its entry, and nothing for its stat: during a burst
+// of plugins the directory is read again at every scan. Not parallel:
+// AllocsPerRun counts the whole process.
+func TestReadAllocsPerSocket(t *testing.T) {
+	const n = 200
+	dir := filepath.Join(tempDir(t), "plugins")
+	for i := range n {
+		socketFile(t, filepath.Join(dir, fmt.Sprintf("s%03d.sock", i)))
+	}
+	age(t, dir)
+	s := mustNew(t, nil, dir)
+	if !s.Settled(filepath.Join(dir, "s000.sock")) {
+		t.Skipf("%s is not settled (see Scanner.Settled): it is read the usual way", dir)
+	}
+	s.FullScanEvery = 1 // every scan reads every directory
+	mustScan(t, s)
+	if got := testing.AllocsPerRun(20, func() { mustScan(t, s) }); got > 2*n+20 {
+		t.Errorf("a read of %d sockets allocates %v times, want at most %d: 2 per socket and a few", n, got, 2*n+20)
+	}
+}

@@ -94,12 +94,14 @@ func (d *osDir) id(name, _ string) (ID, error) {
 // statAt returns the ID of name in d, without following a symlink, or
 // wrongType if it is not of type typ (S_IFDIR, S_IFSOCK).
 func (d *osDir) statAt(name string, typ uint32, wrongType error) (ID, error) {
-	var st unix.Stat_t
-	lstat := lstatAt
+	var st unix.Stat_t // on the stack: both calls are direct
+	var err error
 	if d.raw {
-		lstat = lstatAtRaw
+		err = lstatAtRaw(d.fd, name, &st)
+	} else {
+		err = lstatAt(d.fd, name, &st)
 	}
-	switch err := lstat(d.fd, name, &st); {
+	switch {
 	case err != nil:
 		return ID{}, err
 	case uint32(st.Mode)&unix.S_IFMT != typ:

@@ -16,42 +16,22 @@ it takes at most [rules.MaxRecordBytes], and the largest state
 fits. Save refuses to write more than the limit and Load to read more, so
 what Save wrote always loads.
 
-The file is one JSON object ([Marshal]) and nothing else:
+The file is one JSON object ([Marshal]) and nothing else, a key to a
+line, and each record (a plugin, a pending deregistration, the fleet
+lease) compact on a line of its own, so that the file stays readable and
+greppable and a burst of registrations, which rewrites it several times,
+never spends its CPU on indentation (Load reads any layout):
 
 	{
 	  "version": 2,
 	  "revision": 42,
 	  "plugins": [
-	    {
-	      "schema": 1,
-	      "name": "hostpath.csi.k8s.io",
-	      "type": "CSIPlugin",
-	      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
-	      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath-reg.sock",
-	      "versions": ["1.0.0"],
-	      "registeredAt": "2026-08-21T10:00:00.5Z",
-	      "annotations": {"node": "worker-1"},
-	      "source": "socket",
-	      "owner": "",
-	      "options": {},
-	      "uid": null,
-	      "socketId": {"dev": 2049, "ino": 1835021, "mtime": 1724234400123456789, "ctime": 1724234400123456789, "birth": 1724234400123456789}
-	    }
+	    {"schema":1,"name":"hostpath.csi.k8s.io","type":"CSIPlugin","endpoint":"/var/lib/kubelet/plugins/csi-hostpath/csi.sock","socketPath":"/var/lib/kubelet/plugins_registry/hostpath-reg.sock","versions":["1.0.0"],"registeredAt":"2026-08-21T10:00:00.5Z","annotations":{"node":"worker-1"},"source":"socket","owner":"","options":{},"uid":null,"socketId":{"dev":2049,"ino":1835021,"mtime":1724234400123456789,"ctime":1724234400123456789,"birth":1724234400123456789}}
 	  ],
 	  "pendingDeregistrations": [
-	    {
-	      "schema": 1,
-	      "name": "old.csi.k8s.io",
-	      ...
-	      "reason": "removed"
-	    }
+	    {"schema":1,"name":"old.csi.k8s.io",...,"reason":"removed"}
 	  ],
-	  "fleet": {
-	    "lease": 7587883410544297218,
-	    "cluster": 14841639068965178418,
-	    "prefix": "/plugreg/v1/",
-	    "node": "worker-1"
-	  }
+	  "fleet": {"lease":7587883410544297218,"cluster":14841639068965178418,"prefix":"/plugreg/v1/","node":"worker-1"}
 	}
 
 A plugin is in its one JSON form, [codec.PluginJSON], as `plugreg list -o

@@ -34,12 +34,7 @@ func TestSaveFleetLease(t *testing.T) {
   "revision": 3,
   "clean": true,
   "plugins": [],
-  "fleet": {
-    "lease": 7587890528885514674,
-    "cluster": 18446744073709551615,
-    "prefix": "/plugreg/v1/",
-    "node": "worker-1"
-  }
+  "fleet": {"lease":7587890528885514674,"cluster":18446744073709551615,"prefix":"/plugreg/v1/","node":"worker-1"}
 }
 `
 	if diff := cmp.Diff(want, string(data)); diff != "" {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,9 +117,12 @@ func TestSaveLoad(t *testing.T) {
 	}
 }
 
-// TestSaveFormat pins the document; changing it needs a new Version.
-// A pending deregistration is the plugin's record and the reason; a State
-// that is not Running says "clean": true.
+// TestSaveFormat pins the document: a key to a line, and each record
+// compact on a line of its own. A new key needs a new Version; the layout
+// does not, as Load reads the same document in any layout: the same file
+// indented loads as the same State. A pending deregistration is the
+// plugin's record and the reason; a State that is not Running says
+// "clean": true.
 func TestSaveFormat(t *testing.T) {
 	registered := csiHostpath
 	registered.SocketID = scan.ID{Dev: 2049, Ino: 1835021, Mtime: 1767323045123456789, Ctime: 1767323045987654321, Birth: 1767323045000000001}
@@ -138,29 +142,7 @@ func TestSaveFormat(t *testing.T) {
   "revision": 7,
   "clean": true,
   "plugins": [
-    {
-      "schema": 1,
-      "name": "hostpath.csi.k8s.io",
-      "type": "CSIPlugin",
-      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
-      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
-      "versions": [
-        "1.0.0"
-      ],
-      "registeredAt": "2026-01-02T03:04:05.5Z",
-      "annotations": {},
-      "source": "socket",
-      "owner": "",
-      "options": {},
-      "uid": null,
-      "socketId": {
-        "dev": 2049,
-        "ino": 1835021,
-        "mtime": 1767323045123456789,
-        "ctime": 1767323045987654321,
-        "birth": 1767323045000000001
-      }
-    }
+    {"schema":1,"name":"hostpath.csi.k8s.io","type":"CSIPlugin","endpoint":"/var/lib/kubelet/plugins/csi-hostpath/csi.sock","socketPath":"/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock","versions":["1.0.0"],"registeredAt":"2026-01-02T03:04:05.5Z","annotations":{},"source":"socket","owner":"","options":{},"uid":null,"socketId":{"dev":2049,"ino":1835021,"mtime":1767323045123456789,"ctime":1767323045987654321,"birth":1767323045000000001}}
   ]
 }
 `},
@@ -169,52 +151,17 @@ func TestSaveFormat(t *testing.T) {
   "revision": 7,
   "plugins": [],
   "pendingDeregistrations": [
-    {
-      "schema": 1,
-      "name": "hostpath.csi.k8s.io",
-      "type": "CSIPlugin",
-      "endpoint": "/var/lib/kubelet/plugins/csi-hostpath/csi.sock",
-      "socketPath": "/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock",
-      "versions": [
-        "1.0.0"
-      ],
-      "registeredAt": "2026-01-02T03:04:05Z",
-      "annotations": {
-        "node": "n1"
-      },
-      "source": "socket",
-      "owner": "",
-      "options": {},
-      "uid": null,
-      "reason": "unhealthy"
-    }
+    {"schema":1,"name":"hostpath.csi.k8s.io","type":"CSIPlugin","endpoint":"/var/lib/kubelet/plugins/csi-hostpath/csi.sock","socketPath":"/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock","versions":["1.0.0"],"registeredAt":"2026-01-02T03:04:05Z","annotations":{"node":"n1"},"source":"socket","owner":"","options":{},"uid":null,"reason":"unhealthy"}
   ]
 }
 `},
-		{"an API plugin", State{Revision: 7, Plugins: []Plugin{apiFull}}, `{
+		{"an API plugin and a discovered one", State{Revision: 7, Plugins: []Plugin{apiFull, registered}}, `{
   "version": 2,
   "revision": 7,
   "clean": true,
   "plugins": [
-    {
-      "schema": 1,
-      "name": "a.example.com",
-      "type": "CSIPlugin",
-      "endpoint": "/run/a.sock",
-      "socketPath": "",
-      "versions": [
-        "1.0.0"
-      ],
-      "registeredAt": "2026-01-02T03:04:05Z",
-      "annotations": {},
-      "source": "api",
-      "owner": "alloc-1",
-      "options": {
-        "k": "v"
-      },
-      "uid": 1001,
-      "noCheck": true
-    }
+    {"schema":1,"name":"a.example.com","type":"CSIPlugin","endpoint":"/run/a.sock","socketPath":"","versions":["1.0.0"],"registeredAt":"2026-01-02T03:04:05Z","annotations":{},"source":"api","owner":"alloc-1","options":{"k":"v"},"uid":1001,"noCheck":true},
+    {"schema":1,"name":"hostpath.csi.k8s.io","type":"CSIPlugin","endpoint":"/var/lib/kubelet/plugins/csi-hostpath/csi.sock","socketPath":"/var/lib/kubelet/plugins_registry/hostpath.csi.k8s.io-reg.sock","versions":["1.0.0"],"registeredAt":"2026-01-02T03:04:05.5Z","annotations":{},"source":"socket","owner":"","options":{},"uid":null,"socketId":{"dev":2049,"ino":1835021,"mtime":1767323045123456789,"ctime":1767323045987654321,"birth":1767323045000000001}}
   ]
 }
 `},
@@ -233,6 +180,20 @@ func TestSaveFormat(t *testing.T) {
 			want := strings.Replace(tc.want, `"/run/a.sock"`, strconv.Quote(absPath("/run/a.sock")), 1)
 			if diff := cmp.Diff(want, string(got)); diff != "" {
 				t.Errorf("state file (-want +got):\n%s", diff)
+			}
+			loaded, err := Load(path, 0)
+			if err != nil {
+				t.Fatalf("Load = %v", err)
+			}
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, got, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, indented.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if again, err := Load(path, 0); err != nil || !cmp.Equal(loaded, again) {
+				t.Errorf("Load of the file indented = %+v, %v; want %+v, the State of the file as written", again, err, loaded)
 			}
 		})
 	}
@@ -617,10 +578,12 @@ func TestQuarantineCorrupt(t *testing.T) {
 	}
 }
 
-// indentedDoc returns the state document of s as json.MarshalIndent
-// writes the declared stateDoc without escaping HTML, and a newline: what
-// Save must write.
-func indentedDoc(t *testing.T, s State) string {
+// checkWritten fails t unless written is the state document of s as Save
+// must write it: the JSON that encoding/json gives of the declared
+// stateDoc without escaping HTML, laid out a key or a record to a line
+// (each plugin, each pending deregistration, the fleet lease), and a
+// newline.
+func checkWritten(t *testing.T, s State, written []byte) {
 	t.Helper()
 	d := stateDoc{Version: Version, Revision: s.Revision, Clean: !s.Running, Plugins: make([]codec.PluginJSON, len(s.Plugins))}
 	for i, p := range s.Plugins {
@@ -630,19 +593,42 @@ func indentedDoc(t *testing.T, s State) string {
 		d.Pending = append(d.Pending, pendingRecord{codec.ToJSON(pd.Plugin), pd.Reason})
 	}
 	d.Fleet = fleetRecordOf(s.Fleet)
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(d); err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	var got bytes.Buffer
+	if err := json.Compact(&got, written); err != nil {
+		t.Fatalf("Save wrote no JSON (%v):\n%s", err, written)
+	}
+	if diff := cmp.Diff(strings.TrimSuffix(want.String(), "\n"), got.String()); diff != "" {
+		t.Fatalf("Save wrote, compacted (-encoding/json of the stateDoc +written):\n%s", diff)
+	}
+	// "{", version, revision, plugins, "}"; then "clean", each plugin and
+	// the end of the list, and so on.
+	lines := 5
+	if !s.Running {
+		lines++
+	}
+	if len(s.Plugins) > 0 {
+		lines += len(s.Plugins) + 1
+	}
+	if len(s.Pending) > 0 {
+		lines += len(s.Pending) + 2
+	}
+	if s.Fleet != nil {
+		lines++
+	}
+	if n := strings.Count(string(written), "\n"); n != lines || !bytes.HasSuffix(written, []byte("\n")) {
+		t.Fatalf("Save wrote %d lines, want %d, a record to a line, and a newline at the end:\n%s", n, lines, written)
+	}
 }
 
 // FuzzLoad feeds arbitrary bytes to Load as a state file. Load must not
 // panic, and must either refuse them with ErrCorrupt or accept a State that
-// Save writes as the indented JSON of its document, that Load then reads
+// Save writes as the JSON of its document, a record to a line, that Load then reads
 // back unchanged, and that a Registry restored from it (NewRegistryFrom)
 // gives back, sorted, as its State.
 func FuzzLoad(f *testing.F) {
@@ -680,14 +666,12 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("Save of a loaded state = %v", err)
 		}
 		// Save streams the document record by record; it is the one
-		// encoding/json gives of the declared stateDoc, indented.
+		// encoding/json gives of the declared stateDoc, a record to a line.
 		written, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(indentedDoc(t, s), string(written)); diff != "" {
-			t.Fatalf("Save wrote (-json.MarshalIndent of the stateDoc +written):\n%s", diff)
-		}
+		checkWritten(t, s, written)
 		got, err := Load(path, 0)
 		if err != nil {
 			t.Fatalf("Load after Save = %v", err)
