@@ -46,6 +46,7 @@ var (
 	benchProfile = flag.String("agent-cpuprofile", "", "BenchmarkAgent: write the agent's CPU profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
 	benchMemProf = flag.String("agent-memprofile", "", "BenchmarkAgent: write the agent's allocation profile, burst and idle, to this file (the agent is built with -tags pprof); with several sizes, to FILE-N.EXT for each")
 	benchFollow  = flag.Int("follow", 10, "BenchmarkAgent: plugins created one at a time after the burst, each within 2 s of the change before it, for follow-p99-ms; 0: none")
+	benchBin     = flag.String("agent-bin", "", "BenchmarkAgent: run this plugreg binary (another commit's, say) instead of building this tree's, so that both are measured by one harness")
 	benchPublish = flag.Bool("publish", false, "BenchmarkAgent: run the agent with --publish to an etcd in this process (--node bench --publish-ttl 30s) and report publish-lag-ms")
 )
 
@@ -241,7 +242,11 @@ func startBenchAgent(b *testing.B, tmp, dir, api string) (*proc, *benchFleet) {
 		etcd, publishArgs = startBenchFleet(b, tmp)
 		args = append(args, publishArgs...)
 	}
-	cmd := exec.Command(plugregBin(b), append(args, strings.Fields(*benchArgs)...)...)
+	bin := *benchBin
+	if bin == "" {
+		bin = plugregBin(b)
+	}
+	cmd := exec.Command(bin, append(args, strings.Fields(*benchArgs)...)...)
 	if *benchProcs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*benchProcs))
 	}
