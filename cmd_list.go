@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -132,7 +133,9 @@ func printable(s string) string {
 }
 
 // dialAPI connects to the agent's API socket. When nobody listens there,
-// the error says so in one line instead of a stack of gRPC text.
+// the error says so in one line instead of a stack of gRPC text. The
+// connection that finds out is the one the first call uses, so that a
+// command costs the agent one of its --api-max-conns, not two.
 func dialAPI(path string) (apiClient, func(), error) {
 	conn, err := net.DialTimeout("unix", path, apiTimeout)
 	if err != nil {
@@ -141,17 +144,33 @@ func dialAPI(path string) (apiClient, func(), error) {
 		}
 		return apiClient{}, nil, fmt.Errorf("connect to agent at %s: %w", path, err)
 	}
-	conn.Close()
+	var mu sync.Mutex
+	first := conn // until the first dial takes it
+	take := func() net.Conn {
+		mu.Lock()
+		defer mu.Unlock()
+		c := first
+		first = nil
+		return c
+	}
 	// The agent's messages have no limit but gRPC's own (a List, or a
 	// watch snapshot, of --max-plugins plugins of the largest size is
 	// about 7 KB a plugin), and the API socket is the agent's: take what
 	// it sends, rather than gRPC's default of 4 MiB.
 	cc := grpcconn.New(grpcconn.Config{
 		Endpoints: []grpcconn.Endpoint{{Dial: func(ctx context.Context) (net.Conn, error) {
+			if c := take(); c != nil {
+				return c, nil
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		}}},
 		MaxReply: math.MaxInt32,
 	})
-	return apiClient{cc}, func() { cc.Close() }, nil
+	return apiClient{cc}, func() {
+		cc.Close()
+		if c := take(); c != nil {
+			c.Close()
+		}
+	}, nil
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,5 +230,55 @@ func TestStatusPublish(t *testing.T) {
 	}
 	if want := "publish   etcd " + srv.Endpoint + " as node n1: in sync, last sync "; !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "s left") {
 		t.Errorf("status screen lacks %q and the lease's time left:\n%s", want, stdout.String())
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// TestCommandUsesOneConnection: a command that calls the API costs the
+// agent one connection of its --api-max-conns: the connection that finds
+// out whether an agent listens is the one its call uses. (The agent
+// accepts in the order of connect, so a second connection made before the
+// call's would have been accepted by the time the command returns.)
+func TestCommandUsesOneConnection(t *testing.T) {
+	needUnixSockets(t)
+	for _, args := range [][]string{{"list"}, {"status"}} {
+		path := filepath.Join(sockettest.Dir(t), "api.sock")
+		lis, err := plugapi.ListenAPI(path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := &countingListener{Listener: lis}
+		now := time.Now()
+		src := &statusSource{registry: plugins.NewRegistry(), started: now, stale: time.Minute,
+			agent: func() register.Status { return register.Status{LastTick: now, Ready: true} }}
+		src.cfg, _ = runFlags(io.Discard)
+		src.cfg.api = path
+		s := plugapi.NewAPIServer(src.registry, 0)
+		s.ServeStatus(src.status)
+		srv := grpc.NewServer()
+		plugregv1.RegisterRegistryServer(srv, s)
+		go srv.Serve(counted)
+		var stdout, stderr bytes.Buffer
+		err = run(t.Context(), append(args, "--api", path), &stdout, &stderr)
+		srv.Stop()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+		}
+		if n := counted.accepted.Load(); n != 1 {
+			t.Errorf("%v: the agent accepted %d connections, want 1", args, n)
+		}
 	}
 }
