@@ -32,6 +32,14 @@ import (
 // agent does, and returns the socket's path.
 func serveStatus(t *testing.T, src *statusSource) string {
 	t.Helper()
+	path, _ := serveStatusCounted(t, src)
+	return path
+}
+
+// serveStatusCounted is serveStatus, and also returns the listener, which
+// counts the connections it accepts.
+func serveStatusCounted(t *testing.T, src *statusSource) (string, *countingListener) {
+	t.Helper()
 	needUnixSockets(t)
 	path := filepath.Join(sockettest.Dir(t), "api.sock")
 	lis, err := plugapi.ListenAPI(path, "")
@@ -39,6 +47,7 @@ func serveStatus(t *testing.T, src *statusSource) string {
 		t.Fatal(err)
 	}
 	src.conns = plugapi.LimitConns(lis, 8)
+	counted := &countingListener{Listener: src.conns}
 	if src.cfg == nil {
 		src.cfg, _ = runFlags(io.Discard)
 	}
@@ -47,9 +56,9 @@ func serveStatus(t *testing.T, src *statusSource) string {
 	s.ServeStatus(src.status)
 	srv := grpc.NewServer()
 	plugregv1.RegisterRegistryServer(srv, s)
-	go srv.Serve(src.conns)
+	go srv.Serve(counted)
 	t.Cleanup(srv.Stop)
-	return path
+	return path, counted
 }
 
 // TestStatusHealth runs `plugreg status` against an agent in each state
@@ -255,26 +264,12 @@ func (l *countingListener) Accept() (net.Conn, error) {
 func TestCommandUsesOneConnection(t *testing.T) {
 	needUnixSockets(t)
 	for _, args := range [][]string{{"list"}, {"status"}} {
-		path := filepath.Join(sockettest.Dir(t), "api.sock")
-		lis, err := plugapi.ListenAPI(path, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		counted := &countingListener{Listener: lis}
 		now := time.Now()
 		src := &statusSource{registry: plugins.NewRegistry(), started: now, stale: time.Minute,
 			agent: func() register.Status { return register.Status{LastTick: now, Ready: true} }}
-		src.cfg, _ = runFlags(io.Discard)
-		src.cfg.api = path
-		s := plugapi.NewAPIServer(src.registry, 0)
-		s.ServeStatus(src.status)
-		srv := grpc.NewServer()
-		plugregv1.RegisterRegistryServer(srv, s)
-		go srv.Serve(counted)
+		path, counted := serveStatusCounted(t, src)
 		var stdout, stderr bytes.Buffer
-		err = run(t.Context(), append(args, "--api", path), &stdout, &stderr)
-		srv.Stop()
-		if err != nil {
+		if err := run(t.Context(), append(args, "--api", path), &stdout, &stderr); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
 		}
 		if n := counted.accepted.Load(); n != 1 {
