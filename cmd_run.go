@@ -38,11 +38,7 @@ const (
 	defaultInfoProbeInterval = 5 * time.Minute
 	healthStale              = 10 // intervals without a heartbeat of the loop (at each batch of checks), or of one scan, before /healthz fails, but at least healthStaleMin
 	healthStaleMin           = 10 * time.Second
-	// defaultQuickFor is --quick-for's default: a node's plugins come up
-	// in the minute after its agent starts (the node booted, the agent
-	// was restarted), and a plugin that stopped (a driver restarting, a
-	// rollout) usually comes back within it.
-	defaultQuickFor = time.Minute
+	defaultQuickFor          = time.Minute // --quick-for's default; doc.go says why a minute
 )
 
 // runConfig is a parsed `plugreg run` command line.

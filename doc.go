@@ -86,10 +86,11 @@ is what it does rather than what its start did.
 	--quick-for D
 		How long after the start and after each change the scans come
 		every half --interval before they slow to one per --interval; 0:
-		never (the follow-ups of a burst aside). Default 1m. A node's plugins come up in the
-		minute after its agent starts (the node booted, the agent was
-		restarted), and a plugin that stopped (a driver restarting, a
-		rollout) usually comes back within it: at the default it waits at
+		never (the follow-ups of a burst aside). Default 1m. A node's
+		plugins come up in the minute after its agent starts (the node
+		booted, the agent was restarted), and a plugin that stopped (a
+		driver restarting, a rollout) usually comes back within it: at
+		the default it waits at
 		most 125 ms for its scan, while a node quiet for a minute costs
 		one scan per 250 ms. The minute costs a scan, and a wake-up, per
 		125 ms: 240 more wake-ups than a quiet minute.

@@ -178,10 +178,11 @@ type series struct {
 	value  string
 }
 
-// expose renders every family, sorted by name, into a buffer of size
-// bytes at first (the size of the last page: the page is written once,
-// not into buffers that double and are thrown away).
-func expose(src Sources, size int) []byte {
+// expose renders every family, sorted by name, into a buffer sized from
+// last, the length of the last page, with room for the page to grow by a
+// sixteenth: the page is written once, not into buffers that double and
+// are thrown away.
+func expose(src Sources, last int) []byte {
 	st := src.agent()
 	goroutines := runtime.NumGoroutine
 	if src.Goroutines != nil {
@@ -239,7 +240,7 @@ func expose(src Sources, size int) []byte {
 	}
 
 	sort.Slice(fams, func(i, j int) bool { return fams[i].name < fams[j].name })
-	b := bytes.NewBuffer(make([]byte, 0, size))
+	b := bytes.NewBuffer(make([]byte, 0, last+last/16))
 	for _, f := range fams {
 		f.write(b)
 	}

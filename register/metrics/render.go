@@ -11,7 +11,7 @@ type pageRender struct {
 	src     Sources
 	mu      sync.Mutex
 	running *renderCall // nil when no render runs
-	size    int         // of the last page, with room to grow: the next page's first buffer
+	last    int         // the length of the last page, which sizes the next one's buffer
 }
 
 // renderCall is one render and the requests waiting for it.
@@ -31,15 +31,15 @@ func (p *pageRender) page() []byte {
 	}
 	c := &renderCall{done: make(chan struct{})}
 	p.running = c
-	size := p.size
+	last := p.last
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		p.running = nil
-		p.size = len(c.body) + len(c.body)/16
+		p.last = len(c.body)
 		p.mu.Unlock()
 		close(c.done)
 	}()
-	c.body = expose(p.src, size)
+	c.body = expose(p.src, last)
 	return c.body
 }
