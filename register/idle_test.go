@@ -32,7 +32,7 @@ func TestIdleCalls(t *testing.T) {
 				calls = append(calls, time.Since(start))
 			},
 		}
-		runFor(t, rec, 150*time.Second)
+		register.RunSteps(t, rec, func() { time.Sleep(150 * time.Second) })
 		mu.Lock()
 		defer mu.Unlock()
 		if d := cmp.Diff([]time.Duration{0, time.Minute, 2 * time.Minute}, calls); d != "" {
@@ -127,7 +127,7 @@ func TestBusyCalls(t *testing.T) {
 				}
 			}
 		}()
-		runFor(t, rec, 20*time.Second)
+		register.RunSteps(t, rec, func() { time.Sleep(20 * time.Second) })
 		mu.Lock()
 		defer mu.Unlock()
 		if d := cmp.Diff([]time.Duration{5 * time.Second, 7 * time.Second, 9 * time.Second}, busy); d != "" {
@@ -137,20 +137,4 @@ func TestBusyCalls(t *testing.T) {
 			t.Errorf("Idle called at (-want +got):\n%s", d)
 		}
 	})
-}
-
-// runFor runs rec, with timer naps, for d of its synctest bubble's time,
-// then stops it and waits until Run has returned.
-func runFor(t *testing.T, rec *register.Reconciler, d time.Duration) {
-	t.Helper()
-	register.SetTimerNap(rec)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	time.Sleep(d)
-	synctest.Wait()
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v, want nil", err)
-	}
 }

@@ -572,16 +572,7 @@ func scanTimes(t *testing.T, rec *Reconciler, dir *fakeDir, steps func()) []time
 		at = append(at, time.Since(t0))
 		return dir.Scan()
 	}
-	rec.nap = timerNap
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	steps()
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v, want nil", err)
-	}
-	synctest.Wait() // Run does not wait for a scan in progress: let the scanner end
+	RunSteps(t, rec, steps)
 	return at
 }
 
