@@ -38,6 +38,7 @@ type gcPacer struct {
 	gen     uint64 // counts the idle spells; a cleanup of an older one does nothing
 	idle    bool
 	samples []metrics.Sample
+	armed   func() // nil, or called after each arm, under mu (tests)
 }
 
 // gcSentinel is the object whose cleanup marks the end of a collection
@@ -109,4 +110,7 @@ func (p *gcPacer) armLocked() {
 	}
 	debug.SetMemoryLimit(int64(inUse + growth))
 	runtime.AddCleanup(new(gcSentinel), rearm, gcSpell{p, p.gen})
+	if p.armed != nil {
+		p.armed()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 var gcSink []byte
@@ -54,8 +55,26 @@ func TestGCPacer(t *testing.T) {
 		live = append(live, make([]byte, piece))
 	}
 	// The limit follows the live heap: set again after each collection of
-	// the growth, it has risen by more than half of it by now. A limit left
-	// where it started would collect at nearly every allocation.
+	// the growth, it has risen by more than half of it by the first
+	// collection after it. A limit left where it started would collect at
+	// nearly every allocation. (The limit is set by a cleanup, which runs
+	// on a goroutine of the runtime's a while after its collection: wait
+	// for the one of a collection that saw the whole growth.)
+	armed := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.armed = func() {
+		select {
+		case armed <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+	runtime.GC()
+	select {
+	case <-armed:
+	case <-time.After(time.Minute): // a bound, not a wait: the cleanup runs in microseconds
+		t.Fatal("the limit was not set again within a minute of a collection")
+	}
 	if got := debug.SetMemoryLimit(-1); got < limit0+piece*pieces/2 {
 		t.Errorf("memory limit %d MiB, %d MiB at the start, with a live heap grown by %d MiB: it does not follow the heap", got>>20, limit0>>20, piece*pieces>>20)
 	}
